@@ -1,0 +1,72 @@
+/**
+ * mcpstate: durable, user-keyed state for stateless MCP servers.
+ *
+ * The MCP revision of 2026-07-28 removed protocol sessions: a tool mints an
+ * opaque handle, the model passes it back as an argument, and the server must
+ * persist what the handle points to. {@link HandleStore} is that store —
+ * minting, persistence, versions, TTL, identity scoping and conflicts that are
+ * surfaced to the model instead of silently clobbered — over SQLite, Redis,
+ * Deno KV, PostgreSQL or memory.
+ *
+ * @example Quickstart
+ * ```ts
+ * import { Append, HandleStore, StaleWrite } from "@mcpstate/core";
+ *
+ * await using store = await HandleStore.fromUrl("sqlite:///:memory:");
+ * const handle = await store.mint("research", { sources: [], notes: "" }, {
+ *   user: "alice",
+ *   ttlDays: 7,
+ * });
+ * const snap = await store.get(handle, { user: "alice" });
+ * try {
+ *   await store.save(handle, { ...snap.state, notes: "arm64 wins" }, {
+ *     user: "alice",
+ *     expectVersion: snap.version,
+ *     writer: "laptop/claude-code",
+ *   });
+ * } catch (e) {
+ *   if (e instanceof StaleWrite) e.details.current; // the winner's snapshot
+ * }
+ * await store.patch(handle, [Append("sources", "https://arxiv.org/abs/...")], {
+ *   user: "alice",
+ *   writer: "phone/claude",
+ * });
+ * for (const info of await store.list("alice", { kind: "research" })) info.handle;
+ * ```
+ *
+ * @module
+ */
+
+export {
+  type HandleInfo,
+  type HandlePage,
+  HandleStore,
+  type HandleStoreOptions,
+  type ListOptions,
+  type ListPageOptions,
+  type MintOptions,
+  type PatchOptions,
+  type RevokeOptions,
+  type SaveOptions,
+  type Snapshot,
+  toPayload,
+  type TouchOptions,
+  type UserOption,
+} from "./src/store.ts";
+export * from "./src/ops.ts";
+export * from "./src/errors.ts";
+export type { JsonObject } from "./src/json.ts";
+export type {
+  Backend,
+  Change,
+  ConditionalWrite,
+  HandleMeta,
+  HandleRecord,
+  IdempotencyClaim,
+  ListQuery,
+  Replayed,
+  SaveOutcome,
+  UpdateOutcome,
+  WriteContext,
+} from "./src/backend.ts";
+export { DEFAULT_URL, openBackend } from "./src/url.ts";

@@ -1,0 +1,201 @@
+/**
+ * The backend interface: a few atomic primitives keyed by `(user, handle)`.
+ *
+ * A backend holds no rule of the store. It does not validate, mint, version
+ * or judge expiry; it stores what `HandleStore` hands it and makes each
+ * primitive atomic with its engine's own means (a transaction, a Lua script,
+ * an atomic commit with versionstamp checks, a row lock). The one contract
+ * suite in `tests/contract.ts` is how a backend proves itself.
+ *
+ * Times are epoch milliseconds. `state` is compact JSON text, already
+ * validated and size-checked by the store: a backend stores it byte for byte.
+ *
+ * @module
+ */
+
+/** One stored record, as a backend keeps it. */
+export interface HandleRecord {
+  /** The handle, `${kind}_` + random characters. */
+  handle: string;
+  /** The kind the handle was minted with. */
+  kind: string;
+  /** The state as compact JSON text. */
+  state: string;
+  /** Starts at 1, grows by 1 per effective write. */
+  version: number;
+  /** Epoch ms of the mint. */
+  createdAt: number;
+  /** Epoch ms of the last effective write. */
+  updatedAt: number;
+  /** Epoch ms of expiry, or `null` for never. */
+  expiresAt: number | null;
+  /** Label of the last writer, if any. */
+  lastWriter: string | null;
+}
+
+/** A record without its state: what listing returns. */
+export type HandleMeta = Omit<HandleRecord, "state">;
+
+/**
+ * An idempotency claim that travels with a write. The backend looks the key
+ * up in the same atomic step as the write: when a record for
+ * `(user, scope, key)` exists, it applies nothing and returns
+ * {@link Replayed}; otherwise it writes and, in the same atomic step, stores
+ * `{ fingerprint, result }` where `result` is the record it returns (`null`
+ * for removals), kept at least until `expiresAt`.
+ */
+export interface IdempotencyClaim {
+  /** The caller's key. */
+  key: string;
+  /** The handle the write targets, or `""` for a mint. */
+  scope: string;
+  /** A digest of the call's arguments. */
+  fingerprint: string;
+  /** Epoch ms after which the record may be dropped. */
+  expiresAt: number;
+}
+
+/** Answer of a write whose idempotency key was seen before: nothing was applied. */
+export interface Replayed {
+  /** Marks the replay. */
+  replayed: true;
+  /** The fingerprint stored with the first attempt. */
+  fingerprint: string;
+  /** The first attempt's result. */
+  result: HandleRecord | null;
+}
+
+/** What every write receives from the store. */
+export interface WriteContext {
+  /** The store's clock, epoch ms. */
+  now: number;
+  /**
+   * How long after `expiresAt` an expired record must stay readable (so the
+   * store can answer `handle_expired`). Backends with native TTL expire the
+   * record at `expiresAt + graceMs`; others rely on {@link Backend.sweep}.
+   */
+  graceMs: number;
+  /** Present when the caller passed an idempotency key. */
+  idempotency?: IdempotencyClaim;
+}
+
+/**
+ * The one-shot conditional write behind `save`: it applies only when the
+ * stored version equals `expectVersion` and the record is not expired
+ * (`expiresAt` is `null` or greater than `ctx.now`). The new version is
+ * `expectVersion + 1`; `kind` and `createdAt` are kept.
+ */
+export interface ConditionalWrite {
+  /** The version the writer read. */
+  expectVersion: number;
+  /** New state text. */
+  state: string;
+  /** New `updatedAt`. */
+  updatedAt: number;
+  /** New expiry, or `"keep"` to keep the stored one. */
+  expiresAt: number | null | "keep";
+  /** New writer label. */
+  lastWriter: string | null;
+}
+
+/** Result of {@link Backend.save}: the written record, or the current one (`null`: none). */
+export type SaveOutcome =
+  | { ok: true; record: HandleRecord }
+  | { ok: false; current: HandleRecord | null };
+
+/**
+ * A read-modify-write step run by {@link Backend.update} against the current
+ * record: it returns the record to write (same handle, `version` one more) or
+ * `null` to write nothing, and throws to abort. It is pure and may run more
+ * than once when a backend retries an optimistic commit.
+ */
+export type Change = (current: HandleRecord | null) => HandleRecord | null;
+
+/** Result of {@link Backend.update}. */
+export interface UpdateOutcome {
+  /** The record after the step (the current one when nothing was written). */
+  record: HandleRecord | null;
+  /** Whether anything was written. */
+  written: boolean;
+}
+
+/** A page request for {@link Backend.list}. */
+export interface ListQuery {
+  /** Only records of this kind. */
+  kind?: string;
+  /** Leave out records with `expiresAt <= liveAt`; absent: include expired ones. */
+  liveAt?: number;
+  /** At most this many rows. */
+  limit: number;
+  /** Start after this position of the order (`updatedAt` desc, then `handle` asc). */
+  after?: { updatedAt: number; handle: string };
+}
+
+/** The primitives a storage engine provides to `HandleStore`. */
+export interface Backend {
+  /**
+   * Inserts a new record unless the handle exists for this user (any state,
+   * expired or not); never overwrites.
+   */
+  insert(user: string, record: HandleRecord, ctx: WriteContext): Promise<
+    { inserted: boolean } | Replayed
+  >;
+  /** Reads a record, expired or not; `null` when absent. */
+  read(user: string, handle: string): Promise<HandleRecord | null>;
+  /** The conditional write of `save`; see {@link ConditionalWrite}. */
+  save(
+    user: string,
+    handle: string,
+    write: ConditionalWrite,
+    ctx: WriteContext,
+  ): Promise<SaveOutcome | Replayed>;
+  /** Runs `change` against the current record and writes its result atomically. */
+  update(user: string, handle: string, change: Change, ctx: WriteContext): Promise<
+    UpdateOutcome | Replayed
+  >;
+  /** Deletes a record; `removed` tells whether one existed. */
+  remove(user: string, handle: string, ctx: WriteContext): Promise<{ removed: boolean } | Replayed>;
+  /** Lists metadata, newest `updatedAt` first, then `handle` ascending; never reads states. */
+  list(user: string, query: ListQuery): Promise<HandleMeta[]>;
+  /**
+   * Deletes records whose `expiresAt <= expiredAtOrBefore` (of one user, or of
+   * every user when `user` is `null`), and idempotency records whose expiry
+   * is at or before `now`; returns how many handle records were deleted.
+   */
+  sweep(user: string | null, expiredAtOrBefore: number, now: number): Promise<number>;
+  /**
+   * `true` when the engine reclaims expired records by itself (native TTL at
+   * `expiresAt + graceMs`), so the store need not sweep in the background.
+   */
+  readonly reclaimsExpired?: boolean;
+  /** Releases connections and files. Idempotent. */
+  close(): Promise<void>;
+}
+
+/**
+ * Whether a backend answer is a {@link Replayed} idempotent replay.
+ *
+ * @param x A backend answer.
+ * @returns `true` for a replay.
+ */
+export function isReplayed(x: unknown): x is Replayed {
+  return typeof x === "object" && x !== null && (x as Replayed).replayed === true;
+}
+
+/**
+ * The metadata of a record (drops the state).
+ *
+ * @param r A record.
+ * @returns Its metadata.
+ */
+export function metaOf(r: HandleRecord): HandleMeta {
+  return {
+    handle: r.handle,
+    kind: r.kind,
+    version: r.version,
+    createdAt: r.createdAt,
+    updatedAt: r.updatedAt,
+    expiresAt: r.expiresAt,
+    lastWriter: r.lastWriter,
+  };
+}

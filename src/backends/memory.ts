@@ -1,0 +1,189 @@
+/**
+ * The in-process backend (`memory://`): the reference implementation of the
+ * backend interface, for tests and demos. Nothing survives the process.
+ *
+ * @example
+ * ```ts
+ * import { HandleStore } from "@mcpstate/core";
+ * import { MemoryBackend } from "@mcpstate/core/memory";
+ * await using store = new HandleStore(new MemoryBackend());
+ * const handle = await store.mint("note", { text: "hi" }, { user: "alice" });
+ * ```
+ *
+ * @module
+ */
+
+import type {
+  Backend,
+  Change,
+  ConditionalWrite,
+  HandleMeta,
+  HandleRecord,
+  ListQuery,
+  Replayed,
+  SaveOutcome,
+  UpdateOutcome,
+  WriteContext,
+} from "../backend.ts";
+import { metaOf } from "../backend.ts";
+import { compareListOrder } from "./_shared.ts";
+
+interface IdemEntry {
+  fingerprint: string;
+  result: HandleRecord | null;
+  expiresAt: number;
+}
+
+/** Keeps every record in process memory. Each primitive runs without awaiting, so it is atomic. */
+export class MemoryBackend implements Backend {
+  #users = new Map<string, Map<string, HandleRecord>>();
+  #idem = new Map<string, IdemEntry>();
+
+  /**
+   * Opens a memory backend from a `memory://` URL (the URL carries no options).
+   *
+   * @param _url The URL.
+   * @returns A fresh, empty backend.
+   */
+  static fromUrl(_url: string): Promise<MemoryBackend> {
+    return Promise.resolve(new MemoryBackend());
+  }
+
+  #records(user: string): Map<string, HandleRecord> {
+    let m = this.#users.get(user);
+    if (!m) this.#users.set(user, m = new Map());
+    return m;
+  }
+
+  #replay(user: string, ctx: WriteContext): Replayed | undefined {
+    const c = ctx.idempotency;
+    if (!c) return undefined;
+    const e = this.#idem.get(JSON.stringify([user, c.scope, c.key]));
+    if (!e || e.expiresAt <= ctx.now) return undefined;
+    return { replayed: true, fingerprint: e.fingerprint, result: e.result && { ...e.result } };
+  }
+
+  #remember(user: string, ctx: WriteContext, result: HandleRecord | null): void {
+    const c = ctx.idempotency;
+    if (!c) return;
+    this.#idem.set(JSON.stringify([user, c.scope, c.key]), {
+      fingerprint: c.fingerprint,
+      result: result && { ...result },
+      expiresAt: c.expiresAt,
+    });
+  }
+
+  /** {@inheritDoc Backend.insert} */
+  insert(
+    user: string,
+    record: HandleRecord,
+    ctx: WriteContext,
+  ): Promise<{ inserted: boolean } | Replayed> {
+    const replay = this.#replay(user, ctx);
+    if (replay) return Promise.resolve(replay);
+    const records = this.#records(user);
+    if (records.has(record.handle)) return Promise.resolve({ inserted: false });
+    records.set(record.handle, { ...record });
+    this.#remember(user, ctx, record);
+    return Promise.resolve({ inserted: true });
+  }
+
+  /** {@inheritDoc Backend.read} */
+  read(user: string, handle: string): Promise<HandleRecord | null> {
+    const r = this.#users.get(user)?.get(handle);
+    return Promise.resolve(r ? { ...r } : null);
+  }
+
+  /** {@inheritDoc Backend.save} */
+  save(
+    user: string,
+    handle: string,
+    write: ConditionalWrite,
+    ctx: WriteContext,
+  ): Promise<SaveOutcome | Replayed> {
+    const replay = this.#replay(user, ctx);
+    if (replay) return Promise.resolve(replay);
+    const current = this.#users.get(user)?.get(handle);
+    if (
+      !current || current.version !== write.expectVersion ||
+      (current.expiresAt !== null && current.expiresAt <= ctx.now)
+    ) {
+      return Promise.resolve({ ok: false, current: current ? { ...current } : null });
+    }
+    const next: HandleRecord = {
+      ...current,
+      state: write.state,
+      version: current.version + 1,
+      updatedAt: write.updatedAt,
+      expiresAt: write.expiresAt === "keep" ? current.expiresAt : write.expiresAt,
+      lastWriter: write.lastWriter,
+    };
+    this.#records(user).set(handle, next);
+    this.#remember(user, ctx, next);
+    return Promise.resolve({ ok: true, record: { ...next } });
+  }
+
+  /** {@inheritDoc Backend.update} */
+  update(
+    user: string,
+    handle: string,
+    change: Change,
+    ctx: WriteContext,
+  ): Promise<UpdateOutcome | Replayed> {
+    try {
+      const replay = this.#replay(user, ctx);
+      if (replay) return Promise.resolve(replay);
+      const current = this.#users.get(user)?.get(handle) ?? null;
+      const next = change(current ? { ...current } : null);
+      if (next) this.#records(user).set(handle, { ...next });
+      const record = next ?? current;
+      this.#remember(user, ctx, record);
+      return Promise.resolve({ record: record && { ...record }, written: next !== null });
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /** {@inheritDoc Backend.remove} */
+  remove(user: string, handle: string, ctx: WriteContext): Promise<{ removed: boolean } | Replayed> {
+    const replay = this.#replay(user, ctx);
+    if (replay) return Promise.resolve(replay);
+    const removed = this.#users.get(user)?.delete(handle) ?? false;
+    if (removed) this.#remember(user, ctx, null);
+    return Promise.resolve({ removed });
+  }
+
+  /** {@inheritDoc Backend.list} */
+  list(user: string, q: ListQuery): Promise<HandleMeta[]> {
+    const rows: HandleMeta[] = [];
+    for (const r of this.#users.get(user)?.values() ?? []) {
+      if (q.kind !== undefined && r.kind !== q.kind) continue;
+      if (q.liveAt !== undefined && r.expiresAt !== null && r.expiresAt <= q.liveAt) continue;
+      if (q.after && compareListOrder(r, q.after) <= 0) continue;
+      rows.push(metaOf(r));
+    }
+    rows.sort(compareListOrder);
+    return Promise.resolve(rows.slice(0, q.limit));
+  }
+
+  /** {@inheritDoc Backend.sweep} */
+  sweep(user: string | null, expiredAtOrBefore: number, now: number): Promise<number> {
+    let n = 0;
+    for (const [u, records] of this.#users) {
+      if (user !== null && u !== user) continue;
+      for (const [h, r] of records) {
+        if (r.expiresAt !== null && r.expiresAt <= expiredAtOrBefore) {
+          records.delete(h);
+          n++;
+        }
+      }
+    }
+    for (const [k, e] of this.#idem) if (e.expiresAt <= now) this.#idem.delete(k);
+    return Promise.resolve(n);
+  }
+
+  /** {@inheritDoc Backend.close} */
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}

@@ -1,0 +1,227 @@
+/**
+ * The error classes of mcpstate. Every failure a caller can act on is an
+ * {@link McpStateError} with a stable string `code`, a `details` record and a
+ * {@link McpStateError.toPayload} form written for a model to read.
+ *
+ * @module
+ */
+
+/** Every error code mcpstate produces, as listed in the contract. */
+export type ErrorCode =
+  | "handle_not_found"
+  | "handle_expired"
+  | "stale_write"
+  | "patch_error"
+  | "state_too_large"
+  | "invalid_argument"
+  | "unauthenticated"
+  | "backend_error"
+  | "internal_error";
+
+/** The payload form of an error: `{ code, message, ...details }`. */
+export type ErrorPayload = { code: string; message: string } & Record<string, unknown>;
+
+/**
+ * Base class of every mcpstate error.
+ *
+ * @example Reading the payload
+ * ```ts
+ * import { InvalidArgument } from "@mcpstate/core";
+ * const e = new InvalidArgument("Pass a kind such as \"research\".", { field: "kind" });
+ * e.toPayload(); // { code: "invalid_argument", message: "...", field: "kind" }
+ * ```
+ */
+export class McpStateError extends Error {
+  /** The stable machine-readable code. */
+  readonly code: ErrorCode;
+  /** Extra facts for the caller, snake_case keys, JSON-safe values. */
+  readonly details: Record<string, unknown>;
+
+  /**
+   * Creates an error.
+   *
+   * @param code The stable code.
+   * @param message A sentence that tells the reader what to do next.
+   * @param details JSON-safe facts, merged into the payload.
+   * @param options The underlying cause, if any.
+   */
+  constructor(
+    code: ErrorCode,
+    message: string,
+    details: Record<string, unknown> = {},
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+    this.details = details;
+  }
+
+  /**
+   * The error as a dict for a model: `{ code, message, ...details }`.
+   *
+   * @returns A fresh plain object.
+   */
+  toPayload(): ErrorPayload {
+    return { ...this.details, code: this.code, message: this.message };
+  }
+}
+
+/** The handle does not exist for this user (or belongs to someone else). */
+export class HandleNotFound extends McpStateError {
+  /**
+   * @param handle The handle that was asked for.
+   */
+  constructor(handle: string) {
+    super(
+      "handle_not_found",
+      `No state exists for handle "${handle}". Check the handle, or call state_list to see the handles you have; start over with a new handle if it is gone.`,
+      { handle },
+    );
+  }
+}
+
+/** The handle existed but its TTL has passed. */
+export class HandleExpired extends McpStateError {
+  /**
+   * @param handle The expired handle.
+   * @param expiredAt When it expired.
+   * @param ttlDays Its lifetime in days, rounded to 3 decimals.
+   */
+  constructor(handle: string, expiredAt: Date, ttlDays: number) {
+    super(
+      "handle_expired",
+      `Handle "${handle}" expired at ${expiredAt.toISOString()} and can no longer be read or renewed. Mint a new handle and rebuild the state if you still need it.`,
+      { handle, expired_at: expiredAt.toISOString(), ttl_days: ttlDays },
+    );
+  }
+}
+
+/**
+ * A save was based on an old version. `details.current` holds the full
+ * current snapshot (payload form), `details.expected_version` the version the
+ * writer read.
+ */
+export class StaleWrite extends McpStateError {
+  /**
+   * @param handle The handle.
+   * @param expectedVersion The version the writer based its state on.
+   * @param current The current snapshot in payload form.
+   * @param extra More details.
+   */
+  constructor(
+    handle: string,
+    expectedVersion: number,
+    current: Record<string, unknown>,
+    extra: Record<string, unknown> = {},
+  ) {
+    super(
+      "stale_write",
+      `Handle "${handle}" is at version ${
+        String(current.version)
+      }, not ${expectedVersion}: someone else wrote it since you read it. Nothing was saved. Re-read the current state (included here as "current"), re-apply your change to it, and save again with expect_version=${
+        String(current.version)
+      }; for additive edits prefer a patch, which never conflicts.`,
+      { handle, expected_version: expectedVersion, current, ...extra },
+    );
+  }
+}
+
+/** A patch op is malformed or cannot apply to the state. Nothing was applied. */
+export class PatchError extends McpStateError {
+  /**
+   * @param reason What is wrong, in a sentence.
+   * @param details More facts (`op_index`, `path`, …).
+   */
+  constructor(reason: string, details: Record<string, unknown> = {}) {
+    super(
+      "patch_error",
+      `${reason} No op of this patch was applied; fix the op and send the patch again.`,
+      { reason, ...details },
+    );
+  }
+}
+
+/** The state is over the configured size cap. */
+export class StateTooLarge extends McpStateError {
+  /**
+   * @param sizeBytes UTF-8 length of the compact JSON.
+   * @param limitBytes The cap.
+   */
+  constructor(sizeBytes: number, limitBytes: number) {
+    super(
+      "state_too_large",
+      `The state is ${sizeBytes} bytes of JSON, over the limit of ${limitBytes}. Nothing was saved. Store less (summaries, references instead of contents) or split it across several handles.`,
+      { size_bytes: sizeBytes, limit_bytes: limitBytes },
+    );
+  }
+}
+
+/** An argument is malformed. Nothing was changed. */
+export class InvalidArgument extends McpStateError {
+  /**
+   * @param message What is wrong and what to pass instead.
+   * @param details More facts (`field`, …).
+   */
+  constructor(message: string, details: Record<string, unknown> = {}) {
+    super("invalid_argument", message, details);
+  }
+}
+
+/** The caller is not authenticated. */
+export class Unauthenticated extends McpStateError {
+  /**
+   * @param message What is missing.
+   */
+  constructor(message = "Authentication is required: send a valid bearer token.") {
+    super("unauthenticated", message);
+  }
+}
+
+/** The storage engine failed (unreachable, refused, corrupt). */
+export class BackendError extends McpStateError {
+  /**
+   * @param message What failed, with any URL credentials already redacted.
+   * @param options The underlying cause.
+   */
+  constructor(message: string, options?: { cause?: unknown; details?: Record<string, unknown> }) {
+    super(
+      "backend_error",
+      redact(message),
+      options?.details ?? {},
+      options?.cause === undefined ? undefined : { cause: options.cause },
+    );
+  }
+}
+
+/** An unexpected failure; only the class name of the cause is exposed. */
+export class InternalError extends McpStateError {
+  /**
+   * @param cause The unexpected exception.
+   */
+  constructor(cause: unknown) {
+    const name = cause instanceof Error ? cause.constructor.name : typeof cause;
+    super(
+      "internal_error",
+      `An unexpected ${name} occurred inside mcpstate. Nothing is known to have been saved by this call; try again, and report it if it persists.`,
+      { error_class: name },
+      { cause },
+    );
+  }
+}
+
+/**
+ * Replaces the credentials of every URL in `text` with `***`.
+ *
+ * @param text Any text that may contain URLs.
+ * @returns The text with `scheme://user:pass@` turned into `scheme://***@`.
+ *
+ * @example
+ * ```ts
+ * import { redact } from "@mcpstate/core";
+ * redact("redis://u:secret@h:6379/0"); // "redis://***@h:6379/0"
+ * ```
+ */
+export function redact(text: string): string {
+  return text.replace(/([a-z][a-z0-9+.-]*:\/\/)[^\s/@]*@/gi, "$1***@");
+}

@@ -1,0 +1,709 @@
+/**
+ * `HandleStore`: every rule of mcpstate — minting, scoping, versions, TTL,
+ * conflicts, idempotency, validation — over a {@link Backend} of atomic
+ * primitives.
+ *
+ * @module
+ */
+
+import type {
+  Backend,
+  HandleMeta,
+  HandleRecord,
+  IdempotencyClaim,
+  Replayed,
+  WriteContext,
+} from "./backend.ts";
+import { isReplayed } from "./backend.ts";
+import {
+  BackendError,
+  HandleExpired,
+  HandleNotFound,
+  InvalidArgument,
+  McpStateError,
+  StaleWrite,
+} from "./errors.ts";
+import { assertJson, decodeState, encodeState, type JsonObject } from "./json.ts";
+import { applyOps, opsFromJson, type PatchOp } from "./ops.ts";
+
+const DAY_MS = 86_400_000;
+const ALPHABET = "abcdefghijklmnopqrstuvwxyz234567";
+const KIND_RE = /^[a-z][a-z0-9-]{0,31}$/;
+const IDEMPOTENCY_MS = DAY_MS;
+
+/** Metadata of a handle, as `list` returns it. */
+export interface HandleInfo {
+  /** The handle. */
+  handle: string;
+  /** Its kind. */
+  kind: string;
+  /** Current version (1 after mint). */
+  version: number;
+  /** When it was minted. */
+  createdAt: Date;
+  /** When it was last written. */
+  updatedAt: Date;
+  /** When it expires, or `null` for never. */
+  expiresAt: Date | null;
+  /** Label of the last writer. */
+  lastWriter: string | null;
+}
+
+/** A handle's metadata and state. */
+export type Snapshot<S = JsonObject> = HandleInfo & {
+  /** The state. */
+  state: S;
+};
+
+/** Options of {@link HandleStore}. */
+export interface HandleStoreOptions {
+  /** Returns the current time in epoch ms (tests inject a fake clock). Default `Date.now`. */
+  clock?: () => number;
+  /** The state size cap in bytes of compact JSON. Default 1,048,576. */
+  maxStateBytes?: number;
+  /** Days an expired handle still answers `handle_expired` before it is reclaimed. Default 7. */
+  expiredGraceDays?: number;
+  /** How often the background reclaim runs, in ms (backends without native TTL). Default 10 minutes; 0 turns it off. */
+  reclaimIntervalMs?: number;
+}
+
+/** Who is calling: every read and write is scoped to a user. */
+export interface UserOption {
+  /** The user the state belongs to. */
+  user: string;
+}
+
+/** Options of {@link HandleStore.mint}. */
+export interface MintOptions extends UserOption {
+  /** Lifetime in days (0 < ttlDays ≤ 36525); absent or `null`: never expires. */
+  ttlDays?: number | null;
+  /** Label of the writer (`laptop/claude-code`). */
+  writer?: string;
+  /** A retry with the same key returns the first result and applies nothing twice. */
+  idempotencyKey?: string;
+  /** Random characters after `${kind}_`: 8 (default) to 64. 26 gives 130 bits. */
+  randomChars?: number;
+}
+
+/** Options of {@link HandleStore.save}. */
+export interface SaveOptions extends UserOption {
+  /** The version the new state was based on. */
+  expectVersion: number;
+  /** Label of the writer. */
+  writer?: string;
+  /** `undefined` keeps the stored expiry, `null` clears it, a number renews it from now. */
+  ttlDays?: number | null;
+  /** See {@link MintOptions.idempotencyKey}. */
+  idempotencyKey?: string;
+}
+
+/** Options of {@link HandleStore.patch}. */
+export interface PatchOptions extends UserOption {
+  /** Label of the writer. */
+  writer?: string;
+  /** See {@link MintOptions.idempotencyKey}. */
+  idempotencyKey?: string;
+}
+
+/** Options of {@link HandleStore.touch}. */
+export interface TouchOptions extends UserOption {
+  /** New lifetime in days from now, or `null` for never. */
+  ttlDays: number | null;
+  /** Label of the writer. */
+  writer?: string;
+  /** See {@link MintOptions.idempotencyKey}. */
+  idempotencyKey?: string;
+}
+
+/** Options of {@link HandleStore.revoke}. */
+export interface RevokeOptions extends UserOption {
+  /** See {@link MintOptions.idempotencyKey}. */
+  idempotencyKey?: string;
+}
+
+/** Options of {@link HandleStore.list}. */
+export interface ListOptions {
+  /** Only handles of this kind. */
+  kind?: string;
+  /** Include expired handles still in their grace period. */
+  includeExpired?: boolean;
+}
+
+/** Options of {@link HandleStore.listPage}. */
+export interface ListPageOptions extends ListOptions {
+  /** Page size, 1 to 500; default 50. */
+  limit?: number;
+  /** `nextCursor` of the previous page. */
+  cursor?: string | null;
+}
+
+/** One page of {@link HandleStore.listPage}. */
+export interface HandlePage {
+  /** The handles of this page, newest `updatedAt` first. */
+  handles: HandleInfo[];
+  /** Pass back to get the next page; `null` on the last page. */
+  nextCursor: string | null;
+}
+
+/**
+ * Durable, user-keyed, versioned state behind opaque handles.
+ *
+ * @example Mint, read, save with a version check, patch
+ * ```ts
+ * import { Append, HandleStore, StaleWrite } from "@mcpstate/core";
+ * await using store = await HandleStore.fromUrl("memory://");
+ * const handle = await store.mint("research", { sources: [] }, { user: "alice", ttlDays: 7 });
+ * const snap = await store.get(handle, { user: "alice" });
+ * await store.save(handle, { sources: ["a"] }, { user: "alice", expectVersion: snap.version });
+ * try {
+ *   await store.save(handle, { sources: [] }, { user: "alice", expectVersion: snap.version });
+ * } catch (e) {
+ *   if (!(e instanceof StaleWrite)) throw e; // e.details.current is the winner's snapshot
+ * }
+ * await store.patch(handle, [Append("sources", "b")], { user: "alice" });
+ * ```
+ */
+export class HandleStore implements AsyncDisposable {
+  readonly #backend: Backend;
+  readonly #clock: () => number;
+  readonly #maxBytes: number;
+  readonly #graceMs: number;
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #closed = false;
+
+  /**
+   * Wraps a backend.
+   *
+   * @param backend The storage primitives.
+   * @param options Clock, size cap, grace period, reclaim interval.
+   */
+  constructor(backend: Backend, options: HandleStoreOptions = {}) {
+    this.#backend = backend;
+    this.#clock = options.clock ?? Date.now;
+    const max = options.maxStateBytes ?? 1_048_576;
+    if (!Number.isSafeInteger(max) || max < 2) {
+      throw new InvalidArgument("maxStateBytes must be a whole number of bytes, at least 2.");
+    }
+    this.#maxBytes = max;
+    const grace = options.expiredGraceDays ?? 7;
+    if (typeof grace !== "number" || !Number.isFinite(grace) || grace < 0) {
+      throw new InvalidArgument("expiredGraceDays must be a finite number of days, 0 or more.");
+    }
+    this.#graceMs = Math.round(grace * DAY_MS);
+    const every = options.reclaimIntervalMs ?? 600_000;
+    if (!backend.reclaimsExpired && every > 0) {
+      const timer = setInterval(() => this.#reclaim(), every);
+      Deno.unrefTimer(timer);
+      this.#timer = timer;
+    }
+  }
+
+  /**
+   * Opens a store on the backend a URL names (see the README for the forms).
+   *
+   * @param url Backend URL; default `sqlite:///~/.mcpstate/state.db`.
+   * @param options Store options.
+   * @returns An open store; close it when done.
+   */
+  static async fromUrl(url?: string, options: HandleStoreOptions = {}): Promise<HandleStore> {
+    const { openBackend } = await import("./url.ts");
+    return new HandleStore(await openBackend(url), options);
+  }
+
+  /** The backend this store runs on. */
+  get backend(): Backend {
+    return this.#backend;
+  }
+
+  /** The state size cap in bytes. */
+  get maxStateBytes(): number {
+    return this.#maxBytes;
+  }
+
+  /**
+   * Mints a new handle holding `state`.
+   *
+   * @param kind Lowercase kind, `^[a-z][a-z0-9-]{0,31}$`.
+   * @param state A JSON object.
+   * @param options The user, TTL, writer, idempotency key.
+   * @returns The new handle.
+   */
+  async mint(kind: string, state: JsonObject, options: MintOptions): Promise<string> {
+    const user = checkUser(options);
+    if (typeof kind !== "string" || !KIND_RE.test(kind)) {
+      throw new InvalidArgument(
+        `The kind ${
+          JSON.stringify(String(kind)).slice(0, 80)
+        } is not valid: use 1-32 characters of lowercase letters, digits and "-", starting with a letter (e.g. "research").`,
+        { field: "kind" },
+      );
+    }
+    const ttl = checkTtl(options.ttlDays, true);
+    const writer = checkWriter(options.writer);
+    const chars = options.randomChars ?? 8;
+    if (!Number.isInteger(chars) || chars < 8 || chars > 64) {
+      throw new InvalidArgument("randomChars must be a whole number from 8 to 64.");
+    }
+    const text = encodeState(state, this.#maxBytes);
+    const now = this.#clock();
+    const ctx = await this.#context(options.idempotencyKey, "", [
+      "mint",
+      kind,
+      text,
+      ttl ?? null,
+      writer,
+    ]);
+    for (let attempt = 0; attempt < 8; attempt++) {
+      const record: HandleRecord = {
+        handle: `${kind}_${randomChars(chars)}`,
+        kind,
+        state: text,
+        version: 1,
+        createdAt: now,
+        updatedAt: now,
+        expiresAt: ttl == null ? null : now + ttl,
+        lastWriter: writer,
+      };
+      const res = await this.#call(() => this.#backend.insert(user, record, ctx));
+      if (isReplayed(res)) return this.#replayed(res, ctx).handle;
+      if (res.inserted) return record.handle;
+    }
+    throw new BackendError("Could not mint a unique handle after 8 attempts; try again.");
+  }
+
+  /**
+   * Reads a handle's snapshot.
+   *
+   * @param handle The handle.
+   * @param options The user.
+   * @returns The snapshot.
+   */
+  async get<S = JsonObject>(handle: string, options: UserOption): Promise<Snapshot<S>> {
+    const user = checkUser(options);
+    checkHandle(handle);
+    const r = await this.#call(() => this.#backend.read(user, handle));
+    return snapshotOf<S>(this.#live(r, handle, this.#clock()));
+  }
+
+  /**
+   * Replaces a handle's state if it is still at `expectVersion`.
+   *
+   * @param handle The handle.
+   * @param state The new state.
+   * @param options The user, the version read, writer, TTL, idempotency key.
+   * @returns The new snapshot.
+   * @throws {StaleWrite} when someone wrote since `expectVersion`.
+   */
+  async save<S extends JsonObject = JsonObject>(
+    handle: string,
+    state: S,
+    options: SaveOptions,
+  ): Promise<Snapshot<S>> {
+    const user = checkUser(options);
+    checkHandle(handle);
+    const expect = options.expectVersion;
+    if (typeof expect !== "number" || !Number.isSafeInteger(expect) || expect < 0) {
+      throw new InvalidArgument(
+        "expectVersion must be the whole version number you read (from get or state_load).",
+        { field: "expect_version" },
+      );
+    }
+    const ttl = checkTtl(options.ttlDays, true);
+    const writer = checkWriter(options.writer);
+    const text = encodeState(state, this.#maxBytes);
+    const now = this.#clock();
+    const ctx = await this.#context(options.idempotencyKey, handle, [
+      "save",
+      text,
+      expect,
+      ttl === undefined ? "keep" : ttl,
+      writer,
+    ]);
+    const res = await this.#call(() =>
+      this.#backend.save(user, handle, {
+        expectVersion: expect,
+        state: text,
+        updatedAt: now,
+        expiresAt: ttl === undefined ? "keep" : ttl === null ? null : now + ttl,
+        lastWriter: writer,
+      }, ctx)
+    );
+    if (isReplayed(res)) return snapshotOf<S>(this.#replayed(res, ctx));
+    if (res.ok) return snapshotOf<S>(res.record);
+    const current = this.#live(res.current, handle, now);
+    throw new StaleWrite(handle, expect, toPayload(snapshotOf(current)));
+  }
+
+  /**
+   * Applies patch ops atomically; never raises `StaleWrite`. A patch that
+   * changes nothing writes nothing.
+   *
+   * @param handle The handle.
+   * @param ops Ops from the factories or their wire form.
+   * @param options The user, writer, idempotency key.
+   * @returns The snapshot after the patch.
+   */
+  async patch<S = JsonObject>(
+    handle: string,
+    ops: readonly PatchOp[],
+    options: PatchOptions,
+  ): Promise<Snapshot<S>> {
+    const user = checkUser(options);
+    checkHandle(handle);
+    const parsed = opsFromJson(ops);
+    for (const op of parsed) {
+      for (const field of ["value", "mapping"] as const) {
+        if (field in op) assertJson((op as unknown as Record<string, unknown>)[field], field, false);
+      }
+    }
+    const writer = checkWriter(options.writer);
+    const now = this.#clock();
+    const ctx = await this.#context(options.idempotencyKey, handle, ["patch", parsed, writer]);
+    const res = await this.#call(() =>
+      this.#backend.update(user, handle, (cur) => {
+        const live = this.#live(cur, handle, now);
+        const next = encodeState(applyOps(decodeState(live.state), parsed), this.#maxBytes);
+        if (next === live.state) return null;
+        return {
+          ...live,
+          state: next,
+          version: live.version + 1,
+          updatedAt: now,
+          lastWriter: writer,
+        };
+      }, ctx)
+    );
+    if (isReplayed(res)) return snapshotOf<S>(this.#replayed(res, ctx));
+    return snapshotOf<S>(this.#live(res.record, handle, now));
+  }
+
+  /**
+   * Renews (or clears) a handle's expiry from now; counts as a write.
+   *
+   * @param handle The handle.
+   * @param options The user, the new TTL (`null`: never), writer.
+   * @returns The snapshot after the touch.
+   */
+  async touch<S = JsonObject>(handle: string, options: TouchOptions): Promise<Snapshot<S>> {
+    const user = checkUser(options);
+    checkHandle(handle);
+    if (options.ttlDays === undefined) {
+      throw new InvalidArgument("touch needs ttlDays: a number of days, or null for never.", {
+        field: "ttl_days",
+      });
+    }
+    const ttl = checkTtl(options.ttlDays, true);
+    const writer = checkWriter(options.writer);
+    const now = this.#clock();
+    const ctx = await this.#context(options.idempotencyKey, handle, ["touch", ttl, writer]);
+    const res = await this.#call(() =>
+      this.#backend.update(user, handle, (cur) => {
+        const live = this.#live(cur, handle, now);
+        return {
+          ...live,
+          version: live.version + 1,
+          updatedAt: now,
+          expiresAt: ttl == null ? null : now + ttl,
+          lastWriter: writer,
+        };
+      }, ctx)
+    );
+    if (isReplayed(res)) return snapshotOf<S>(this.#replayed(res, ctx));
+    return snapshotOf<S>(this.#live(res.record, handle, now));
+  }
+
+  /**
+   * Lists a user's handles (metadata only), newest `updatedAt` first.
+   *
+   * @param user The user.
+   * @param options Kind filter; whether to include expired handles.
+   * @returns Every matching handle.
+   */
+  async list(user: string, options: ListOptions = {}): Promise<HandleInfo[]> {
+    const all: HandleInfo[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: HandlePage = await this.listPage(user, { ...options, limit: 500, cursor });
+      all.push(...page.handles);
+      cursor = page.nextCursor;
+    } while (cursor !== null);
+    return all;
+  }
+
+  /**
+   * Lists one page of a user's handles.
+   *
+   * @param user The user.
+   * @param options Kind filter, expired handles, page size, cursor.
+   * @returns The page and the cursor of the next one.
+   */
+  async listPage(user: string, options: ListPageOptions = {}): Promise<HandlePage> {
+    checkUser({ user });
+    const limit = options.limit ?? 50;
+    if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1 || limit > 500) {
+      throw new InvalidArgument("limit must be a whole number from 1 to 500.", { field: "limit" });
+    }
+    const kind = options.kind;
+    if (kind !== undefined && (typeof kind !== "string" || !KIND_RE.test(kind))) {
+      throw new InvalidArgument("kind must be a valid kind such as \"research\".", {
+        field: "kind",
+      });
+    }
+    const after = options.cursor == null ? undefined : decodeCursor(options.cursor);
+    const rows: HandleMeta[] = await this.#call(() =>
+      this.#backend.list(user, {
+        limit: limit + 1,
+        ...(kind === undefined ? {} : { kind }),
+        ...(options.includeExpired ? {} : { liveAt: this.#clock() }),
+        ...(after ? { after } : {}),
+      })
+    );
+    const more = rows.length > limit;
+    const page = more ? rows.slice(0, limit) : rows;
+    const last = page[page.length - 1];
+    return {
+      handles: page.map(infoOf),
+      nextCursor: more && last ? encodeCursor(last) : null,
+    };
+  }
+
+  /**
+   * Deletes a handle. An expired handle is deleted as well.
+   *
+   * @param handle The handle.
+   * @param options The user, idempotency key.
+   */
+  async revoke(handle: string, options: RevokeOptions): Promise<void> {
+    const user = checkUser(options);
+    checkHandle(handle);
+    const ctx = await this.#context(options.idempotencyKey, handle, ["revoke"]);
+    const res = await this.#call(() => this.#backend.remove(user, handle, ctx));
+    if (isReplayed(res)) {
+      this.#checkFingerprint(res, ctx);
+      return;
+    }
+    if (!res.removed) throw new HandleNotFound(handle);
+  }
+
+  /**
+   * Removes every expired record now, grace period or not.
+   *
+   * @param user Only this user's; every user's when absent.
+   * @returns How many records were removed.
+   */
+  async sweep(user?: string): Promise<number> {
+    if (user !== undefined) checkUser({ user });
+    const now = this.#clock();
+    return await this.#call(() => this.#backend.sweep(user ?? null, now, now));
+  }
+
+  /** Closes the backend. Idempotent. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    clearInterval(this.#timer);
+    await this.#backend.close();
+  }
+
+  /** Same as {@link HandleStore.close}, for `await using`. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  #reclaim(): void {
+    if (this.#closed) return;
+    const now = this.#clock();
+    this.#backend.sweep(null, now - this.#graceMs, now).catch(() => {});
+  }
+
+  async #call<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.#closed) throw new BackendError("The store is closed; open a new one.");
+    try {
+      return await fn();
+    } catch (e) {
+      if (e instanceof McpStateError) throw e;
+      const msg = e instanceof Error ? e.message : String(e);
+      throw new BackendError(`The storage backend failed: ${msg}`, { cause: e });
+    }
+  }
+
+  /** Returns the record if it exists and is live, else throws not-found / expired. */
+  #live(r: HandleRecord | null, handle: string, now: number): HandleRecord {
+    if (!r) throw new HandleNotFound(handle);
+    if (r.expiresAt !== null && r.expiresAt <= now) {
+      throw new HandleExpired(
+        handle,
+        new Date(r.expiresAt),
+        Math.round((r.expiresAt - r.createdAt) / DAY_MS * 1000) / 1000,
+      );
+    }
+    return r;
+  }
+
+  async #context(
+    key: string | undefined,
+    scope: string,
+    args: unknown[],
+  ): Promise<WriteContext> {
+    const now = this.#clock();
+    if (key === undefined) return { now, graceMs: this.#graceMs };
+    if (typeof key !== "string" || key.length === 0 || key.length > 256) {
+      throw new InvalidArgument("idempotencyKey must be a string of 1 to 256 characters.", {
+        field: "idempotency_key",
+      });
+    }
+    const claim: IdempotencyClaim = {
+      key,
+      scope,
+      fingerprint: await digest(JSON.stringify(args)),
+      expiresAt: now + IDEMPOTENCY_MS,
+    };
+    return { now, graceMs: this.#graceMs, idempotency: claim };
+  }
+
+  #checkFingerprint(res: Replayed, ctx: WriteContext): void {
+    if (res.fingerprint !== ctx.idempotency?.fingerprint) {
+      throw new InvalidArgument(
+        "This idempotency key was already used for a different call; nothing was applied. Use a fresh key for a new change.",
+        { field: "idempotency_key" },
+      );
+    }
+  }
+
+  #replayed(res: Replayed, ctx: WriteContext): HandleRecord {
+    this.#checkFingerprint(res, ctx);
+    if (!res.result) throw new HandleNotFound(ctx.idempotency?.scope ?? "");
+    return res.result;
+  }
+}
+
+/**
+ * Renders a snapshot or info in the wire form: snake_case keys, ISO-8601 UTC times.
+ *
+ * @param s A snapshot or info.
+ * @returns `{ handle, kind, version, created_at, updated_at, expires_at, last_writer, state? }`.
+ *
+ * @example
+ * ```ts
+ * import { HandleStore, toPayload } from "@mcpstate/core";
+ * await using store = await HandleStore.fromUrl("memory://");
+ * const h = await store.mint("note", { a: 1 }, { user: "u" });
+ * toPayload(await store.get(h, { user: "u" })).created_at; // "2026-…Z"
+ * ```
+ */
+export function toPayload(s: HandleInfo | Snapshot<unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {
+    handle: s.handle,
+    kind: s.kind,
+    version: s.version,
+    created_at: s.createdAt.toISOString(),
+    updated_at: s.updatedAt.toISOString(),
+    expires_at: s.expiresAt ? s.expiresAt.toISOString() : null,
+    last_writer: s.lastWriter,
+  };
+  if ("state" in s) out.state = s.state;
+  return out;
+}
+
+function infoOf(r: HandleMeta): HandleInfo {
+  return {
+    handle: r.handle,
+    kind: r.kind,
+    version: r.version,
+    createdAt: new Date(r.createdAt),
+    updatedAt: new Date(r.updatedAt),
+    expiresAt: r.expiresAt === null ? null : new Date(r.expiresAt),
+    lastWriter: r.lastWriter,
+  };
+}
+
+function snapshotOf<S>(r: HandleRecord): Snapshot<S> {
+  return { ...infoOf(r), state: decodeState<S>(r.state) };
+}
+
+function checkUser(options: unknown): string {
+  if (typeof options !== "object" || options === null) {
+    throw new InvalidArgument("Pass an options object with the user, e.g. { user: \"alice\" }.");
+  }
+  const user = (options as UserOption).user;
+  if (typeof user !== "string" || user.length === 0 || user.length > 1024) {
+    throw new InvalidArgument(
+      "user must be a non-empty string of at most 1024 characters: the identity the state belongs to.",
+      { field: "user" },
+    );
+  }
+  return user;
+}
+
+function checkHandle(handle: unknown): asserts handle is string {
+  if (typeof handle !== "string" || handle.length === 0 || handle.length > 256) {
+    throw new InvalidArgument(
+      "handle must be the handle string a mint returned (e.g. \"research_k3v9x2mq\").",
+      { field: "handle" },
+    );
+  }
+}
+
+function checkWriter(writer: unknown): string | null {
+  if (writer === undefined || writer === null) return null;
+  if (typeof writer !== "string" || writer.length > 256) {
+    throw new InvalidArgument("writer must be a string of at most 256 characters.", {
+      field: "writer",
+    });
+  }
+  return writer;
+}
+
+/** Validates a TTL in days and returns it in ms (`null`: never, `undefined`: absent). */
+function checkTtl(ttlDays: unknown, allowNull: boolean): number | null | undefined {
+  if (ttlDays === undefined) return undefined;
+  if (ttlDays === null && allowNull) return null;
+  if (
+    typeof ttlDays !== "number" || !Number.isFinite(ttlDays) || ttlDays <= 0 || ttlDays > 36525
+  ) {
+    throw new InvalidArgument(
+      `ttl_days must be a number of days greater than 0 and at most 36525 (got ${
+        String(ttlDays).slice(0, 40)
+      }); omit it or pass null for no expiry.`,
+      { field: "ttl_days" },
+    );
+  }
+  return Math.round(ttlDays * DAY_MS);
+}
+
+function randomChars(n: number): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(n));
+  let out = "";
+  for (const b of bytes) out += ALPHABET[b & 31];
+  return out;
+}
+
+async function digest(text: string): Promise<string> {
+  const hash = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return Array.from(new Uint8Array(hash), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+function encodeCursor(r: HandleMeta): string {
+  const json = JSON.stringify([r.updatedAt, r.handle]);
+  return "c1." + btoa(json).replaceAll("+", "-").replaceAll("/", "_").replaceAll("=", "");
+}
+
+function decodeCursor(cursor: unknown): { updatedAt: number; handle: string } {
+  const bad = () =>
+    new InvalidArgument(
+      "This cursor did not come from this store's listPage/state_list. Pass back next_cursor exactly as you got it, or omit it to start from the first page.",
+      { field: "cursor" },
+    );
+  if (typeof cursor !== "string" || !cursor.startsWith("c1.") || cursor.length > 600) throw bad();
+  try {
+    const b64 = cursor.slice(3).replaceAll("-", "+").replaceAll("_", "/");
+    const v: unknown = JSON.parse(atob(b64));
+    if (
+      Array.isArray(v) && v.length === 2 && Number.isSafeInteger(v[0]) &&
+      typeof v[1] === "string" && v[1].length > 0 && v[1].length <= 256
+    ) {
+      return { updatedAt: v[0], handle: v[1] };
+    }
+  } catch { /* fall through */ }
+  throw bad();
+}
