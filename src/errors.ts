@@ -70,6 +70,8 @@ export class McpStateError extends Error {
 /** The handle does not exist for this user (or belongs to someone else). */
 export class HandleNotFound extends McpStateError {
   /**
+   * Creates the error for a handle that does not exist for the caller.
+   *
    * @param handle The handle that was asked for.
    */
   constructor(handle: string) {
@@ -84,6 +86,8 @@ export class HandleNotFound extends McpStateError {
 /** The handle existed but its TTL has passed. */
 export class HandleExpired extends McpStateError {
   /**
+   * Creates the error for an expired handle.
+   *
    * @param handle The expired handle.
    * @param expiredAt When it expired.
    * @param ttlDays Its lifetime in days, rounded to 3 decimals.
@@ -104,6 +108,8 @@ export class HandleExpired extends McpStateError {
  */
 export class StaleWrite extends McpStateError {
   /**
+   * Creates the error for a save based on an old version.
+   *
    * @param handle The handle.
    * @param expectedVersion The version the writer based its state on.
    * @param current The current snapshot in payload form.
@@ -130,6 +136,8 @@ export class StaleWrite extends McpStateError {
 /** A patch op is malformed or cannot apply to the state. Nothing was applied. */
 export class PatchError extends McpStateError {
   /**
+   * Creates the error for a malformed or inapplicable op.
+   *
    * @param reason What is wrong, in a sentence.
    * @param details More facts (`op_index`, `path`, …).
    */
@@ -145,6 +153,8 @@ export class PatchError extends McpStateError {
 /** The state is over the configured size cap. */
 export class StateTooLarge extends McpStateError {
   /**
+   * Creates the error for a state over the size cap.
+   *
    * @param sizeBytes UTF-8 length of the compact JSON.
    * @param limitBytes The cap.
    */
@@ -160,6 +170,8 @@ export class StateTooLarge extends McpStateError {
 /** An argument is malformed. Nothing was changed. */
 export class InvalidArgument extends McpStateError {
   /**
+   * Creates the error for a malformed argument.
+   *
    * @param message What is wrong and what to pass instead.
    * @param details More facts (`field`, …).
    */
@@ -171,6 +183,8 @@ export class InvalidArgument extends McpStateError {
 /** The caller is not authenticated. */
 export class Unauthenticated extends McpStateError {
   /**
+   * Creates the error for a missing or invalid credential.
+   *
    * @param message What is missing.
    */
   constructor(message = "Authentication is required: send a valid bearer token.") {
@@ -181,7 +195,9 @@ export class Unauthenticated extends McpStateError {
 /** The storage engine failed (unreachable, refused, corrupt). */
 export class BackendError extends McpStateError {
   /**
-   * @param message What failed, with any URL credentials already redacted.
+   * Creates the error for a failing storage engine. URL credentials in the message are redacted.
+   *
+   * @param message What failed.
    * @param options The underlying cause.
    */
   constructor(message: string, options?: { cause?: unknown; details?: Record<string, unknown> }) {
@@ -197,6 +213,8 @@ export class BackendError extends McpStateError {
 /** An unexpected failure; only the class name of the cause is exposed. */
 export class InternalError extends McpStateError {
   /**
+   * Wraps an unexpected exception, exposing only its class name.
+   *
    * @param cause The unexpected exception.
    */
   constructor(cause: unknown) {

@@ -27,7 +27,9 @@ const encoder = new TextEncoder();
 export function assertJson(value: unknown, what = "state", root = true): void {
   if (root && !isPlainObject(value)) {
     throw new InvalidArgument(
-      `The ${what} must be a JSON object at its root (got ${describe(value)}). Wrap it, e.g. {"items": [...]}.`,
+      `The ${what} must be a JSON object at its root (got ${
+        describe(value)
+      }). Wrap it, e.g. {"items": [...]}.`,
       { field: what },
     );
   }

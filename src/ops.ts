@@ -46,8 +46,8 @@
 
 import { PatchError } from "./errors.ts";
 
-/** A JSON object: the root of every state. */
-export type JsonObject = Record<string, unknown>;
+import type { JsonObject } from "./json.ts";
+export type { JsonObject };
 
 /** Appends `value` to the list at `path`. */
 export interface AppendOp {

@@ -353,7 +353,9 @@ export class HandleStore implements AsyncDisposable {
     const parsed = opsFromJson(ops);
     for (const op of parsed) {
       for (const field of ["value", "mapping"] as const) {
-        if (field in op) assertJson((op as unknown as Record<string, unknown>)[field], field, false);
+        if (field in op) {
+          assertJson((op as unknown as Record<string, unknown>)[field], field, false);
+        }
       }
     }
     const writer = checkWriter(options.writer);
@@ -445,7 +447,7 @@ export class HandleStore implements AsyncDisposable {
     }
     const kind = options.kind;
     if (kind !== undefined && (typeof kind !== "string" || !KIND_RE.test(kind))) {
-      throw new InvalidArgument("kind must be a valid kind such as \"research\".", {
+      throw new InvalidArgument('kind must be a valid kind such as "research".', {
         field: "kind",
       });
     }
@@ -623,7 +625,7 @@ function snapshotOf<S>(r: HandleRecord): Snapshot<S> {
 
 function checkUser(options: unknown): string {
   if (typeof options !== "object" || options === null) {
-    throw new InvalidArgument("Pass an options object with the user, e.g. { user: \"alice\" }.");
+    throw new InvalidArgument('Pass an options object with the user, e.g. { user: "alice" }.');
   }
   const user = (options as UserOption).user;
   if (typeof user !== "string" || user.length === 0 || user.length > 1024) {
@@ -638,7 +640,7 @@ function checkUser(options: unknown): string {
 function checkHandle(handle: unknown): asserts handle is string {
   if (typeof handle !== "string" || handle.length === 0 || handle.length > 256) {
     throw new InvalidArgument(
-      "handle must be the handle string a mint returned (e.g. \"research_k3v9x2mq\").",
+      'handle must be the handle string a mint returned (e.g. "research_k3v9x2mq").',
       { field: "handle" },
     );
   }

@@ -59,9 +59,7 @@ export async function openBackend(url: string = DEFAULT_URL): Promise<Backend> {
     }
     default:
       throw new InvalidArgument(
-        `Unsupported backend URL "${
-          redact(url).slice(0, 200)
-        }". Use one of: ${SUPPORTED_FORMS}.`,
+        `Unsupported backend URL "${redact(url).slice(0, 200)}". Use one of: ${SUPPORTED_FORMS}.`,
         { field: "backend" },
       );
   }

@@ -14,7 +14,7 @@ import {
   AddToSet,
   Append,
   DelKey,
-  HandleStore,
+  type HandleStore,
   type HandleStoreOptions,
   Increment,
   McpStateError,
@@ -112,22 +112,31 @@ async function contractSteps(
     assert.match(long, /^secret_[a-z2-7]{26}$/);
   });
 
-  await t.step("another user's handle is handle_not_found, like one that never existed", async () => {
-    const alice = freshUser("alice"), bob = freshUser("bob");
-    const h = await store.mint("note", { secret: 1 }, { user: alice });
-    const e1 = await rejectsWith(() => store.get(h, { user: bob }), "handle_not_found");
-    const e2 = await rejectsWith(() => store.get("note_aaaaaaaa", { user: bob }), "handle_not_found");
-    assert.deepEqual(Object.keys(e1.details), Object.keys(e2.details));
-    await rejectsWith(
-      () => store.save(h, { x: 1 }, { user: bob, expectVersion: 1 }),
-      "handle_not_found",
-    );
-    await rejectsWith(() => store.patch(h, [SetKey("", "x", 1)], { user: bob }), "handle_not_found");
-    await rejectsWith(() => store.touch(h, { user: bob, ttlDays: 1 }), "handle_not_found");
-    await rejectsWith(() => store.revoke(h, { user: bob }), "handle_not_found");
-    assert.deepEqual(await store.list(bob), []);
-    assert.deepEqual((await store.get(h, { user: alice })).state, { secret: 1 });
-  });
+  await t.step(
+    "another user's handle is handle_not_found, like one that never existed",
+    async () => {
+      const alice = freshUser("alice"), bob = freshUser("bob");
+      const h = await store.mint("note", { secret: 1 }, { user: alice });
+      const e1 = await rejectsWith(() => store.get(h, { user: bob }), "handle_not_found");
+      const e2 = await rejectsWith(
+        () => store.get("note_aaaaaaaa", { user: bob }),
+        "handle_not_found",
+      );
+      assert.deepEqual(Object.keys(e1.details), Object.keys(e2.details));
+      await rejectsWith(
+        () => store.save(h, { x: 1 }, { user: bob, expectVersion: 1 }),
+        "handle_not_found",
+      );
+      await rejectsWith(
+        () => store.patch(h, [SetKey("", "x", 1)], { user: bob }),
+        "handle_not_found",
+      );
+      await rejectsWith(() => store.touch(h, { user: bob, ttlDays: 1 }), "handle_not_found");
+      await rejectsWith(() => store.revoke(h, { user: bob }), "handle_not_found");
+      assert.deepEqual(await store.list(bob), []);
+      assert.deepEqual((await store.get(h, { user: alice })).state, { secret: 1 });
+    },
+  );
 
   await t.step("save() with the current version writes version+1", async () => {
     const user = freshUser();
@@ -167,8 +176,10 @@ async function contractSteps(
     const user = freshUser();
     const h = await store.mint("race", { n: 0 }, { user });
     const results = await Promise.allSettled(
-      Array.from({ length: 8 }, (_, i) =>
-        store.save(h, { n: i + 1 }, { user, expectVersion: 1, writer: `w${i}` })),
+      Array.from(
+        { length: 8 },
+        (_, i) => store.save(h, { n: i + 1 }, { user, expectVersion: 1, writer: `w${i}` }),
+      ),
     );
     const won = results.filter((r) => r.status === "fulfilled");
     const lost = results.filter((r) => r.status === "rejected");
@@ -238,7 +249,11 @@ async function contractSteps(
     const user = freshUser();
     const h = await store.mint("p", { tags: ["a"], m: { k: 1 } }, { user, writer: "first" });
     clock.advance(5);
-    const s = await store.patch(h, [AddToSet("tags", "a"), DelKey("m", "absent"), Merge({ k: 1 }, "m")], {
+    const s = await store.patch(h, [
+      AddToSet("tags", "a"),
+      DelKey("m", "absent"),
+      Merge({ k: 1 }, "m"),
+    ], {
       user,
       writer: "second",
     });
@@ -262,18 +277,21 @@ async function contractSteps(
     assert.equal(n.version, 3);
   });
 
-  await t.step("save() ttlDays: undefined keeps, null clears, a number renews from now", async () => {
-    const user = freshUser();
-    const h = await store.mint("t", { a: 1 }, { user, ttlDays: 3 });
-    const created = clock.now;
-    clock.advance(DAY);
-    let s = await store.save(h, { a: 2 }, { user, expectVersion: 1 });
-    assert.equal(s.expiresAt?.getTime(), created + 3 * DAY);
-    s = await store.save(h, { a: 3 }, { user, expectVersion: 2, ttlDays: 0.5 });
-    assert.equal(s.expiresAt?.getTime(), clock.now + DAY / 2);
-    s = await store.save(h, { a: 4 }, { user, expectVersion: 3, ttlDays: null });
-    assert.equal(s.expiresAt, null);
-  });
+  await t.step(
+    "save() ttlDays: undefined keeps, null clears, a number renews from now",
+    async () => {
+      const user = freshUser();
+      const h = await store.mint("t", { a: 1 }, { user, ttlDays: 3 });
+      const created = clock.now;
+      clock.advance(DAY);
+      let s = await store.save(h, { a: 2 }, { user, expectVersion: 1 });
+      assert.equal(s.expiresAt?.getTime(), created + 3 * DAY);
+      s = await store.save(h, { a: 3 }, { user, expectVersion: 2, ttlDays: 0.5 });
+      assert.equal(s.expiresAt?.getTime(), clock.now + DAY / 2);
+      s = await store.save(h, { a: 4 }, { user, expectVersion: 3, ttlDays: null });
+      assert.equal(s.expiresAt, null);
+    },
+  );
 
   await t.step("an expired handle is handle_expired and cannot be revived", async () => {
     const user = freshUser();
@@ -305,45 +323,48 @@ async function contractSteps(
     assert.equal(e.details.ttl_days, 0.333);
   });
 
-  await t.step("list() is newest first and metadata only; listPage() pages exactly once", async () => {
-    const user = freshUser();
-    const handles: string[] = [];
-    for (let i = 0; i < 7; i++) {
-      clock.advance(10);
-      handles.push(await store.mint(i % 2 ? "odd" : "even", { i }, { user, writer: `w${i}` }));
-    }
-    const all = await store.list(user);
-    assert.deepEqual(all.map((x) => x.handle), [...handles].reverse());
-    assert.ok(!("state" in all[0]!));
-    assert.equal(all[0]!.lastWriter, "w6");
-    assert.ok(all[0]!.createdAt instanceof Date);
-    assert.deepEqual(
-      (await store.list(user, { kind: "odd" })).map((x) => x.handle),
-      [handles[5], handles[3], handles[1]],
-    );
-    const seen: string[] = [];
-    let cursor: string | null = null;
-    let pages = 0;
-    do {
-      const page: Awaited<ReturnType<HandleStore["listPage"]>> = await store.listPage(user, {
-        limit: 3,
-        cursor,
-      });
-      seen.push(...page.handles.map((x) => x.handle));
-      cursor = page.nextCursor;
-      pages++;
-    } while (cursor);
-    assert.equal(pages, 3);
-    assert.deepEqual(seen, [...handles].reverse());
-    const first = await store.listPage(user);
-    assert.equal(first.handles.length, 7);
-    assert.equal(first.nextCursor, null);
-    await rejectsWith(() => store.listPage(user, { cursor: "garbage" }), "invalid_argument");
-    await rejectsWith(() => store.listPage(user, { cursor: "c1.e30" }), "invalid_argument");
-    for (const limit of [0, 501, 1.5, NaN]) {
-      await rejectsWith(() => store.listPage(user, { limit }), "invalid_argument");
-    }
-  });
+  await t.step(
+    "list() is newest first and metadata only; listPage() pages exactly once",
+    async () => {
+      const user = freshUser();
+      const handles: string[] = [];
+      for (let i = 0; i < 7; i++) {
+        clock.advance(10);
+        handles.push(await store.mint(i % 2 ? "odd" : "even", { i }, { user, writer: `w${i}` }));
+      }
+      const all = await store.list(user);
+      assert.deepEqual(all.map((x) => x.handle), [...handles].reverse());
+      assert.ok(!("state" in all[0]!));
+      assert.equal(all[0]!.lastWriter, "w6");
+      assert.ok(all[0]!.createdAt instanceof Date);
+      assert.deepEqual(
+        (await store.list(user, { kind: "odd" })).map((x) => x.handle),
+        [handles[5], handles[3], handles[1]],
+      );
+      const seen: string[] = [];
+      let cursor: string | null = null;
+      let pages = 0;
+      do {
+        const page: Awaited<ReturnType<HandleStore["listPage"]>> = await store.listPage(user, {
+          limit: 3,
+          cursor,
+        });
+        seen.push(...page.handles.map((x) => x.handle));
+        cursor = page.nextCursor;
+        pages++;
+      } while (cursor);
+      assert.equal(pages, 3);
+      assert.deepEqual(seen, [...handles].reverse());
+      const first = await store.listPage(user);
+      assert.equal(first.handles.length, 7);
+      assert.equal(first.nextCursor, null);
+      await rejectsWith(() => store.listPage(user, { cursor: "garbage" }), "invalid_argument");
+      await rejectsWith(() => store.listPage(user, { cursor: "c1.e30" }), "invalid_argument");
+      for (const limit of [0, 501, 1.5, NaN]) {
+        await rejectsWith(() => store.listPage(user, { limit }), "invalid_argument");
+      }
+    },
+  );
 
   await t.step("listPage() keeps its place when handles share an updatedAt", async () => {
     const user = freshUser();
@@ -372,48 +393,55 @@ async function contractSteps(
     assert.deepEqual(await store.list(user), []);
   });
 
-  await t.step("idempotency keys: a retry returns the first result and applies nothing twice", async () => {
-    const user = freshUser();
-    const h1 = await store.mint("i", { n: 0 }, { user, idempotencyKey: "mint-1" });
-    const h2 = await store.mint("i", { n: 0 }, { user, idempotencyKey: "mint-1" });
-    assert.equal(h1, h2);
-    assert.equal((await store.list(user)).length, 1);
-    await rejectsWith(
-      () => store.mint("i", { n: 1 }, { user, idempotencyKey: "mint-1" }),
-      "invalid_argument",
-    );
-    assert.equal((await store.list(user)).length, 1);
+  await t.step(
+    "idempotency keys: a retry returns the first result and applies nothing twice",
+    async () => {
+      const user = freshUser();
+      const h1 = await store.mint("i", { n: 0 }, { user, idempotencyKey: "mint-1" });
+      const h2 = await store.mint("i", { n: 0 }, { user, idempotencyKey: "mint-1" });
+      assert.equal(h1, h2);
+      assert.equal((await store.list(user)).length, 1);
+      await rejectsWith(
+        () => store.mint("i", { n: 1 }, { user, idempotencyKey: "mint-1" }),
+        "invalid_argument",
+      );
+      assert.equal((await store.list(user)).length, 1);
 
-    const p1 = await store.patch(h1, [Increment("", "n")], { user, idempotencyKey: "p-1" });
-    await store.patch(h1, [Increment("", "n", 10)], { user, idempotencyKey: "p-2" });
-    const p1again = await store.patch(h1, [Increment("", "n")], { user, idempotencyKey: "p-1" });
-    assert.deepEqual(p1again, p1);
-    await rejectsWith(
-      () => store.patch(h1, [Increment("", "n", 5)], { user, idempotencyKey: "p-1" }),
-      "invalid_argument",
-    );
-    const now = await store.get<{ n: number }>(h1, { user });
-    assert.equal(now.state.n, 11);
-    assert.equal(now.version, 3);
+      const p1 = await store.patch(h1, [Increment("", "n")], { user, idempotencyKey: "p-1" });
+      await store.patch(h1, [Increment("", "n", 10)], { user, idempotencyKey: "p-2" });
+      const p1again = await store.patch(h1, [Increment("", "n")], { user, idempotencyKey: "p-1" });
+      assert.deepEqual(p1again, p1);
+      await rejectsWith(
+        () => store.patch(h1, [Increment("", "n", 5)], { user, idempotencyKey: "p-1" }),
+        "invalid_argument",
+      );
+      const now = await store.get<{ n: number }>(h1, { user });
+      assert.equal(now.state.n, 11);
+      assert.equal(now.version, 3);
 
-    const s1 = await store.save(h1, { n: 100 }, { user, expectVersion: 3, idempotencyKey: "s-1" });
-    const s1again = await store.save(h1, { n: 100 }, {
-      user,
-      expectVersion: 3,
-      idempotencyKey: "s-1",
-    });
-    assert.deepEqual(s1again, s1);
-    const t1 = await store.touch(h1, { user, ttlDays: 3, idempotencyKey: "t-1" });
-    assert.deepEqual(await store.touch(h1, { user, ttlDays: 3, idempotencyKey: "t-1" }), t1);
-    assert.equal((await store.get(h1, { user })).version, 5);
-    await store.revoke(h1, { user, idempotencyKey: "r-1" });
-    await store.revoke(h1, { user, idempotencyKey: "r-1" });
-    await rejectsWith(() => store.get(h1, { user }), "handle_not_found");
-    // Keys are per user: another user's identical key is a different call.
-    const other = freshUser();
-    const h3 = await store.mint("i", { n: 0 }, { user: other, idempotencyKey: "mint-1" });
-    assert.notEqual(h3, h1);
-  });
+      const s1 = await store.save(h1, { n: 100 }, {
+        user,
+        expectVersion: 3,
+        idempotencyKey: "s-1",
+      });
+      const s1again = await store.save(h1, { n: 100 }, {
+        user,
+        expectVersion: 3,
+        idempotencyKey: "s-1",
+      });
+      assert.deepEqual(s1again, s1);
+      const t1 = await store.touch(h1, { user, ttlDays: 3, idempotencyKey: "t-1" });
+      assert.deepEqual(await store.touch(h1, { user, ttlDays: 3, idempotencyKey: "t-1" }), t1);
+      assert.equal((await store.get(h1, { user })).version, 5);
+      await store.revoke(h1, { user, idempotencyKey: "r-1" });
+      await store.revoke(h1, { user, idempotencyKey: "r-1" });
+      await rejectsWith(() => store.get(h1, { user }), "handle_not_found");
+      // Keys are per user: another user's identical key is a different call.
+      const other = freshUser();
+      const h3 = await store.mint("i", { n: 0 }, { user: other, idempotencyKey: "mint-1" });
+      assert.notEqual(h3, h1);
+    },
+  );
 
   await t.step("every JSON string and prototype-named key round-trips exactly", async () => {
     const user = freshUser();
@@ -430,7 +458,10 @@ async function contractSteps(
     assert.ok(Object.hasOwn(s.state, "__proto__"));
     assert.equal(Object.getPrototypeOf(s.state), Object.prototype);
     assert.equal(({} as Record<string, unknown>).polluted, undefined);
-    const p = await store.patch(h, [SetKey("", "__proto__", { x: 1 }), SetKey("constructor", "k", 2)], {
+    const p = await store.patch(h, [
+      SetKey("", "__proto__", { x: 1 }),
+      SetKey("constructor", "k", 2),
+    ], {
       user,
     });
     assert.deepEqual((p.state as Record<string, unknown>)["__proto__"], { x: 1 });
@@ -439,28 +470,34 @@ async function contractSteps(
     assert.equal(JSON.stringify(back.state), JSON.stringify(p.state));
   });
 
-  await t.step("a state at the size cap round-trips; one byte over is state_too_large", async () => {
-    const user = freshUser();
-    const cap = store.maxStateBytes;
-    const fill = (n: number) => ({ s: "x".repeat(n - '{"s":""}'.length) });
-    const h = await store.mint("big", fill(cap), { user });
-    const s = await store.get<{ s: string }>(h, { user });
-    assert.equal(JSON.stringify(s.state).length, cap);
-    const e = await rejectsWith(() => store.mint("big", fill(cap + 1), { user }), "state_too_large");
-    assert.equal(e.details.size_bytes, cap + 1);
-    assert.equal(e.details.limit_bytes, cap);
-    await rejectsWith(
-      () => store.save(h, fill(cap + 1), { user, expectVersion: 1 }),
-      "state_too_large",
-    );
-    await rejectsWith(
-      () => store.patch(h, [SetKey("", "more", "y")], { user }),
-      "state_too_large",
-    );
-    const multi = { s: "é".repeat(cap / 2) };
-    await rejectsWith(() => store.mint("big", multi, { user }), "state_too_large");
-    assert.equal((await store.get(h, { user })).version, 1);
-  });
+  await t.step(
+    "a state at the size cap round-trips; one byte over is state_too_large",
+    async () => {
+      const user = freshUser();
+      const cap = store.maxStateBytes;
+      const fill = (n: number) => ({ s: "x".repeat(n - '{"s":""}'.length) });
+      const h = await store.mint("big", fill(cap), { user });
+      const s = await store.get<{ s: string }>(h, { user });
+      assert.equal(JSON.stringify(s.state).length, cap);
+      const e = await rejectsWith(
+        () => store.mint("big", fill(cap + 1), { user }),
+        "state_too_large",
+      );
+      assert.equal(e.details.size_bytes, cap + 1);
+      assert.equal(e.details.limit_bytes, cap);
+      await rejectsWith(
+        () => store.save(h, fill(cap + 1), { user, expectVersion: 1 }),
+        "state_too_large",
+      );
+      await rejectsWith(
+        () => store.patch(h, [SetKey("", "more", "y")], { user }),
+        "state_too_large",
+      );
+      const multi = { s: "é".repeat(cap / 2) };
+      await rejectsWith(() => store.mint("big", multi, { user }), "state_too_large");
+      assert.equal((await store.get(h, { user })).version, 1);
+    },
+  );
 
   await t.step("every hostile input is refused with its code and changes nothing", async () => {
     const user = freshUser();

@@ -145,7 +145,11 @@ export class MemoryBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.remove} */
-  remove(user: string, handle: string, ctx: WriteContext): Promise<{ removed: boolean } | Replayed> {
+  remove(
+    user: string,
+    handle: string,
+    ctx: WriteContext,
+  ): Promise<{ removed: boolean } | Replayed> {
     const replay = this.#replay(user, ctx);
     if (replay) return Promise.resolve(replay);
     const removed = this.#users.get(user)?.delete(handle) ?? false;
