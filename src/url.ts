@@ -15,8 +15,8 @@ export const DEFAULT_URL = "sqlite:///~/.mcpstate/state.db";
 export const SUPPORTED_FORMS =
   "sqlite:///~/.mcpstate/state.db, sqlite:////abs/path.db, sqlite:///:memory:, " +
   "redis://[user:pass@]host:port/db, rediss://…, redis+cluster://host:port,host:port, " +
-  "denokv:///path.kv, denokv:///:memory:, denokv+https://…, " +
-  "postgres://…, postgresql://…, memory://";
+  "denokv:///~/file.kv, denokv:////abs/path.kv, denokv:///:memory:, denokv+https://…, " +
+  "postgres://user:pass@host:port/db?schema=name, postgresql://…, memory://";
 
 /**
  * Opens the backend a URL names.

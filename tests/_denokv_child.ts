@@ -1,0 +1,131 @@
+/**
+ * A second OS process for `denokv_test.ts`. Modes:
+ *
+ * - `patch <file> <user> <handle> <writers> <patches> <tag>`: runs `writers`
+ *   concurrent patchers (each with its own backend, so they race), each
+ *   applying `patches` patches, on one KV file;
+ *   prints `done locked=<n>` when every patch has landed, with the number
+ *   of "database is locked" answers the backend retried.
+ * - `pause <file> <user> <handle> <stage> <fill>`: saves a 1 MiB state over
+ *   version 1 through a `Deno.Kv` that stops at one commit, prints `paused`
+ *   and waits to be killed. `stage` is `swap` (the head swap, after every
+ *   chunk is written) or `chunks` (the second chunk commit).
+ * - `nokv`: run WITHOUT `--unstable-kv`; prints the payload of the error
+ *   that opening a `denokv:` URL gives, as JSON.
+ *
+ * @module
+ */
+
+import { HandleStore, Increment, McpStateError } from "../mod.ts";
+import { Append } from "../mod.ts";
+import { DenoKvBackend } from "../src/backends/denokv.ts";
+
+const [mode, ...args] = Deno.args;
+
+function say(line: string): void {
+  Deno.stdout.writeSync(new TextEncoder().encode(line + "\n"));
+}
+
+/** A `Deno.Kv` whose commits pass through `onCommit` first. */
+function interceptCommits(
+  kv: Deno.Kv,
+  onCommit: (sets: Deno.KvKey[], checks: Deno.KvKey[]) => Promise<void>,
+  onError: (e: unknown) => void = () => {},
+): Deno.Kv {
+  return new Proxy(kv, {
+    get(target, prop) {
+      if (prop === "atomic") {
+        return () => {
+          const op = target.atomic();
+          const sets: Deno.KvKey[] = [];
+          const checks: Deno.KvKey[] = [];
+          const proxy: Deno.AtomicOperation = new Proxy(op, {
+            get(t, p) {
+              if (p === "commit") {
+                return async () => {
+                  await onCommit(sets, checks);
+                  try {
+                    return await t.commit();
+                  } catch (e) {
+                    onError(e);
+                    throw e;
+                  }
+                };
+              }
+              const v = Reflect.get(t, p, t);
+              if (typeof v !== "function") return v;
+              return (...a: unknown[]) => {
+                if (p === "set") sets.push(a[0] as Deno.KvKey);
+                if (p === "check") checks.push((a[0] as Deno.AtomicCheck).key);
+                const r = (v as (...x: unknown[]) => unknown).apply(t, a);
+                return r === t ? proxy : r;
+              };
+            },
+          });
+          return proxy;
+        };
+      }
+      const v = Reflect.get(target, prop, target);
+      return typeof v === "function" ? v.bind(target) : v;
+    },
+  });
+}
+
+if (mode === "patch") {
+  const [file, user, handle, writers, patches, tag] = args as [
+    string,
+    string,
+    string,
+    string,
+    string,
+    string,
+  ];
+  // Count the "database is locked" answers the backend absorbed.
+  let locked = 0;
+  const kv = await Deno.openKv(file);
+  const counting = interceptCommits(kv, () => Promise.resolve(), (e) => {
+    if (/database is locked/.test(String(e))) locked++;
+  });
+  await Promise.all(Array.from({ length: Number(writers) }, async (_, w) => {
+    // A backend per writer: one backend lets its own writers take turns, and
+    // these are meant to race.
+    await using store = new HandleStore(new DenoKvBackend(counting));
+    for (let i = 0; i < Number(patches); i++) {
+      await store.patch(handle, [Increment("", "n"), Append("log", `${tag}:${w}:${i}`)], {
+        user,
+        writer: `${tag}/${w}`,
+      });
+    }
+  }));
+  say(`done locked=${locked}`);
+  kv.close();
+} else if (mode === "pause") {
+  const [file, user, handle, stage, fill] = args as [string, string, string, string, string];
+  const kv = await Deno.openKv(file);
+  let chunkCommits = 0;
+  const paused = interceptCommits(kv, async (sets, checks) => {
+    const isSwap = sets.some((k) => k[3] === "h");
+    const isChunks = sets.some((k) => k[3] === "c");
+    if (isChunks && !isSwap) chunkCommits++;
+    const stop = stage === "swap" ? isSwap : isChunks && chunkCommits === 2 && checks.length > 0;
+    if (stop) {
+      say("paused");
+      await new Promise(() => {});
+    }
+  });
+  const store = new HandleStore(new DenoKvBackend(paused));
+  const body = fill.repeat(1_048_576 - '{"s":""}'.length);
+  await store.save(handle, { s: body }, { user, expectVersion: 1 });
+  say("saved (the pause never came)");
+} else if (mode === "nokv") {
+  const before = typeof (Deno as { openKv?: unknown }).openKv;
+  try {
+    await HandleStore.fromUrl("denokv:///:memory:");
+    say(JSON.stringify({ openKv: before, opened: true }));
+  } catch (e) {
+    const payload = e instanceof McpStateError ? e.toPayload() : { raw: String(e) };
+    say(JSON.stringify({ openKv: before, ...payload }));
+  }
+} else {
+  throw new Error(`unknown mode ${mode}`);
+}
