@@ -168,6 +168,35 @@ export interface Backend {
    * `expiresAt + graceMs`), so the store need not sweep in the background.
    */
   readonly reclaimsExpired?: boolean;
+  /**
+   * Optional (needed by `mcpstate export` and `migrate`): one page of the users
+   * that have at least one handle record, expired records included, in
+   * ascending order. The order is the engine's own (byte order of the UTF-8
+   * name is recommended), as long as `after` is consistent with it: a page
+   * starts strictly after `query.after`, and paging until a page comes back
+   * shorter than `limit` visits every user exactly once.
+   *
+   * @since 0.3.0
+   */
+  listUsers?(query: { after?: string; limit: number }): Promise<string[]>;
+  /**
+   * Optional (needed by `mcpstate import` and `migrate`): writes `record`
+   * exactly as given — handle, kind, state text, version, timestamps, expiry
+   * and writer — in one atomic step, when this user has no record with that
+   * handle (`"inserted"`) or has one with a lower version (`"replaced"`);
+   * otherwise it writes nothing (`"kept"`). It never mints or re-versions,
+   * ignores `ctx.idempotency`, and, where the engine expires records natively,
+   * expires it at `expiresAt + ctx.graceMs`. Re-running a restore is
+   * therefore harmless: nothing is duplicated and newer data is never
+   * overwritten with older.
+   *
+   * @since 0.3.0
+   */
+  restore?(
+    user: string,
+    record: HandleRecord,
+    ctx: WriteContext,
+  ): Promise<"inserted" | "replaced" | "kept">;
   /** Releases connections and files. Idempotent. */
   close(): Promise<void>;
 }

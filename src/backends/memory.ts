@@ -186,6 +186,31 @@ export class MemoryBackend implements Backend {
     return Promise.resolve(n);
   }
 
+  /** {@inheritDoc Backend.listUsers} */
+  listUsers(query: { after?: string; limit: number }): Promise<string[]> {
+    const users: string[] = [];
+    for (const [user, records] of this.#users) {
+      if (records.size === 0) continue;
+      if (query.after !== undefined && user <= query.after) continue;
+      users.push(user);
+    }
+    users.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    return Promise.resolve(users.slice(0, query.limit));
+  }
+
+  /** {@inheritDoc Backend.restore} */
+  restore(
+    user: string,
+    record: HandleRecord,
+    _ctx: WriteContext,
+  ): Promise<"inserted" | "replaced" | "kept"> {
+    const records = this.#records(user);
+    const current = records.get(record.handle);
+    if (current && current.version >= record.version) return Promise.resolve("kept");
+    records.set(record.handle, { ...record });
+    return Promise.resolve(current ? "replaced" : "inserted");
+  }
+
   /** {@inheritDoc Backend.close} */
   close(): Promise<void> {
     return Promise.resolve();

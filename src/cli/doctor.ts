@@ -1,0 +1,394 @@
+/**
+ * `mcpstate doctor`: checks the runtime, permissions, settings and backend,
+ * and says what to fix.
+ *
+ * @module
+ */
+
+import { dirname, join, resolve } from "node:path";
+import type { Backend } from "../backend.ts";
+import { McpStateError, redact } from "../errors.ts";
+import { filePathOf, openBackend } from "../url.ts";
+import {
+  backendUrl,
+  type Command,
+  EXIT_FAILURE,
+  EXIT_OK,
+  oneLine,
+  parse,
+  printJson,
+  println,
+  UsageError,
+} from "./_common.ts";
+import { isCompiled } from "./config.ts";
+import { DENO_FLAGS } from "./permissions.ts";
+import { schemeOf } from "./transfer.ts";
+import { VERSION } from "./version.ts";
+
+const HELP = `Usage: mcpstate doctor [options]
+
+Checks what mcpstate needs and says what to fix: the Deno version and flags
+(--unstable-kv for Deno KV), the permissions granted, the MCPSTATE_* settings,
+that the backend URL parses, that the database directory exists and is
+writable, that the backend opens and answers, and whether it supports
+export/import/migrate. Exit code 1 when a check fails.
+
+Options:
+  --backend URL    Backend to check (default: $MCPSTATE_BACKEND, else sqlite:///~/.mcpstate/state.db)
+  --timeout SECS   How long to wait for the backend to answer (default 10)
+  --json           Print the checks as JSON
+  -h, --help       Show this help
+`;
+
+const OPTIONS = {
+  backend: { type: "string" },
+  timeout: { type: "string" },
+  json: { type: "boolean" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+/** One finding of the doctor. */
+export interface Check {
+  /** `ok`, `warn` (works, but note this) or `fail` (fix this). */
+  status: "ok" | "warn" | "fail";
+  /** What was checked, in a few words. */
+  check: string;
+  /** What was found. */
+  message: string;
+  /** What to do about it. */
+  fix?: string;
+}
+
+const FILE_SCHEMES = new Set(["sqlite", "denokv"]);
+const NET_SCHEMES = new Set([
+  "redis",
+  "rediss",
+  "redis+cluster",
+  "rediss+cluster",
+  "postgres",
+  "postgresql",
+  "denokv+https",
+  "denokv+http",
+]);
+const KNOWN_SCHEMES = new Set([...FILE_SCHEMES, ...NET_SCHEMES, "memory"]);
+
+/** The `doctor` subcommand. */
+export const doctor: Command = {
+  name: "doctor",
+  summary: "Check the runtime, permissions and backend, and say what to fix",
+  help: HELP,
+  async run(args: string[]): Promise<number> {
+    const { values } = parse("doctor", args, OPTIONS);
+    if (values.help) {
+      await println(HELP.trimEnd());
+      return EXIT_OK;
+    }
+    const timeout = values.timeout === undefined ? 10 : Number(values.timeout);
+    if (!Number.isFinite(timeout) || timeout <= 0) {
+      throw new UsageError(`--timeout must be a number of seconds greater than 0.`);
+    }
+    const checks = await diagnose(backendUrl(values.backend), timeout * 1000);
+    const failed = checks.some((c) => c.status === "fail");
+    if (values.json) {
+      await printJson({ ok: !failed, checks });
+    } else {
+      const lines: string[] = [];
+      for (const c of checks) {
+        lines.push(
+          `${c.status === "fail" ? "FAIL" : c.status.padEnd(4)}  ${c.check}: ${c.message}`,
+        );
+        if (c.fix) lines.push(`      fix: ${c.fix}`);
+      }
+      lines.push(
+        failed
+          ? "Some checks failed; fix them as shown and run mcpstate doctor again."
+          : "All checks passed.",
+      );
+      await println(lines.join("\n"));
+    }
+    return failed ? EXIT_FAILURE : EXIT_OK;
+  },
+};
+
+/**
+ * Runs every check against a backend URL.
+ *
+ * @param url The backend URL.
+ * @param timeoutMs How long the backend may take to open and answer.
+ * @returns The findings, in order.
+ */
+export async function diagnose(url: string, timeoutMs: number): Promise<Check[]> {
+  const checks: Check[] = [];
+  const add = (c: Check) => checks.push(c);
+  const scheme = schemeOf(url);
+  const runFix = isCompiled()
+    ? "Use an official mcpstate binary (it is built with every permission it needs), or run it through deno with the flags mcpstate config prints."
+    : `Run deno with ${DENO_FLAGS.join(" ")} (mcpstate config prints the whole command).`;
+
+  // Runtime.
+  const [major = 0, minor = 0] = Deno.version.deno.split(".").map(Number);
+  const runtime = `mcpstate ${VERSION}, Deno ${Deno.version.deno} (${Deno.build.target}), ${
+    isCompiled() ? "compiled binary" : "deno run"
+  }`;
+  if (major > 2 || (major === 2 && minor >= 2)) {
+    add({ status: "ok", check: "runtime", message: runtime });
+  } else {
+    add({
+      status: "fail",
+      check: "runtime",
+      message: `${runtime}; mcpstate needs Deno 2.2 or later (node:sqlite)`,
+      fix: "Run deno upgrade, or use a compiled mcpstate binary.",
+    });
+  }
+  const kv = typeof (Deno as { openKv?: unknown }).openKv === "function";
+  if (kv) add({ status: "ok", check: "deno kv", message: "enabled (--unstable-kv)" });
+  else {
+    add({
+      status: scheme === "denokv" || scheme.startsWith("denokv+") ? "fail" : "warn",
+      check: "deno kv",
+      message: "not enabled: denokv:// backends will not open",
+      fix: isCompiled()
+        ? "Use an official mcpstate binary, which is built with --unstable-kv."
+        : "Add --unstable-kv to the deno run command.",
+    });
+  }
+
+  // Permissions.
+  const file = FILE_SCHEMES.has(scheme) ? filePath(url, scheme) : null;
+  const perms: { desc: Deno.PermissionDescriptor; label: string; needed: boolean; why: string }[] =
+    [
+      {
+        desc: file ? { name: "read", path: file } : { name: "read" },
+        label: "read",
+        needed: file !== null,
+        why: "the database file, import files",
+      },
+      {
+        desc: file ? { name: "write", path: file } : { name: "write" },
+        label: "write",
+        needed: file !== null,
+        why: "the database file, export --out",
+      },
+      {
+        desc: { name: "net" },
+        label: "net",
+        needed: NET_SCHEMES.has(scheme),
+        why: "Redis, PostgreSQL, remote Deno KV, serve --transport http",
+      },
+      { desc: { name: "env" }, label: "env", needed: true, why: "MCPSTATE_* settings, HOME" },
+      {
+        desc: { name: "sys", kind: "hostname" },
+        label: "sys (hostname)",
+        needed: false,
+        why: "the default writer label",
+      },
+    ];
+  const missing: string[] = [];
+  let missingNeeded = false;
+  for (const p of perms) {
+    const state = (await Deno.permissions.query(p.desc)).state;
+    if (state !== "granted") {
+      missing.push(`${p.label} (${p.why})`);
+      if (p.needed) missingNeeded = true;
+    }
+  }
+  if (missing.length === 0) add({ status: "ok", check: "permissions", message: "all granted" });
+  else {
+    add({
+      status: missingNeeded ? "fail" : "warn",
+      check: "permissions",
+      message: `not granted: ${missing.join("; ")}`,
+      fix: runFix,
+    });
+  }
+
+  // Settings.
+  const maxBytes = Deno.env.get("MCPSTATE_MAX_STATE_BYTES");
+  if (maxBytes !== undefined && !(/^\d+$/.test(maxBytes) && Number(maxBytes) >= 2)) {
+    add({
+      status: "fail",
+      check: "settings",
+      message: `MCPSTATE_MAX_STATE_BYTES=${
+        JSON.stringify(maxBytes)
+      } is not a whole number of bytes`,
+      fix: "Set it to a whole number such as 1048576, or unset it.",
+    });
+  }
+  if (Deno.env.get("MCPSTATE_USER") === "") {
+    add({
+      status: "warn",
+      check: "settings",
+      message: 'MCPSTATE_USER is set but empty; "local" is used',
+      fix: "Unset it or give it a user name.",
+    });
+  }
+
+  // Backend URL.
+  if (!KNOWN_SCHEMES.has(scheme)) {
+    try {
+      await openBackend(url);
+    } catch (e) {
+      add({
+        status: "fail",
+        check: "backend url",
+        message: oneLine(messageOf(e)),
+        fix: "Use one of the forms above.",
+      });
+      return checks;
+    }
+  }
+  add({ status: "ok", check: "backend url", message: redact(url) });
+  if (scheme === "memory") {
+    add({
+      status: "warn",
+      check: "backend",
+      message: "memory:// keeps nothing once the process exits",
+      fix: "Use sqlite:///~/.mcpstate/state.db (the default) for state that lasts.",
+    });
+  }
+
+  // Database directory.
+  if (file !== null) {
+    const ok = await checkDirectory(file, add);
+    if (!ok) return checks;
+  }
+
+  // Open and answer.
+  let backend: Backend | null = null;
+  const started = performance.now();
+  try {
+    backend = await withTimeout(openBackend(url), timeoutMs, "open");
+    await withTimeout(backend.read("mcpstate-doctor", "doctor_aaaaaaaa"), timeoutMs, "answer");
+    add({
+      status: "ok",
+      check: "backend",
+      message: `opens and answers (${Math.round(performance.now() - started)} ms)`,
+    });
+    if (typeof backend.listUsers === "function" && typeof backend.restore === "function") {
+      const users = await withTimeout(backend.listUsers({ limit: 1001 }), timeoutMs, "answer");
+      add({
+        status: "ok",
+        check: "export/migrate",
+        message: `supported; ${users.length > 1000 ? "over 1000" : users.length} user${
+          users.length === 1 ? "" : "s"
+        } with state`,
+      });
+    } else {
+      add({
+        status: "warn",
+        check: "export/migrate",
+        message: `the ${scheme} backend cannot list users or restore records yet`,
+        fix: "Upgrade mcpstate; until then export with --user, one user at a time.",
+      });
+    }
+  } catch (e) {
+    add({
+      status: "fail",
+      check: "backend",
+      message: oneLine(messageOf(e)),
+      fix: backendFix(scheme),
+    });
+  } finally {
+    await backend?.close().catch(() => {});
+  }
+  return checks;
+}
+
+function filePath(url: string, scheme: string): string | null {
+  try {
+    const { path } = filePathOf(url, scheme);
+    return path === ":memory:" ? null : resolve(path);
+  } catch {
+    return null;
+  }
+}
+
+async function checkDirectory(file: string, add: (c: Check) => void): Promise<boolean> {
+  const dir = dirname(file);
+  let info: Deno.FileInfo | null = null;
+  try {
+    info = await Deno.stat(dir);
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) {
+      add({
+        status: "fail",
+        check: "directory",
+        message: `${dir}: ${messageOf(e)}`,
+        fix: "Check the path and its permissions.",
+      });
+      return false;
+    }
+  }
+  if (info === null) {
+    add({
+      status: "warn",
+      check: "directory",
+      message: `${dir} does not exist yet; mcpstate creates it on first use`,
+      fix: `Or create it yourself: mkdir -p ${JSON.stringify(dir)}`,
+    });
+    return true;
+  }
+  if (!info.isDirectory) {
+    add({
+      status: "fail",
+      check: "directory",
+      message: `${dir} is not a directory`,
+      fix: "Point the backend URL at a file inside a directory.",
+    });
+    return false;
+  }
+  const probe = join(dir, `.mcpstate-doctor-${crypto.randomUUID().slice(0, 8)}`);
+  try {
+    await Deno.writeTextFile(probe, "", { createNew: true });
+    await Deno.remove(probe);
+  } catch (e) {
+    add({
+      status: "fail",
+      check: "directory",
+      message: `${dir} is not writable: ${messageOf(e)}`,
+      fix:
+        `Give this user write access to ${dir} (the database keeps journal files beside it), or choose another path.`,
+    });
+    return false;
+  }
+  let exists = "the database file will be created on first use";
+  try {
+    const f = await Deno.stat(file);
+    exists = `database file ${f.size.toLocaleString("en-US")} bytes`;
+  } catch { /* not there yet */ }
+  add({ status: "ok", check: "directory", message: `${dir} is writable; ${exists}` });
+  return true;
+}
+
+function backendFix(scheme: string): string {
+  if (scheme.startsWith("redis") || scheme.startsWith("rediss")) {
+    return "Check that Redis runs at that host and port and that the URL's user, password and db are right.";
+  }
+  if (scheme.startsWith("postgres")) {
+    return "Check that PostgreSQL runs at that host and port, the database exists, and the URL's credentials are right.";
+  }
+  if (scheme.startsWith("denokv+")) {
+    return "Check the KV Connect URL and DENO_KV_ACCESS_TOKEN.";
+  }
+  return "Check the path in the URL and its permissions; another program may hold the file locked.";
+}
+
+function messageOf(e: unknown): string {
+  if (e instanceof McpStateError) return e.message;
+  return e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+}
+
+async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`the backend did not ${what} within ${Math.round(ms / 1000)} s`)),
+      ms,
+    );
+  });
+  try {
+    return await Promise.race([p, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

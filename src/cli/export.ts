@@ -1,0 +1,138 @@
+/**
+ * `mcpstate export`: every record of every user as JSON Lines.
+ *
+ * @module
+ */
+
+import { dirname } from "node:path";
+import { openBackend } from "../url.ts";
+import {
+  BACKEND_OPTIONS,
+  backendUrl,
+  CliFailure,
+  type Command,
+  EXIT_OK,
+  note,
+  parse,
+  println,
+  UsageError,
+  writeAll,
+} from "./_common.ts";
+import { Progress } from "./progress.ts";
+import { recordLine } from "./records.ts";
+import { allUsers, countRecords, requireCapability, walkRecords } from "./transfer.ts";
+
+const HELP = `Usage: mcpstate export [options]
+
+Writes every record of every user as JSON Lines: one record per line with
+user, handle, kind, version, created_at, updated_at, expires_at, last_writer
+and state, exactly as stored (expired records the backend still holds
+included). Users and handles come out sorted, so two exports of the same data
+are byte-identical. "mcpstate import" reads the file back.
+
+Options:
+  --out FILE       Write to FILE instead of stdout. The file appears only when
+                   the export is complete (written beside it, then renamed)
+  --user USER      Only this user's records
+  --backend URL    Backend (default: $MCPSTATE_BACKEND, else sqlite:///~/.mcpstate/state.db)
+  -h, --help       Show this help
+
+A progress bar is drawn on stderr when it is a terminal.
+
+Examples:
+  mcpstate export --out backup.jsonl
+  mcpstate export --backend redis://h:6379/0 | gzip > backup.jsonl.gz
+`;
+
+const OPTIONS = {
+  ...BACKEND_OPTIONS,
+  out: { type: "string" },
+  user: { type: "string" },
+} as const;
+
+const encoder = new TextEncoder();
+
+/** The `export` subcommand. */
+export const exportCommand: Command = {
+  name: "export",
+  summary: "Write every user's records as JSON Lines",
+  help: HELP,
+  async run(args: string[]): Promise<number> {
+    const { values } = parse("export", args, OPTIONS);
+    if (values.help) {
+      await println(HELP.trimEnd());
+      return EXIT_OK;
+    }
+    if (values.out === "") throw new UsageError("--out needs a file name.");
+    if (values.user === "") throw new UsageError("--user needs a non-empty user name.");
+    const url = backendUrl(values.backend);
+    const backend = await openBackend(url);
+    let tmp: string | null = null;
+    let file: Deno.FsFile | null = null;
+    try {
+      if (values.user === undefined) requireCapability(backend, url, "listUsers", "export");
+      const users = values.user === undefined ? await allUsers(backend) : [values.user];
+      const progress = new Progress("export");
+      if (progress.enabled) progress.total = await countRecords(backend, users);
+      if (values.out !== undefined) {
+        tmp = `${values.out}.partial-${crypto.randomUUID().slice(0, 8)}`;
+        try {
+          file = await Deno.open(tmp, { write: true, createNew: true, mode: 0o600 });
+        } catch (e) {
+          tmp = null;
+          throw new CliFailure(
+            `Cannot write in ${JSON.stringify(dirname(values.out))}: ${
+              e instanceof Error ? e.message : String(e)
+            }.`,
+          );
+        }
+      }
+      const sink = file ?? Deno.stdout;
+      let buffer = "";
+      let records = 0;
+      const seenUsers = new Set<string>();
+      for await (const { user, record } of walkRecords(backend, users)) {
+        let line: string;
+        try {
+          line = recordLine(user, record);
+        } catch (e) {
+          throw new CliFailure(
+            `The record ${record.handle} of user ${JSON.stringify(user)} is damaged (${
+              (e as Error).message
+            }); the export stopped there${
+              values.out === undefined ? "" : " and --out was not written"
+            }. Repair or delete that record, then export again.`,
+          );
+        }
+        buffer += line + "\n";
+        records++;
+        seenUsers.add(user);
+        progress.tick();
+        if (buffer.length >= 1 << 20) {
+          await writeAll(sink, encoder.encode(buffer));
+          buffer = "";
+        }
+      }
+      await writeAll(sink, encoder.encode(buffer));
+      progress.finish();
+      const summary = `Exported ${records.toLocaleString("en-US")} record${
+        records === 1 ? "" : "s"
+      } of ${seenUsers.size.toLocaleString("en-US")} user${seenUsers.size === 1 ? "" : "s"}`;
+      if (file && tmp !== null && values.out !== undefined) {
+        await file.sync();
+        file.close();
+        file = null;
+        await Deno.rename(tmp, values.out);
+        tmp = null;
+        await println(`${summary} to ${values.out}.`);
+      } else if (Deno.stderr.isTerminal()) {
+        note(`${summary}.`);
+      }
+      return EXIT_OK;
+    } finally {
+      file?.close();
+      if (tmp !== null) await Deno.remove(tmp).catch(() => {});
+      await backend.close();
+    }
+  },
+};

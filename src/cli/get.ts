@@ -1,0 +1,78 @@
+/**
+ * `mcpstate get`: one handle's snapshot (or a subtree of its state) as JSON.
+ *
+ * @module
+ */
+
+import { PatchError } from "../errors.ts";
+import { getPath } from "../ops.ts";
+import { toPayload } from "../store.ts";
+import {
+  BACKEND_OPTIONS,
+  backendUrl,
+  CliFailure,
+  type Command,
+  EXIT_OK,
+  openStore,
+  parse,
+  printJson,
+  println,
+  userOf,
+} from "./_common.ts";
+
+const HELP = `Usage: mcpstate get HANDLE [options]
+
+Prints a handle's snapshot as JSON: handle, kind, version, created_at,
+updated_at, expires_at, last_writer and state.
+
+Options:
+  --path PATH      Only this part of the state: dotted ("profile.tags") or a
+                   JSON Pointer ("/profile/tags/0"); the output gains "path"
+  --user USER      Whose handle (default: $MCPSTATE_USER, else "local")
+  --backend URL    Backend (default: $MCPSTATE_BACKEND, else sqlite:///~/.mcpstate/state.db)
+  -h, --help       Show this help
+
+Examples:
+  mcpstate get research_k3v9x2mq
+  mcpstate get research_k3v9x2mq --path notes | jq -r .state
+`;
+
+const OPTIONS = {
+  ...BACKEND_OPTIONS,
+  user: { type: "string" },
+  path: { type: "string" },
+} as const;
+
+/** The `get` subcommand. */
+export const get: Command = {
+  name: "get",
+  summary: "Print a handle's snapshot as JSON (--path for a part)",
+  help: HELP,
+  async run(args: string[]): Promise<number> {
+    const { values, positionals } = parse("get", args, OPTIONS, [1, 1]);
+    if (values.help) {
+      await println(HELP.trimEnd());
+      return EXIT_OK;
+    }
+    const handle = positionals[0] as string;
+    const user = userOf(values.user);
+    await using store = await openStore(backendUrl(values.backend));
+    const snap = await store.get(handle, { user });
+    const payload = toPayload(snap);
+    if (values.path !== undefined) {
+      payload.path = values.path;
+      try {
+        payload.state = getPath(snap.state, values.path);
+      } catch (e) {
+        if (!(e instanceof PatchError)) throw e;
+        throw new CliFailure(
+          `The path ${
+            JSON.stringify(values.path)
+          } does not exist in the state of ${handle}. Run "mcpstate get ${handle}" to see its shape.`,
+        );
+      }
+    }
+    await printJson(payload);
+    return EXIT_OK;
+  },
+};

@@ -1,0 +1,193 @@
+/**
+ * `mcpstate import`: restores JSON Lines written by `mcpstate export`, every
+ * field exactly, verified record by record.
+ *
+ * The whole input is validated before anything is written: a corrupt line
+ * stops the import with its line number and the backend untouched. Records
+ * are then written one atomic restore at a time, each only where the backend
+ * has no such handle or an older version of it, so an interrupted import
+ * leaves whole records only, and running it again completes it without
+ * duplicating or overwriting anything newer.
+ *
+ * @module
+ */
+
+import { openBackend } from "../url.ts";
+import {
+  BACKEND_OPTIONS,
+  backendUrl,
+  CliFailure,
+  type Command,
+  EXIT_FAILURE,
+  EXIT_OK,
+  note,
+  parse,
+  positiveInt,
+  printJson,
+  println,
+  UsageError,
+} from "./_common.ts";
+import { Progress } from "./progress.ts";
+import { CorruptLine, parseRecordLine, readLines, type UserRecord } from "./records.ts";
+import { reportJson, reportText, requireCapability, restoreAll } from "./transfer.ts";
+
+const HELP = `Usage: mcpstate import [FILE|-] [options]
+
+Reads JSON Lines written by "mcpstate export" (from FILE, or stdin when FILE is
+"-" or absent) and writes every record exactly as it was: handle, kind,
+version, timestamps, expiry, writer and state, for every user in the file.
+
+Safe to re-run: a record is written only where the backend has no such handle
+or an older version of it; a newer record in the backend is kept. Every
+written record is read back and compared by SHA-256. The whole input is
+validated first: a corrupt line stops the import, naming the line, with
+nothing written (input from stdin is held in memory for that; pass a FILE for
+very large imports). Records that expired more than 7 days ago are skipped.
+
+Options:
+  --check                  Compare the file with the backend; write nothing
+  --rate N                 Write at most N records per second
+  --max-state-bytes N      Largest state accepted (default: $MCPSTATE_MAX_STATE_BYTES, else 1048576)
+  --json                   Print the summary as JSON
+  --backend URL            Backend (default: $MCPSTATE_BACKEND, else sqlite:///~/.mcpstate/state.db)
+  -h, --help               Show this help
+
+A progress bar is drawn on stderr when it is a terminal. Exit code 1 when a
+record did not verify (the summary says which).
+
+Examples:
+  mcpstate import backup.jsonl --backend redis://h:6379/0
+  gunzip -c backup.jsonl.gz | mcpstate import -
+`;
+
+const OPTIONS = {
+  ...BACKEND_OPTIONS,
+  check: { type: "boolean" },
+  rate: { type: "string" },
+  "max-state-bytes": { type: "string" },
+  json: { type: "boolean" },
+} as const;
+
+/** The `import` subcommand. */
+export const importCommand: Command = {
+  name: "import",
+  summary: "Restore JSON Lines from export, exactly and verified",
+  help: HELP,
+  async run(args: string[]): Promise<number> {
+    const { values, positionals } = parse("import", args, OPTIONS, [0, 1]);
+    if (values.help) {
+      await println(HELP.trimEnd());
+      return EXIT_OK;
+    }
+    const rate = values.rate === undefined ? undefined : positiveInt("--rate", values.rate);
+    const maxBytes = maxStateBytes(values["max-state-bytes"]);
+    const path = positionals[0] === undefined || positionals[0] === "-" ? null : positionals[0];
+    if (path === null && Deno.stdin.isTerminal()) {
+      throw new UsageError(
+        'import reads JSON Lines from stdin: pass a FILE, or pipe an export in ("mcpstate export | mcpstate import --backend URL").',
+      );
+    }
+    const url = backendUrl(values.backend);
+    const check = values.check ?? false;
+    const backend = await openBackend(url);
+    try {
+      if (!check) requireCapability(backend, url, "restore", "import");
+      // Pass 1: validate everything before writing anything.
+      const before = path === null ? null : await statOf(path);
+      const kept: UserRecord[] | null = path === null ? [] : null;
+      let total = 0;
+      for await (const rec of records(path, maxBytes)) {
+        total++;
+        kept?.push(rec);
+      }
+      // Pass 2: write (a file is read again rather than held in memory).
+      if (path !== null) {
+        const after = await statOf(path);
+        if (after.size !== before?.size || after.mtime !== before.mtime) {
+          throw new CliFailure(
+            `${path} changed while it was being read; nothing was imported. Run the import again.`,
+          );
+        }
+      }
+      const progress = new Progress(check ? "check" : "import", { total });
+      const report = await restoreAll(backend, kept ? fromArray(kept) : records(path, maxBytes), {
+        check,
+        ...(rate === undefined ? {} : { rate }),
+        progress,
+      });
+      if (values.json) await printJson(reportJson(report));
+      else await println(reportText(report, check ? "Checked" : "Imported", check));
+      if (report.mismatched > 0) {
+        note(
+          `mcpstate import: ${report.mismatched} record(s) did not verify; first: ${report.firstProblem}.`,
+        );
+        return EXIT_FAILURE;
+      }
+      if (check && report.missing + report.olderInTarget > 0) {
+        note(
+          `mcpstate import: ${
+            report.missing + report.olderInTarget
+          } record(s) of the file are missing or older in the backend; run without --check to write them.`,
+        );
+        return EXIT_FAILURE;
+      }
+      return EXIT_OK;
+    } finally {
+      await backend.close();
+    }
+  },
+};
+
+async function* records(path: string | null, maxBytes: number): AsyncGenerator<UserRecord> {
+  let file: Deno.FsFile | null = null;
+  if (path !== null) {
+    try {
+      file = await Deno.open(path, { read: true });
+    } catch (e) {
+      throw new CliFailure(`Cannot read ${path}: ${e instanceof Error ? e.message : String(e)}.`);
+    }
+  }
+  try {
+    for await (const { no, text } of readLines(file ? file.readable : Deno.stdin.readable)) {
+      if (text.trim() === "") continue;
+      yield parseRecordLine(text, no, maxBytes);
+    }
+  } catch (e) {
+    if (e instanceof CorruptLine) {
+      throw new CliFailure(
+        `${e.message} Nothing was imported; fix or remove that line and run the import again.`,
+      );
+    }
+    throw e;
+  } finally {
+    try {
+      file?.close();
+    } catch { /* the stream closed it */ }
+  }
+}
+
+async function* fromArray(list: UserRecord[]): AsyncGenerator<UserRecord> {
+  yield* list;
+}
+
+async function statOf(path: string): Promise<{ size: number; mtime: number | null }> {
+  try {
+    const s = await Deno.stat(path);
+    return { size: s.size, mtime: s.mtime?.getTime() ?? null };
+  } catch (e) {
+    throw new CliFailure(`Cannot read ${path}: ${e instanceof Error ? e.message : String(e)}.`);
+  }
+}
+
+/**
+ * The state size cap: `--max-state-bytes`, else `MCPSTATE_MAX_STATE_BYTES`, else 1 MiB.
+ *
+ * @param flag The option's value, if given.
+ * @returns The cap in bytes.
+ */
+export function maxStateBytes(flag: string | undefined): number {
+  if (flag !== undefined) return positiveInt("--max-state-bytes", flag);
+  const env = Deno.env.get("MCPSTATE_MAX_STATE_BYTES");
+  if (env !== undefined && env !== "") return positiveInt("MCPSTATE_MAX_STATE_BYTES", env);
+  return 1_048_576;
+}

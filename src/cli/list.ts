@@ -1,0 +1,113 @@
+/**
+ * `mcpstate list`: a user's handles as a table for people, or JSON for
+ * scripts.
+ *
+ * @module
+ */
+
+import type { Backend } from "../backend.ts";
+import { type HandleInfo, toPayload } from "../store.ts";
+import {
+  BACKEND_OPTIONS,
+  backendUrl,
+  type Command,
+  EXIT_OK,
+  openStore,
+  parse,
+  printJson,
+  println,
+  shortTime,
+  table,
+  UsageError,
+  userOf,
+} from "./_common.ts";
+import { allUsers, requireCapability } from "./transfer.ts";
+
+const HELP = `Usage: mcpstate list [options]
+
+Lists one user's handles (metadata only, never states), newest first.
+
+Options:
+  --user USER          Whose handles (default: $MCPSTATE_USER, else "local")
+  --all-users          Every user's handles, with a USER column
+  --kind KIND          Only handles of this kind
+  --include-expired    Include expired handles still in their grace period
+  --json               Print a JSON array (wire form: snake_case, ISO-8601 times)
+  --backend URL        Backend (default: $MCPSTATE_BACKEND, else sqlite:///~/.mcpstate/state.db)
+  -h, --help           Show this help
+
+Examples:
+  mcpstate list
+  mcpstate list --user alice --kind research --json | jq '.[].handle'
+`;
+
+const OPTIONS = {
+  ...BACKEND_OPTIONS,
+  user: { type: "string" },
+  "all-users": { type: "boolean" },
+  kind: { type: "string" },
+  "include-expired": { type: "boolean" },
+  json: { type: "boolean" },
+} as const;
+
+/** The `list` subcommand. */
+export const list: Command = {
+  name: "list",
+  summary: "List a user's handles (table, or --json)",
+  help: HELP,
+  async run(args: string[]): Promise<number> {
+    const { values } = parse("list", args, OPTIONS);
+    if (values.help) {
+      await println(HELP.trimEnd());
+      return EXIT_OK;
+    }
+    if (values["all-users"] && values.user !== undefined) {
+      throw new UsageError("Pass either --user or --all-users, not both.");
+    }
+    const url = backendUrl(values.backend);
+    await using store = await openStore(url);
+    const options = {
+      ...(values.kind === undefined ? {} : { kind: values.kind }),
+      includeExpired: values["include-expired"] ?? false,
+    };
+    const rows: { user: string; info: HandleInfo }[] = [];
+    const users = values["all-users"] ? await everyUser(store.backend, url) : [userOf(values.user)];
+    for (const user of users) {
+      for (const info of await store.list(user, options)) rows.push({ user, info });
+    }
+    if (values.json) {
+      await printJson(rows.map(({ user, info }) => {
+        const payload = toPayload(info);
+        return values["all-users"] ? { user, ...payload } : payload;
+      }));
+      return EXIT_OK;
+    }
+    if (rows.length === 0) {
+      await println(
+        values["all-users"] ? "No handles." : `No handles for user ${JSON.stringify(users[0])}.`,
+      );
+      return EXIT_OK;
+    }
+    const now = Date.now();
+    const header = ["HANDLE", "KIND", "VERSION", "UPDATED", "EXPIRES", "WRITER"];
+    const body = rows.map(({ user, info }) => {
+      const expires = info.expiresAt?.getTime() ?? null;
+      const cells = [
+        info.handle,
+        info.kind,
+        String(info.version),
+        shortTime(info.updatedAt.getTime()),
+        expires === null ? "never" : `${shortTime(expires)}${expires <= now ? " (expired)" : ""}`,
+        info.lastWriter ?? "-",
+      ];
+      return values["all-users"] ? [user, ...cells] : cells;
+    });
+    await println(table(values["all-users"] ? ["USER", ...header] : header, body));
+    return EXIT_OK;
+  },
+};
+
+async function everyUser(backend: Backend, url: string): Promise<string[]> {
+  requireCapability(backend, url, "listUsers", "list --all-users");
+  return await allUsers(backend);
+}

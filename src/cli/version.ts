@@ -1,0 +1,10 @@
+/**
+ * The version of mcpstate, read from `deno.json` (bundled into the binary).
+ *
+ * @module
+ */
+
+import denoJson from "../../deno.json" with { type: "json" };
+
+/** The package version, e.g. `0.3.0`. */
+export const VERSION: string = denoJson.version;
