@@ -1,0 +1,309 @@
+/**
+ * The configuration of `mcpstate serve`: flags, their `MCPSTATE_*`
+ * environment twins, defaults and validation.
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { DEFAULT_URL } from "../url.ts";
+
+/** Default TCP port of the HTTP transport. */
+export const DEFAULT_PORT = 8787;
+
+/** Default request body limit of the HTTP transport, in bytes (4 MiB). */
+export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
+
+/** Default JWKS refetch cooldown, in ms: at most one fetch per this interval for unknown key ids. */
+export const DEFAULT_JWKS_COOLDOWN_MS = 30_000;
+
+/** Bearer-token verification settings. */
+export interface AuthConfig {
+  /** The authorization server's issuer identifier (the token's `iss`). */
+  issuer: string;
+  /** The audience a token must carry (`aud`); default the server's resource URL. */
+  audience: string;
+  /** Where the issuer's signing keys are published; `undefined`: discovered from the issuer's metadata. */
+  jwksUrl: string | undefined;
+  /** Minimum ms between two JWKS fetches triggered by an unknown key id. */
+  jwksCooldownMs: number;
+}
+
+/** The resolved configuration of `mcpstate serve`. */
+export interface ServeConfig {
+  /** Backend URL. */
+  backend: string;
+  /** Transport. */
+  transport: "stdio" | "http";
+  /** Interface to listen on (HTTP). */
+  host: string;
+  /** Port to listen on (HTTP); 0 picks a free one. */
+  port: number;
+  /** The public URL of the `/mcp` endpoint (the OAuth resource identifier). */
+  publicUrl: URL;
+  /** Whether anyone may call without a token, sharing one bucket (HTTP). */
+  allowAnonymous: boolean;
+  /** Bearer-token verification (HTTP), or `undefined` when not configured. */
+  auth: AuthConfig | undefined;
+  /** Extra hostnames accepted in the `Host` header (`*`: any). */
+  allowedHosts: string[];
+  /** Extra hostnames accepted in the `Origin` header (`*`: any). */
+  allowedOrigins: string[];
+  /** Request body limit in bytes (HTTP). */
+  maxBodyBytes: number;
+  /** State size cap in bytes; `undefined`: the store's default. */
+  maxStateBytes: number | undefined;
+  /** The user of every call (stdio). */
+  user: string;
+  /** A fixed writer label, or `undefined` for `<hostname>[/<client name>]`. */
+  writer: string | undefined;
+}
+
+/** A configuration mistake: printed as one line, exit code 2. */
+export class ConfigError extends Error {
+  /**
+   * Creates a configuration error.
+   *
+   * @param message What is wrong and what to pass instead.
+   */
+  constructor(message: string) {
+    super(message);
+    this.name = "ConfigError";
+  }
+}
+
+/** The usage text of `mcpstate serve --help`. */
+export const USAGE = `Usage: mcpstate serve [options]
+
+Runs the mcpstate MCP server: durable, user-keyed state for agents.
+
+Options (each has an environment twin; a flag wins over its variable):
+  --backend URL            Storage backend                      MCPSTATE_BACKEND
+                           (default ${DEFAULT_URL})
+  --transport stdio|http   Transport (default stdio)            MCPSTATE_TRANSPORT
+  --user NAME              User of every stdio call             MCPSTATE_USER
+                           (default "local")
+  --writer LABEL           Writer label recorded on writes      MCPSTATE_WRITER
+                           (default <hostname>/<client name>)
+  --max-state-bytes N      State size cap (default 1048576)     MCPSTATE_MAX_STATE_BYTES
+
+HTTP transport:
+  --host HOST              Interface to listen on               MCPSTATE_HOST
+                           (default 127.0.0.1)
+  --port PORT              Port (default ${DEFAULT_PORT})                 MCPSTATE_PORT
+  --public-url URL         Public URL of the /mcp endpoint      MCPSTATE_PUBLIC_URL
+                           (default http://HOST:PORT/mcp)
+  --auth-issuer URL        OAuth issuer whose JWTs are accepted MCPSTATE_AUTH_ISSUER
+  --auth-audience AUD      Required token audience              MCPSTATE_AUTH_AUDIENCE
+                           (default the public URL)
+  --auth-jwks-url URL      Issuer's JWKS                        MCPSTATE_AUTH_JWKS_URL
+                           (default: from the issuer's metadata)
+  --auth-jwks-cooldown-ms N  Min ms between JWKS refetches      MCPSTATE_AUTH_JWKS_COOLDOWN_MS
+                           for unknown key ids (default ${DEFAULT_JWKS_COOLDOWN_MS})
+  --allow-anonymous        No authentication: one shared bucket MCPSTATE_ALLOW_ANONYMOUS
+                           where handles are the only secret
+  --allowed-hosts LIST     Extra Host names (comma list, * any) MCPSTATE_ALLOWED_HOSTS
+  --allowed-origins LIST   Extra Origin names (comma list)      MCPSTATE_ALLOWED_ORIGINS
+  --max-body-bytes N       Request body limit (default 4 MiB)   MCPSTATE_MAX_BODY_BYTES
+
+  -h, --help               Show this help
+
+HTTP refuses to start unless --auth-issuer or --allow-anonymous is given.
+Endpoints: POST /mcp, GET /healthz, GET /.well-known/oauth-protected-resource[/mcp].
+`;
+
+const OPTIONS = {
+  backend: { type: "string" },
+  transport: { type: "string" },
+  user: { type: "string" },
+  writer: { type: "string" },
+  "max-state-bytes": { type: "string" },
+  host: { type: "string" },
+  port: { type: "string" },
+  "public-url": { type: "string" },
+  "auth-issuer": { type: "string" },
+  "auth-audience": { type: "string" },
+  "auth-jwks-url": { type: "string" },
+  "auth-jwks-cooldown-ms": { type: "string" },
+  "allow-anonymous": { type: "boolean" },
+  "allowed-hosts": { type: "string" },
+  "allowed-origins": { type: "string" },
+  "max-body-bytes": { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+/**
+ * Parses `serve` arguments and the environment into a configuration.
+ *
+ * @param args The arguments after `serve`.
+ * @param env Reads an environment variable (default `Deno.env.get`, tolerant of a missing permission).
+ * @returns `"help"` when help was asked for, else the configuration.
+ * @throws {ConfigError} For an unknown flag or a bad value.
+ */
+export function parseServeArgs(
+  args: string[],
+  env: (name: string) => string | undefined = readEnv,
+): ServeConfig | "help" {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    const parsed = parseArgs({ args, options: OPTIONS, strict: true, allowPositionals: false });
+    values = parsed.values;
+  } catch (e) {
+    const msg = (e instanceof Error ? e.message : String(e)).replace(/\s*\n\s*/g, " ").trim();
+    throw new ConfigError(
+      `${msg.replace(/\.$/, "")}. Run "mcpstate serve --help" for the options.`,
+    );
+  }
+  if (values.help) return "help";
+
+  const str = (flag: string, name: string): string | undefined => {
+    const v = values[flag];
+    if (typeof v === "string") return v;
+    const e = env(name);
+    return e === undefined || e === "" ? undefined : e;
+  };
+  const bool = (flag: string, name: string): boolean => {
+    if (values[flag] === true) return true;
+    const e = env(name);
+    if (e === undefined || e === "") return false;
+    if (/^(1|true|yes|on)$/i.test(e)) return true;
+    if (/^(0|false|no|off)$/i.test(e)) return false;
+    throw new ConfigError(`${name}=${JSON.stringify(e)} is not a boolean: use 1 or 0.`);
+  };
+  const int = (flag: string, name: string, min: number, max: number): number | undefined => {
+    const v = str(flag, name);
+    if (v === undefined) return undefined;
+    const n = Number(v);
+    if (!/^\d+$/.test(v.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
+      throw new ConfigError(
+        `--${flag} (${name}) must be a whole number from ${min} to ${max}, not ${
+          JSON.stringify(v)
+        }.`,
+      );
+    }
+    return n;
+  };
+  const list = (flag: string, name: string): string[] =>
+    (str(flag, name) ?? "").split(",").map((s) => s.trim()).filter((s) => s.length > 0);
+
+  const transport = str("transport", "MCPSTATE_TRANSPORT") ?? "stdio";
+  if (transport !== "stdio" && transport !== "http") {
+    throw new ConfigError(
+      `--transport (MCPSTATE_TRANSPORT) must be stdio or http, not ${JSON.stringify(transport)}.`,
+    );
+  }
+  const host = str("host", "MCPSTATE_HOST") ?? "127.0.0.1";
+  const port = int("port", "MCPSTATE_PORT", 0, 65535) ?? DEFAULT_PORT;
+  const publicUrlText = str("public-url", "MCPSTATE_PUBLIC_URL");
+  let publicUrl: URL;
+  if (publicUrlText !== undefined) {
+    publicUrl = httpUrl(publicUrlText, "--public-url (MCPSTATE_PUBLIC_URL)");
+    publicUrl.hash = "";
+  } else {
+    const h = host === "0.0.0.0" || host === "::" ? "localhost" : host;
+    publicUrl = new URL(`http://${h.includes(":") ? `[${h}]` : h}:${port}/mcp`);
+  }
+
+  const maxStateBytes = int("max-state-bytes", "MCPSTATE_MAX_STATE_BYTES", 2, 2 ** 31);
+  const maxBodyBytes = int("max-body-bytes", "MCPSTATE_MAX_BODY_BYTES", 1024, 2 ** 31) ??
+    Math.max(DEFAULT_MAX_BODY_BYTES, 2 * (maxStateBytes ?? 0) + 65536);
+
+  const issuer = str("auth-issuer", "MCPSTATE_AUTH_ISSUER");
+  const audience = str("auth-audience", "MCPSTATE_AUTH_AUDIENCE");
+  const jwksUrl = str("auth-jwks-url", "MCPSTATE_AUTH_JWKS_URL");
+  const cooldown = int("auth-jwks-cooldown-ms", "MCPSTATE_AUTH_JWKS_COOLDOWN_MS", 0, 86_400_000);
+  const allowAnonymous = bool("allow-anonymous", "MCPSTATE_ALLOW_ANONYMOUS");
+  let auth: AuthConfig | undefined;
+  if (issuer !== undefined) {
+    const iss = httpUrl(issuer, "--auth-issuer (MCPSTATE_AUTH_ISSUER)");
+    requireHttps(iss, "--auth-issuer (MCPSTATE_AUTH_ISSUER)");
+    if (jwksUrl !== undefined) {
+      requireHttps(
+        httpUrl(jwksUrl, "--auth-jwks-url (MCPSTATE_AUTH_JWKS_URL)"),
+        "--auth-jwks-url (MCPSTATE_AUTH_JWKS_URL)",
+      );
+    }
+    auth = {
+      issuer,
+      audience: audience ?? publicUrl.href,
+      jwksUrl,
+      jwksCooldownMs: cooldown ?? DEFAULT_JWKS_COOLDOWN_MS,
+    };
+  } else if (audience !== undefined || jwksUrl !== undefined) {
+    throw new ConfigError(
+      "--auth-audience and --auth-jwks-url need --auth-issuer (MCPSTATE_AUTH_ISSUER): the URL of the authorization server whose tokens this server accepts.",
+    );
+  }
+  if (transport === "http") {
+    if (auth && allowAnonymous) {
+      throw new ConfigError(
+        "Pass either --auth-issuer (every request needs a valid token) or --allow-anonymous (no authentication), not both.",
+      );
+    }
+    if (!auth && !allowAnonymous) {
+      throw new ConfigError(
+        "Refusing to serve HTTP without authentication: anyone who can reach the port could read and write state. Pass --auth-issuer URL (with --auth-jwks-url / --auth-audience as needed) to accept OAuth bearer tokens, or --allow-anonymous to knowingly run one shared, unauthenticated bucket.",
+      );
+    }
+  }
+
+  const user = str("user", "MCPSTATE_USER") ?? "local";
+  if (user.length > 1024) {
+    throw new ConfigError("--user (MCPSTATE_USER) is longer than 1024 characters.");
+  }
+  const writer = str("writer", "MCPSTATE_WRITER");
+  if (writer !== undefined && writer.length > 256) {
+    throw new ConfigError("--writer (MCPSTATE_WRITER) is longer than 256 characters.");
+  }
+
+  return {
+    backend: str("backend", "MCPSTATE_BACKEND") ?? DEFAULT_URL,
+    transport,
+    host,
+    port,
+    publicUrl,
+    allowAnonymous,
+    auth,
+    allowedHosts: list("allowed-hosts", "MCPSTATE_ALLOWED_HOSTS"),
+    allowedOrigins: list("allowed-origins", "MCPSTATE_ALLOWED_ORIGINS"),
+    maxBodyBytes,
+    maxStateBytes,
+    user,
+    writer,
+  };
+}
+
+function readEnv(name: string): string | undefined {
+  try {
+    return Deno.env.get(name);
+  } catch {
+    return undefined;
+  }
+}
+
+function httpUrl(text: string, what: string): URL {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new ConfigError(`${what} must be an absolute http(s) URL, not ${JSON.stringify(text)}.`);
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") {
+    throw new ConfigError(`${what} must be an http(s) URL, not ${JSON.stringify(text)}.`);
+  }
+  return url;
+}
+
+/** Whether a hostname is a loopback name. */
+export function isLoopback(hostname: string): boolean {
+  return hostname === "localhost" || hostname === "[::1]" || hostname === "::1" ||
+    /^127\.\d+\.\d+\.\d+$/.test(hostname);
+}
+
+function requireHttps(url: URL, what: string): void {
+  if (url.protocol !== "https:" && !isLoopback(url.hostname)) {
+    throw new ConfigError(
+      `${what} must use https (plain http is accepted only on loopback): ${url.href}`,
+    );
+  }
+}

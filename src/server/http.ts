@@ -1,0 +1,213 @@
+/**
+ * The Streamable HTTP face of the mcpstate server: `/mcp` through the SDK's
+ * `createMcpHandler` (2026-07-28, and 2025-era clients statelessly), behind
+ * Host/Origin checks, bearer authentication, a body size limit, `/healthz`
+ * and the RFC 9728 metadata.
+ *
+ * @module
+ */
+
+import {
+  createMcpHandler,
+  getOAuthProtectedResourceMetadataUrl,
+  hostHeaderValidationResponse,
+  localhostAllowedHostnames,
+  localhostAllowedOrigins,
+  originValidationResponse,
+  requireBearerAuth,
+} from "@modelcontextprotocol/server";
+import { redact, Unauthenticated } from "../errors.ts";
+import type { HandleStore } from "../store.ts";
+import { protectedResourceMetadata, type TokenVerifier, userOfAuthInfo } from "./auth.ts";
+import { createStateServer, SERVER_VERSION, type StateToolsOptions } from "./tools.ts";
+
+/** The bucket every caller shares on a server run with `--allow-anonymous`. */
+export const ANONYMOUS_USER = "anonymous";
+
+/** Options of {@link createHttpHandler}. */
+export interface HttpHandlerOptions {
+  /** The public URL of the MCP endpoint (OAuth resource identifier; its hostname is allowed in Host/Origin). */
+  publicUrl: URL;
+  /** Bearer authentication: the token verifier and the issuer advertised in the metadata. */
+  auth?: { verifier: TokenVerifier; issuer: string } | undefined;
+  /** No authentication: every caller shares one bucket. Exactly one of `auth` and `anonymous`. */
+  anonymous?: boolean;
+  /** Hostnames accepted in `Host` besides the loopback names and the public URL's (`"*"`: any). */
+  allowedHosts?: string[];
+  /** Hostnames accepted in `Origin` besides the loopback names and the public URL's (`"*"`: any). */
+  allowedOrigins?: string[];
+  /** Largest request body in bytes. Default 4 MiB. */
+  maxBodyBytes?: number;
+  /** Writer resolver (see `writerLabel`). */
+  writer?: StateToolsOptions["writer"];
+  /** Reports unexpected tool errors and rejected requests. Default: a line on stderr. */
+  onError?: (error: unknown) => void;
+}
+
+/** A fetch handler serving mcpstate over HTTP. */
+export interface HttpHandler {
+  /** Serves one request. */
+  fetch: (request: Request) => Promise<Response>;
+  /** Aborts in-flight exchanges; the store stays open. */
+  close: () => Promise<void>;
+}
+
+const WELL_KNOWN = "/.well-known/oauth-protected-resource";
+const CORS_EXPOSE = "WWW-Authenticate, Mcp-Session-Id, Mcp-Protocol-Version";
+
+/**
+ * Creates the HTTP handler of the mcpstate server, for `Deno.serve` or any
+ * fetch-shaped host. It fails closed: pass either `auth` or `anonymous: true`.
+ *
+ * @param store The open store (one per process); the caller closes it.
+ * @param options Public URL, authentication, allowed hosts and origins, limits.
+ * @returns `{ fetch, close }`.
+ *
+ * @example Serving with bearer tokens from your own `Deno.serve`
+ * ```ts ignore
+ * import { HandleStore } from "@mcpstate/core";
+ * import { createHttpHandler, createJwtVerifier } from "@mcpstate/core/server";
+ *
+ * const store = await HandleStore.fromUrl();
+ * const publicUrl = new URL("https://state.example.com/mcp");
+ * const issuer = "https://auth.example.com/";
+ * const verifier = await createJwtVerifier({ issuer, audience: publicUrl.href });
+ * const app = createHttpHandler(store, { publicUrl, auth: { verifier, issuer } });
+ * Deno.serve({ port: 8787 }, app.fetch);
+ * ```
+ */
+export function createHttpHandler(store: HandleStore, options: HttpHandlerOptions): HttpHandler {
+  const { auth, publicUrl } = options;
+  const anonymous = options.anonymous ?? false;
+  if (!auth === !anonymous) {
+    throw new TypeError(
+      "createHttpHandler needs exactly one of auth (verify bearer tokens) and anonymous: true (one shared bucket).",
+    );
+  }
+  const report = options.onError ??
+    ((e: unknown) =>
+      console.error(`mcpstate: ${redact(e instanceof Error ? e.message : String(e))}`));
+  const publicHost = publicUrl.hostname;
+  const hosts = [...localhostAllowedHostnames(), publicHost, ...(options.allowedHosts ?? [])];
+  const origins = [...localhostAllowedOrigins(), publicHost, ...(options.allowedOrigins ?? [])];
+  const anyHost = hosts.includes("*");
+  const anyOrigin = origins.includes("*");
+  const maxBody = options.maxBodyBytes ?? 4 * 1024 * 1024;
+
+  const metadataUrl = getOAuthProtectedResourceMetadataUrl(publicUrl);
+  const metadataPaths = new Set([
+    WELL_KNOWN,
+    `${WELL_KNOWN}/mcp`,
+    new URL(metadataUrl).pathname,
+  ]);
+  const gate = auth
+    ? requireBearerAuth({ verifier: auth.verifier, resourceMetadataUrl: metadataUrl })
+    : undefined;
+
+  const user: StateToolsOptions["user"] = anonymous ? () => ANONYMOUS_USER : ({ authInfo }) => {
+    const u = userOfAuthInfo(authInfo);
+    if (u === undefined) throw new Unauthenticated();
+    return u;
+  };
+  const mcp = createMcpHandler(
+    () =>
+      createStateServer(store, {
+        user,
+        anonymous,
+        ...(options.writer ? { writer: options.writer } : {}),
+        onInternalError: (e, tool) => report(new Error(`${tool} failed: ${describe(e)}`)),
+      }),
+    { legacy: "stateless", maxRequestBodySize: maxBody, onerror: report },
+  );
+
+  const serve = async (request: Request, path: string): Promise<Response> => {
+    if (path === "/healthz" && (request.method === "GET" || request.method === "HEAD")) {
+      return Response.json({ ok: true, name: "mcpstate", version: SERVER_VERSION });
+    }
+    if (metadataPaths.has(path) && auth) {
+      if (request.method !== "GET" && request.method !== "HEAD") {
+        return jsonError(405, "Use GET for the protected-resource metadata.", {
+          Allow: "GET, HEAD",
+        });
+      }
+      return Response.json(protectedResourceMetadata(publicUrl, auth.issuer), {
+        headers: { "Access-Control-Allow-Origin": "*", "Cache-Control": "max-age=3600" },
+      });
+    }
+    if (path !== "/mcp") {
+      return jsonError(404, `Not found: the MCP endpoint is /mcp.`);
+    }
+    let authInfo;
+    if (gate) {
+      const verdict = await gate(request);
+      if (verdict instanceof Response) return verdict;
+      authInfo = verdict;
+    }
+    const res = await mcp.fetch(request, authInfo ? { authInfo } : undefined);
+    if (res.status === 413) {
+      await res.body?.cancel();
+      return Response.json({
+        jsonrpc: "2.0",
+        id: null,
+        error: {
+          code: -32000,
+          message:
+            `Request body too large: this server accepts at most ${maxBody} bytes per request (--max-body-bytes). States are capped at ${store.maxStateBytes} bytes; store less or split it across several handles.`,
+        },
+      }, { status: 413 });
+    }
+    return res;
+  };
+
+  return {
+    fetch: async (request: Request): Promise<Response> => {
+      const path = new URL(request.url).pathname.replace(/(.)\/$/, "$1");
+      if (path === "/healthz") return await serve(request, path);
+      if (!anyHost) {
+        const rejected = hostHeaderValidationResponse(request, hosts);
+        if (rejected) return rejected;
+      }
+      const origin = request.headers.get("origin");
+      if (!anyOrigin) {
+        const rejected = originValidationResponse(request, origins);
+        if (rejected) return rejected;
+      }
+      if (origin && request.method === "OPTIONS") {
+        return new Response(null, {
+          status: 204,
+          headers: {
+            "Access-Control-Allow-Origin": origin,
+            "Access-Control-Allow-Methods": "GET, POST, DELETE, OPTIONS",
+            "Access-Control-Allow-Headers": request.headers.get("access-control-request-headers") ??
+              "Authorization, Content-Type, Mcp-Protocol-Version",
+            "Access-Control-Max-Age": "600",
+            Vary: "Origin",
+          },
+        });
+      }
+      let res: Response;
+      try {
+        res = await serve(request, path);
+      } catch (e) {
+        report(e);
+        res = jsonError(500, "Internal server error.");
+      }
+      if (origin) {
+        res = new Response(res.body, res);
+        res.headers.set("Access-Control-Allow-Origin", origin);
+        res.headers.set("Access-Control-Expose-Headers", CORS_EXPOSE);
+        res.headers.append("Vary", "Origin");
+      }
+      return res;
+    },
+    close: () => mcp.close(),
+  };
+}
+
+function jsonError(status: number, message: string, headers: HeadersInit = {}): Response {
+  return Response.json({ error: message }, { status, headers });
+}
+
+function describe(e: unknown): string {
+  return redact(e instanceof Error ? (e.stack ?? `${e.name}: ${e.message}`) : String(e));
+}

@@ -1,0 +1,697 @@
+/**
+ * The six mcpstate tools (`state_save`, `state_load`, `state_list`,
+ * `state_patch`, `state_touch`, `state_delete`) on an `McpServer`, wire-compatible
+ * with the original Python mcpstate 0.2 server.
+ *
+ * @module
+ */
+
+import {
+  CLIENT_INFO_META_KEY,
+  McpServer,
+  type ServerContext,
+  type StandardSchemaWithJSON,
+} from "@modelcontextprotocol/server";
+import type { CallToolResult, ToolAnnotations } from "@modelcontextprotocol/server";
+import { z } from "zod";
+import {
+  type ErrorPayload,
+  HandleNotFound,
+  InternalError,
+  InvalidArgument,
+  McpStateError,
+  redact,
+  Unauthenticated,
+} from "../errors.ts";
+import type { JsonObject } from "../json.ts";
+import { getPath, type PatchOp } from "../ops.ts";
+import { type HandleInfo, type HandleStore, type Snapshot, toPayload } from "../store.ts";
+import { VERSION } from "../cli/version.ts";
+
+/** The version this server reports in its `serverInfo`. */
+export const SERVER_VERSION: string = VERSION;
+
+/** Random characters in handles minted for an anonymous (shared-bucket) caller: 130 bits. */
+export const ANONYMOUS_RANDOM_CHARS = 26;
+
+/**
+ * A verified access token, as the HTTP layer hands it to the tools (the
+ * shape of the MCP SDK's `AuthInfo`).
+ */
+export interface VerifiedToken {
+  /** The raw access token. */
+  token: string;
+  /** The OAuth client the token was issued to (`azp` / `client_id`), or `""`. */
+  clientId: string;
+  /** The token's scopes. */
+  scopes: string[];
+  /** Expiry in seconds since the epoch. */
+  expiresAt?: number;
+  /** The resource (audience) the token was issued for. */
+  resource?: URL;
+  /** The RFC 9728 metadata URL of the server that accepted it. */
+  resourceMetadataUrl?: string;
+  /** More facts; mcpstate's verifier puts `user` (`"<iss>#<sub>"`), `iss` and `sub` here. */
+  extra?: Record<string, unknown>;
+}
+
+/** What a tool call knows about its caller, handed to the identity resolvers. */
+export interface ToolRequest {
+  /** The client's name, from the request's `_meta` client info or the 2025 `initialize`. */
+  clientName: string | undefined;
+  /** The verified token of an HTTP request, when the transport authenticated one. */
+  authInfo: VerifiedToken | undefined;
+  /** The HTTP request of the call (HTTP transports only), e.g. to read a header. */
+  httpRequest: Request | undefined;
+}
+
+/** Options of {@link registerStateTools}. */
+export interface StateToolsOptions {
+  /**
+   * Resolves the user a call acts for; every read and write is scoped to it.
+   * Throw an `Unauthenticated` error to refuse the call.
+   */
+  user: (request: ToolRequest) => string | Promise<string>;
+  /** Resolves the writer label recorded on writes (`laptop/claude-code`); absent: none. */
+  writer?: (request: ToolRequest) => string | null | undefined;
+  /**
+   * One shared bucket for every caller (unauthenticated HTTP): handles are the
+   * only secret, so they are minted with 130 bits of randomness, shorter
+   * handles are refused, and `state_list` answers an error instead of the
+   * bucket's contents. Default `false`.
+   */
+  anonymous?: boolean;
+  /**
+   * Called with every unexpected (non-mcpstate) error and every backend
+   * failure, whose details the caller does not see. Default: a line on stderr
+   * with URL credentials redacted.
+   */
+  onInternalError?: (error: unknown, tool: string) => void;
+}
+
+/** Options of {@link createStateServer}: the tool options plus the server's identity. */
+export interface StateServerOptions extends StateToolsOptions {
+  /** Server name in `serverInfo`. Default `"mcpstate"`. */
+  name?: string;
+  /** Server version in `serverInfo`. Default this package's version. */
+  version?: string;
+  /** Instructions served by `server/discover` and `initialize`. Default {@link stateInstructions}. */
+  instructions?: string;
+}
+
+const RETENTION =
+  "State saved without ttl_days is kept until it is deleted; with ttl_days it expires that many days after it was created or last renewed, and expired state can't be read or revived.";
+
+/**
+ * The server instructions: how a model should use the tools, in a few lines.
+ *
+ * @param anonymous Whether the server runs in shared-bucket mode (no `state_list`).
+ * @returns The instructions text.
+ */
+export function stateInstructions(anonymous = false): string {
+  const start = anonymous
+    ? "- This server is shared and unauthenticated: a handle is a secret that grants access to its state. state_list is disabled; to resume earlier work, ask the user for the handle."
+    : "- At the start of a conversation call state_list and offer to resume relevant earlier work.";
+  return [
+    "mcpstate is durable memory that outlives this conversation and is shared across the user's clients and devices.",
+    start,
+    "- To start tracking something, call state_save without a handle (kind + state); keep the returned handle, tell the user, and pass it back in later calls.",
+    "- Read with state_load. For additive edits use state_patch (never conflicts); to rewrite the whole state use state_save with handle and expect_version = the version you read.",
+    "- On a stale_write error nothing was saved: take error.current.state, re-apply your change, and save again with expect_version = error.current.version.",
+    `- ${RETENTION} state_touch renews or removes the expiry.`,
+  ].join("\n");
+}
+
+// ---------------------------------------------------------------------------
+// Schemas. Zod describes the arguments (the JSON Schema clients see) and checks
+// their types inside the handler, where a failure becomes an mcpstate
+// `invalid_argument` result. `state` and `ops` are `z.unknown()`: their values
+// are taken from the raw arguments, never rebuilt, so keys such as `__proto__`
+// survive; the store validates them.
+
+const handleArg = z.string().describe(
+  'The handle a state_save returned, e.g. "research_k3v9x2mq".',
+);
+const idempotencyArg = z.string().nullish().describe(
+  "Optional: any unique string (1-256 characters) for this change. Retrying the same call with the same key (e.g. after a network error) returns the first result and applies nothing twice.",
+);
+const stateArg = z.unknown().meta({
+  type: "object",
+  description:
+    "The state: any JSON object (nested objects, lists, strings, numbers, booleans, null).",
+});
+
+const saveInput = z.object({
+  kind: z.string().nullish().describe(
+    'Required when creating: a short lowercase label for what the state is, e.g. "research", "trip-plan" (letters, digits, "-"). Ignored when updating.',
+  ),
+  state: stateArg,
+  handle: z.string().nullish().describe(
+    "Omit to create a new handle. Pass an existing handle to replace its state.",
+  ),
+  expect_version: z.number().int().nullish().describe(
+    "Required with handle: the version you last read (state_load, state_patch or a previous state_save).",
+  ),
+  ttl_days: z.number().nullish().describe(
+    "Lifetime in days (0 < ttl_days <= 36525). Creating: omit for state that never expires. Updating: a number renews the lifetime from now; omit to keep the current expiry.",
+  ),
+  idempotency_key: idempotencyArg,
+});
+
+const loadInput = z.object({
+  handle: handleArg,
+  path: z.string().nullish().describe(
+    'Optional: load only this part of the state: dotted ("profile.tags") or a JSON Pointer ("/sources/0"). Omit for the whole state.',
+  ),
+});
+
+const listInput = z.object({
+  kind: z.string().nullish().describe('Only handles of this kind, e.g. "research".'),
+  limit: z.number().int().nullish().describe("Page size, 1 to 500; default 50."),
+  cursor: z.string().nullish().describe(
+    "The next_cursor of the previous page, exactly as returned; omit for the first page.",
+  ),
+});
+
+const patchInput = z.object({
+  handle: handleArg,
+  ops: z.unknown().meta({
+    type: "array",
+    items: { type: "object" },
+    description:
+      'The ops, applied in order, all or nothing. Each is one of: {"op":"append","path":P,"value":V}, {"op":"add_to_set","path":P,"value":V}, {"op":"set_key","path":P,"key":K,"value":V}, {"op":"del_key","path":P,"key":K}, {"op":"merge","path":P,"mapping":{...}}, {"op":"increment","path":P,"key":K,"by":N}.',
+  }),
+  idempotency_key: idempotencyArg,
+});
+
+const touchInput = z.object({
+  handle: handleArg,
+  ttl_days: z.number().nullish().describe(
+    "New lifetime in days from now (0 < ttl_days <= 36525). Omit (or null) to make the state never expire.",
+  ),
+  idempotency_key: idempotencyArg,
+});
+
+const deleteInput = z.object({ handle: handleArg, idempotency_key: idempotencyArg });
+
+const metaShape = {
+  handle: z.string(),
+  kind: z.string(),
+  version: z.number().int(),
+  created_at: z.string(),
+  updated_at: z.string(),
+  expires_at: z.string().nullable(),
+  last_writer: z.string().nullable(),
+};
+const ok = z.literal(true);
+
+const saveOutput = z.object({ ok, handle: z.string(), version: z.number().int() });
+const loadOutput = z.object({ ok, ...metaShape, state: z.unknown(), path: z.string().optional() });
+const listOutput = z.object({
+  ok,
+  handles: z.array(z.object(metaShape)),
+  next_cursor: z.string().nullable(),
+});
+const patchOutput = z.object({ ok, ...metaShape, state: z.unknown() });
+const touchOutput = z.object({ ok, ...metaShape });
+const deleteOutput = z.object({ ok, handle: z.string(), deleted: z.literal(true) });
+
+/**
+ * Wraps a zod schema as a Standard Schema whose JSON Schema is converted once
+ * and then served from a cache. The SDK asks for a tool's JSON Schema on
+ * every call, and a fresh server per HTTP request would otherwise redo the
+ * conversion each time.
+ *
+ * With `passthrough`, validation accepts the raw arguments untouched: the
+ * handler validates them itself, so that a bad argument is an mcpstate
+ * `invalid_argument` result rather than an SDK message, and so that `state`
+ * is never rebuilt.
+ */
+function cachedSchema(
+  schema: z.ZodType,
+  passthrough: boolean,
+): StandardSchemaWithJSON<unknown, unknown> {
+  const std = schema["~standard"];
+  const cache = new Map<string, Record<string, unknown>>();
+  const memo = (io: "input" | "output") => (options: { target: string }) => {
+    const key = `${io}:${options.target}`;
+    let json = cache.get(key);
+    if (!json) cache.set(key, json = deepFreeze(std.jsonSchema[io](options)));
+    return json;
+  };
+  return {
+    "~standard": {
+      version: 1,
+      vendor: "mcpstate",
+      validate: passthrough ? (value: unknown) => ({ value }) : std.validate,
+      jsonSchema: { input: memo("input"), output: memo("output") },
+    },
+  };
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}
+
+/** One tool's argument schema (checked in the handler) and its advertised forms. */
+interface ToolSchemas<S extends z.ZodType> {
+  input: S;
+  advertisedInput: StandardSchemaWithJSON<unknown, unknown>;
+  output: StandardSchemaWithJSON<unknown, unknown>;
+}
+
+function schemas<S extends z.ZodType>(input: S, output: z.ZodType): ToolSchemas<S> {
+  return {
+    input,
+    advertisedInput: cachedSchema(input, true),
+    output: cachedSchema(output, false),
+  };
+}
+
+const SCHEMAS = {
+  save: schemas(saveInput, saveOutput),
+  load: schemas(loadInput, loadOutput),
+  list: schemas(listInput, listOutput),
+  patch: schemas(patchInput, patchOutput),
+  touch: schemas(touchInput, touchOutput),
+  delete: schemas(deleteInput, deleteOutput),
+};
+
+// ---------------------------------------------------------------------------
+// Results.
+
+/**
+ * Builds the tool result for a payload: `structuredContent` and the same JSON
+ * as a text block.
+ */
+function result(payload: Record<string, unknown>, isError = false): CallToolResult {
+  const out: CallToolResult = {
+    content: [{ type: "text", text: JSON.stringify(payload) }],
+    structuredContent: payload,
+  };
+  if (isError) out.isError = true;
+  return out;
+}
+
+/**
+ * The failure payload of an error: `{ ok: false, error: { code, message, … } }`.
+ * Anything that is not an mcpstate error becomes `internal_error` naming only
+ * the error's class, and a `backend_error` keeps its code but not the driver's
+ * text.
+ *
+ * @param error What was thrown.
+ * @returns The payload.
+ */
+export function failurePayload(error: unknown): Record<string, unknown> {
+  if (error instanceof McpStateError && error.code === "backend_error") {
+    // The driver's text (hosts, ports, database names) is for the operator's
+    // log, not for the caller.
+    return {
+      ok: false,
+      error: {
+        code: "backend_error",
+        message:
+          "The storage backend failed or is unreachable right now; this call may not have been applied. Try again in a moment; if it keeps failing, tell the user that their state server's storage is unavailable.",
+      },
+    };
+  }
+  const e = error instanceof McpStateError ? error : new InternalError(error);
+  return { ok: false, error: e.toPayload() };
+}
+
+function invalidArguments(tool: string, error: z.ZodError): InvalidArgument {
+  const issue = error.issues[0];
+  const field = issue?.path.map(String).join(".") || "arguments";
+  const what = issue?.message.replace(/^Invalid input: /, "") ?? "invalid";
+  return new InvalidArgument(
+    `The argument "${field}" of ${tool} is not valid (${what}). Fix it and call ${tool} again.`,
+    { field },
+  );
+}
+
+function clientNameOf(server: McpServer, ctx: ServerContext): string | undefined {
+  const envelope = ctx.mcpReq.envelope as Record<string, unknown> | undefined;
+  const info = envelope?.[CLIENT_INFO_META_KEY] ?? server.server.getClientVersion();
+  const name = (info as { name?: unknown } | undefined)?.name;
+  return typeof name === "string" && name.length > 0 ? name.slice(0, 100) : undefined;
+}
+
+function infoOnly(s: Snapshot): HandleInfo {
+  const { state: _state, ...info } = s;
+  return info;
+}
+
+function defaultInternalErrorLog(error: unknown, tool: string): void {
+  const text = error instanceof Error ? (error.stack ?? `${error.name}: ${error.message}`) : String(
+    error,
+  );
+  console.error(`mcpstate: ${tool} failed: ${redact(text)}`);
+}
+
+/** Parsed arguments with `null` dropped: for every optional argument, null means absent. */
+type Present<A> = { [K in keyof A]: Exclude<A[K], null> };
+
+function dropNulls<A extends object>(args: A): Present<A> {
+  return Object.fromEntries(Object.entries(args).filter(([, v]) => v !== null)) as Present<A>;
+}
+
+type ToolRun<A> = (
+  args: Present<A>,
+  raw: Record<string, unknown>,
+  who: { user: string; writer: string | undefined; request: ToolRequest },
+) => Promise<Record<string, unknown>>;
+
+/**
+ * Registers the six mcpstate tools on `server`, backed by `store`. Identity is
+ * resolved per call from the handler context, so one server instance (or one
+ * per request) can serve many users.
+ *
+ * @param server The MCP server to add the tools to (created with the `tools` capability, or none yet registered).
+ * @param store The open store; the caller keeps ownership and closes it.
+ * @param options How to resolve the user and writer of a call; shared-bucket mode.
+ *
+ * @example Adding mcpstate's tools to your own server
+ * ```ts
+ * import { McpServer } from "@modelcontextprotocol/server";
+ * import { HandleStore } from "@mcpstate/core";
+ * import { registerStateTools } from "@mcpstate/core/server";
+ *
+ * const store = await HandleStore.fromUrl("memory://");
+ * const server = new McpServer({ name: "my-server", version: "1.0.0" });
+ * registerStateTools(server, store, {
+ *   // e.g. the verified token's subject on HTTP; a fixed user on stdio
+ *   user: ({ authInfo }) => String(authInfo?.extra?.sub ?? "local"),
+ *   writer: ({ clientName }) => clientName ? `my-server/${clientName}` : "my-server",
+ * });
+ * await store.close();
+ * ```
+ */
+export function registerStateTools(
+  server: McpServer,
+  store: HandleStore,
+  options: StateToolsOptions,
+): void {
+  const anonymous = options.anonymous ?? false;
+  const onInternal = options.onInternalError ?? defaultInternalErrorLog;
+
+  const checkHandle = (handle: string): void => {
+    // In the shared bucket only long handles exist; never confirm a short guess.
+    if (anonymous && handle.length - handle.lastIndexOf("_") - 1 < ANONYMOUS_RANDOM_CHARS) {
+      throw forSharedBucket(new HandleNotFound(handle));
+    }
+  };
+
+  const register = <S extends z.ZodType>(
+    name: string,
+    config: {
+      title: string;
+      description: string;
+      schemas: ToolSchemas<S>;
+      annotations: ToolAnnotations;
+    },
+    run: ToolRun<z.infer<S>>,
+  ): void => {
+    server.registerTool(name, {
+      title: config.title,
+      description: config.description,
+      inputSchema: config.schemas.advertisedInput,
+      outputSchema: config.schemas.output,
+      annotations: { title: config.title, ...config.annotations },
+    }, async (args: unknown, ctx: ServerContext): Promise<CallToolResult> => {
+      try {
+        const raw: Record<string, unknown> = typeof args === "object" && args !== null &&
+            !Array.isArray(args)
+          ? args as Record<string, unknown>
+          : {};
+        const parsed = config.schemas.input.safeParse(raw);
+        if (!parsed.success) throw invalidArguments(name, parsed.error);
+        const request: ToolRequest = {
+          clientName: clientNameOf(server, ctx),
+          authInfo: ctx.http?.authInfo,
+          httpRequest: ctx.http?.req,
+        };
+        const user = await options.user(request);
+        if (typeof user !== "string" || user.length === 0) throw new Unauthenticated();
+        const writer = options.writer?.(request) ?? undefined;
+        const payload = await run(dropNulls(parsed.data as object) as Present<z.infer<S>>, raw, {
+          user,
+          writer,
+          request,
+        });
+        return result({ ok: true, ...payload });
+      } catch (e) {
+        if (!(e instanceof McpStateError) || e.code === "backend_error") onInternal(e, name);
+        return result(failurePayload(anonymous ? forSharedBucket(e) : e), true);
+      }
+    });
+  };
+
+  register("state_save", {
+    title: "Save state",
+    description: [
+      "Save durable state that outlives this conversation. Two modes:",
+      '- CREATE: omit `handle`; pass `kind` (e.g. "research") and `state` (a JSON object). Returns a new `handle`: remember it, tell the user, and pass it back in later calls, also in future conversations.',
+      "- UPDATE: pass `handle` and `expect_version` = the `version` you last read (state_load, state_patch or an earlier state_save). Your `state` replaces the whole stored state; `kind` is ignored. Without `expect_version` the call fails with expect_version_required.",
+      "If the result is a stale_write error, another conversation, client or device changed the state since you read it and nothing was saved: take `error.current.state`, re-apply your change to it, and call state_save again with `expect_version` = `error.current.version`.",
+      "For additive edits (append to a list, set or delete one key, bump a counter) prefer state_patch: it needs no version and never conflicts.",
+      `Retention: ${RETENTION}`,
+      "Returns {ok, handle, version}.",
+    ].join("\n"),
+    schemas: SCHEMAS.save,
+    annotations: {
+      readOnlyHint: false,
+      destructiveHint: true,
+      idempotentHint: false,
+      openWorldHint: false,
+    },
+  }, async (args, raw, { user, writer }) => {
+    const state = raw.state as JsonObject;
+    const idem = args.idempotency_key === undefined ? {} : { idempotencyKey: args.idempotency_key };
+    const w = writer === undefined ? {} : { writer };
+    if (args.handle === undefined) {
+      if (args.kind === undefined) {
+        throw new InvalidArgument(
+          'Creating new state needs a kind, a short lowercase label such as "research". Pass kind, or pass the handle of existing state to update it.',
+          { field: "kind" },
+        );
+      }
+      const handle = await store.mint(args.kind, state, {
+        user,
+        ...w,
+        ...idem,
+        ...(args.ttl_days === undefined ? {} : { ttlDays: args.ttl_days }),
+        ...(anonymous ? { randomChars: ANONYMOUS_RANDOM_CHARS } : {}),
+      });
+      return { handle, version: 1 };
+    }
+    checkHandle(args.handle);
+    if (args.expect_version === undefined) throw new ExpectVersionRequired(args.handle);
+    const snap = await store.save(args.handle, state, {
+      user,
+      expectVersion: args.expect_version,
+      ...w,
+      ...idem,
+      // null and absent both keep the expiry; state_touch removes it.
+      ...(args.ttl_days === undefined ? {} : { ttlDays: args.ttl_days }),
+    });
+    return { handle: snap.handle, version: snap.version };
+  });
+
+  register("state_load", {
+    title: "Load state",
+    description: [
+      "Load durable state by handle. Returns the state with its `version` (keep it for the next state_save), `updated_at`, `expires_at` and `last_writer` (which device and client wrote it last).",
+      'For large states pass `path` (dotted like "profile.tags", or a JSON Pointer like "/sources/0") to load only that part: `state` is then that subtree and `path` echoes what you asked; a path that does not exist is a patch_error.',
+      "handle_not_found: the handle is wrong or was deleted (state_list shows your handles). handle_expired: its lifetime ran out; start again with a new handle.",
+    ].join("\n"),
+    schemas: SCHEMAS.load,
+    annotations: {
+      readOnlyHint: true,
+      destructiveHint: false,
+      idempotentHint: true,
+      openWorldHint: false,
+    },
+  }, async (args, _raw, { user }) => {
+    checkHandle(args.handle);
+    const snap = await store.get(args.handle, { user });
+    const payload = toPayload(snap);
+    if (args.path) {
+      payload.state = getPath(snap.state, args.path);
+      payload.path = args.path;
+    }
+    return payload;
+  });
+
+  register("state_list", {
+    title: "List saved state",
+    description: [
+      "List your saved handles, most recently updated first, with their metadata (kind, version, updated_at, expires_at, last_writer) but not their state.",
+      'Call it at the start of a conversation to offer resuming earlier work ("you have a research session from yesterday, continue?"), then state_load the one the user picks.',
+      "Filter with `kind`. When `next_cursor` is not null there are more: pass it as `cursor` to get the next page.",
+    ].join("\n"),
+    schemas: SCHEMAS.list,
+    annotations: {
+      readOnlyHint: true,
+      destructiveHint: false,
+      idempotentHint: true,
+      openWorldHint: false,
+    },
+  }, async (args, _raw, { user }) => {
+    if (anonymous) {
+      throw new Unauthenticated(
+        "state_list is disabled on this server: it runs without authentication, so every caller shares one bucket and a list would reveal everyone's handles. Keep the handles you mint and pass them back; to resume earlier work, ask the user for its handle.",
+      );
+    }
+    const page = await store.listPage(user, {
+      ...(args.kind === undefined ? {} : { kind: args.kind }),
+      ...(args.limit === undefined ? {} : { limit: args.limit }),
+      ...(args.cursor === undefined ? {} : { cursor: args.cursor }),
+    });
+    return { handles: page.handles.map((h) => toPayload(h)), next_cursor: page.nextCursor };
+  });
+
+  register("state_patch", {
+    title: "Patch state",
+    description: [
+      "Edit saved state in place, atomically and without a version check: patches from several conversations or devices all land and nothing is lost, so they never conflict. Prefer this over state_save for additive edits.",
+      "`ops` is a list applied in order, all or nothing:",
+      '{"op":"append","path":"sources","value":V} appends V to a list;',
+      '{"op":"add_to_set","path":"tags","value":V} appends V unless an equal value is there;',
+      '{"op":"set_key","path":"","key":"notes","value":V} sets one key of an object;',
+      '{"op":"del_key","path":"","key":"draft"} removes a key;',
+      '{"op":"merge","path":"","mapping":{...}} copies keys into an object (shallow);',
+      '{"op":"increment","path":"stats","key":"visits","by":1} adds to a number (absent counts from 0).',
+      '`path` names the list or object to change: dotted ("profile.tags"), "" for the top level, or a JSON Pointer ("/items/0").',
+      "Returns the whole new state and its version. A patch_error means nothing was applied: fix the op (error.reason says what is wrong) and retry.",
+    ].join("\n"),
+    schemas: SCHEMAS.patch,
+    annotations: {
+      readOnlyHint: false,
+      destructiveHint: true,
+      idempotentHint: false,
+      openWorldHint: false,
+    },
+  }, async (args, raw, { user, writer }) => {
+    checkHandle(args.handle);
+    const snap = await store.patch(args.handle, raw.ops as PatchOp[], {
+      user,
+      ...(writer === undefined ? {} : { writer }),
+      ...(args.idempotency_key === undefined ? {} : { idempotencyKey: args.idempotency_key }),
+    });
+    return toPayload(snap);
+  });
+
+  register("state_touch", {
+    title: "Renew state",
+    description: [
+      "Renew a handle's lifetime: it will expire `ttl_days` days from now. Omit `ttl_days` to make it never expire.",
+      `Use it when the user wants to keep work that would otherwise expire. ${RETENTION}`,
+      "Returns the handle's metadata (not the state).",
+    ].join("\n"),
+    schemas: SCHEMAS.touch,
+    annotations: {
+      readOnlyHint: false,
+      destructiveHint: false,
+      idempotentHint: true,
+      openWorldHint: false,
+    },
+  }, async (args, _raw, { user, writer }) => {
+    checkHandle(args.handle);
+    const snap = await store.touch(args.handle, {
+      user,
+      ttlDays: args.ttl_days ?? null,
+      ...(writer === undefined ? {} : { writer }),
+      ...(args.idempotency_key === undefined ? {} : { idempotencyKey: args.idempotency_key }),
+    });
+    return toPayload(infoOnly(snap));
+  });
+
+  register("state_delete", {
+    title: "Delete state",
+    description: [
+      "Permanently delete saved state and its handle. It cannot be undone.",
+      "Only do this when the user asks, or when the work it tracks is finished and the user agrees.",
+      "Returns {ok, handle, deleted: true}.",
+    ].join("\n"),
+    schemas: SCHEMAS.delete,
+    annotations: {
+      readOnlyHint: false,
+      destructiveHint: true,
+      idempotentHint: true,
+      openWorldHint: false,
+    },
+  }, async (args, _raw, { user }) => {
+    checkHandle(args.handle);
+    await store.revoke(args.handle, {
+      user,
+      ...(args.idempotency_key === undefined ? {} : { idempotencyKey: args.idempotency_key }),
+    });
+    return { handle: args.handle, deleted: true };
+  });
+}
+
+/** In the shared bucket there is no state_list to suggest: reword not-found. */
+function forSharedBucket(e: unknown): unknown {
+  if (!(e instanceof HandleNotFound)) return e;
+  const handle = String(e.details.handle);
+  return new McpStateError(
+    "handle_not_found",
+    `No state exists for handle "${handle}". Check that you passed the handle exactly as it was returned; if it was deleted or never existed, start over with a new handle.`,
+    { handle },
+  );
+}
+
+/**
+ * `state_save` with a handle but no `expect_version`: the Python server's
+ * `expect_version_required` error, kept for wire compatibility.
+ */
+class ExpectVersionRequired extends InvalidArgument {
+  constructor(handle: string) {
+    super(
+      "Updating an existing handle requires expect_version: pass the version from your last state_load, state_patch or state_save (call state_load to read it). For additive edits use state_patch, which needs no version.",
+      { handle, field: "expect_version" },
+    );
+  }
+
+  override toPayload(): ErrorPayload {
+    return { ...super.toPayload(), code: "expect_version_required" };
+  }
+}
+
+/**
+ * Creates an `McpServer` named `mcpstate` with the six tools registered, the
+ * server instructions, and cache hints for its list results.
+ *
+ * @param store The open store; the caller keeps ownership and closes it.
+ * @param options Identity resolvers, shared-bucket mode, server name/version/instructions.
+ * @returns A fresh server, ready for a transport or a serving entry.
+ *
+ * @example Serving the tools over stdio from your own entry point
+ * ```ts ignore
+ * import { serveStdio } from "@modelcontextprotocol/server/stdio";
+ * import { HandleStore } from "@mcpstate/core";
+ * import { createStateServer } from "@mcpstate/core/server";
+ *
+ * const store = await HandleStore.fromUrl();
+ * serveStdio(() => createStateServer(store, { user: () => "local" }));
+ * ```
+ */
+export function createStateServer(store: HandleStore, options: StateServerOptions): McpServer {
+  // The tool list and instructions are the same for every caller and change
+  // only with a new server version: shared caches may keep them for an hour.
+  const hint = { ttlMs: 3_600_000, cacheScope: "public" as const };
+  const server = new McpServer(
+    { name: options.name ?? "mcpstate", version: options.version ?? SERVER_VERSION },
+    {
+      capabilities: { tools: { listChanged: false } },
+      instructions: options.instructions ?? stateInstructions(options.anonymous ?? false),
+      cacheHints: { "tools/list": hint, "server/discover": hint },
+    },
+  );
+  registerStateTools(server, store, options);
+  return server;
+}
