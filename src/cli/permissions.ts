@@ -15,7 +15,8 @@
  *   `DENO_KV_ACCESS_TOKEN`, and the variables the Redis and PostgreSQL drivers
  *   consult (`PGHOST`, `DEBUG`, …), which a fixed list would break.
  * - `--allow-sys=hostname`: the default writer label `<hostname>/<client>`.
- * - `--unstable-kv`: the Deno KV backend.
+ * - `--unstable-kv`: the Deno KV backend; `--unstable-no-legacy-abort`: quiet
+ *   `Deno.serve` request signals.
  * - `--no-prompt`: a missing permission is an error, never a question on the
  *   terminal (stdin belongs to the MCP client under `serve`).
  *
@@ -39,8 +40,15 @@ export const PERMISSION_FLAGS: readonly string[] = Object.freeze([
   "--allow-sys=hostname",
 ]);
 
-/** Unstable APIs the program uses. */
-export const UNSTABLE_FLAGS: readonly string[] = Object.freeze(["--unstable-kv"]);
+/**
+ * Unstable features the program uses: the Deno KV backend, and
+ * `--unstable-no-legacy-abort` (`request.signal` aborts only when the client
+ * disconnects, and `Deno.serve` stops warning about it).
+ */
+export const UNSTABLE_FLAGS: readonly string[] = Object.freeze([
+  "--unstable-kv",
+  "--unstable-no-legacy-abort",
+]);
 
 /**
  * Everything `deno run` and `deno compile` need to run `cli.ts` as the binary
