@@ -23,8 +23,15 @@ const encoder = new TextEncoder();
  * @param value The candidate value.
  * @param what How to name it in messages ("state", "value").
  * @param root Whether the root must be a plain object.
+ * @param maxBytes The size cap: a value with more parts than this is
+ * `state_too_large` before it is ever stringified.
  */
-export function assertJson(value: unknown, what = "state", root = true): void {
+export function assertJson(
+  value: unknown,
+  what = "state",
+  root = true,
+  maxBytes = Number.MAX_SAFE_INTEGER,
+): void {
   if (root && !isPlainObject(value)) {
     throw new InvalidArgument(
       `The ${what} must be a JSON object at its root (got ${
@@ -33,10 +40,27 @@ export function assertJson(value: unknown, what = "state", root = true): void {
       { field: what },
     );
   }
-  walk(value, what, 1, new Set());
+  walk(value, what, 1, new Set(), { left: maxBytes, maxBytes });
 }
 
-function walk(value: unknown, at: string, depth: number, seen: Set<object>): void {
+/**
+ * Every value takes at least one byte of JSON, so a walk that meets more
+ * values than the size cap allows stops early: a value built from shared
+ * subtrees can't make validation exponential.
+ */
+interface Budget {
+  left: number;
+  maxBytes: number;
+}
+
+function walk(
+  value: unknown,
+  at: string,
+  depth: number,
+  seen: Set<object>,
+  budget: Budget,
+): void {
+  if (--budget.left < 0) throw new StateTooLarge(budget.maxBytes + 1, budget.maxBytes);
   switch (typeof value) {
     case "string":
     case "boolean":
@@ -66,16 +90,25 @@ function walk(value: unknown, at: string, depth: number, seen: Set<object>): voi
   if (Array.isArray(value)) {
     if (Object.getPrototypeOf(value) !== Array.prototype) fail(at, "an array subclass");
     for (let i = 0; i < value.length; i++) {
-      if (!Object.hasOwn(value, i)) fail(`${at}[${i}]`, "a hole in an array");
-      walk(value[i], `${at}[${i}]`, depth + 1, seen);
+      const desc = Object.getOwnPropertyDescriptor(value, i);
+      if (!desc) fail(`${at}[${i}]`, "a hole in an array");
+      if (!("value" in desc)) fail(`${at}[${i}]`, "a getter");
+      walk(desc.value, `${at}[${i}]`, depth + 1, seen, budget);
     }
+    // Indexes and `length` only: JSON.stringify drops every other property.
+    if (Object.getOwnPropertyNames(value).length !== value.length + 1) {
+      fail(at, "an array with named properties");
+    }
+    if (Object.getOwnPropertySymbols(value).length > 0) fail(at, "a symbol key");
   } else {
     if (!isPlainObject(value)) fail(at, describe(value));
     if (Object.getOwnPropertySymbols(value).length > 0) fail(at, "a symbol key");
-    for (const key of Object.keys(value)) {
+    for (const key of Object.getOwnPropertyNames(value)) {
       const desc = Object.getOwnPropertyDescriptor(value, key);
-      if (desc && !("value" in desc)) fail(`${at}.${key}`, "a getter");
-      walk((value as JsonObject)[key], `${at}.${key}`, depth + 1, seen);
+      if (!desc || !("value" in desc)) fail(`${at}.${key}`, "a getter");
+      // JSON.stringify drops non-enumerable properties.
+      if (!desc.enumerable) fail(`${at}.${key}`, "a non-enumerable property");
+      walk(desc.value, `${at}.${key}`, depth + 1, seen, budget);
     }
   }
   seen.delete(value);
@@ -121,7 +154,7 @@ function describe(value: unknown): string {
  * @throws {StateTooLarge} when the text is over `maxBytes`.
  */
 export function encodeState(state: unknown, maxBytes: number): string {
-  assertJson(state);
+  assertJson(state, "state", true, maxBytes);
   const text = JSON.stringify(state);
   checkSize(text, maxBytes);
   return text;

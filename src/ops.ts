@@ -119,7 +119,6 @@ export type PatchOp = AppendOp | SetKeyOp | DelKeyOp | MergeOp | IncrementOp | A
 const OP_NAMES = "append, set_key, del_key, merge, increment, add_to_set";
 const MAX_OPS = 1000;
 const MAX_SEGMENTS = 1000;
-const MAX_EQUAL_DEPTH = 1000;
 
 /**
  * Builds an `append` op.
@@ -359,7 +358,13 @@ export function opsFromJson(x: unknown): PatchOp[] {
       { field: "ops", count: x.length, limit: MAX_OPS },
     );
   }
-  return x.map((op: unknown, i) => atIndex(i, () => opFromJson(op)));
+  // An index loop, not map(): a hole in the list is a malformed op, not one to skip.
+  const out: PatchOp[] = [];
+  for (let i = 0; i < x.length; i++) {
+    const op: unknown = x[i];
+    out.push(atIndex(i, () => opFromJson(op)));
+  }
+  return out;
 }
 
 /**
@@ -390,9 +395,11 @@ export function applyOps(state: JsonObject, ops: readonly PatchOp[]): JsonObject
     });
   }
   let out = state;
-  ops.forEach((raw: unknown, i) => {
-    out = atIndex(i, () => applyOp(out, opFromJson(raw)));
-  });
+  for (let i = 0; i < ops.length; i++) {
+    const raw: unknown = ops[i];
+    const current = out;
+    out = atIndex(i, () => applyOp(current, opFromJson(raw)));
+  }
   return out;
 }
 
@@ -624,20 +631,36 @@ function kindOf(x: unknown): string {
   return typeof x === "object" ? "an object" : `a ${typeof x}`;
 }
 
-/** JSON deep equality; `ordered` also requires object keys in the same order. */
-function jsonEqual(a: unknown, b: unknown, ordered: boolean, depth = 0): boolean {
-  if (a === b) return true;
-  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
-  if (depth > MAX_EQUAL_DEPTH) return false;
-  if (Array.isArray(a) || Array.isArray(b)) {
-    return Array.isArray(a) && Array.isArray(b) && a.length === b.length &&
-      a.every((v, i) => jsonEqual(v, b[i], ordered, depth + 1));
+/**
+ * JSON deep equality; `ordered` also requires object keys in the same order.
+ * Iterative, so any depth compares; a pair of objects met again (a shared
+ * subtree, a cycle) is not compared twice, so it always terminates.
+ */
+function jsonEqual(a: unknown, b: unknown, ordered: boolean): boolean {
+  const todo: [unknown, unknown][] = [[a, b]];
+  let seen: Map<object, Set<object>> | undefined;
+  for (let pair = todo.pop(); pair !== undefined; pair = todo.pop()) {
+    const [x, y] = pair;
+    if (x === y) continue;
+    if (typeof x !== "object" || typeof y !== "object" || x === null || y === null) return false;
+    seen ??= new Map();
+    let partners = seen.get(x);
+    if (partners?.has(y)) continue;
+    if (!partners) seen.set(x, partners = new Set());
+    partners.add(y);
+    if (Array.isArray(x) || Array.isArray(y)) {
+      if (!Array.isArray(x) || !Array.isArray(y) || x.length !== y.length) return false;
+      for (let i = 0; i < x.length; i++) todo.push([x[i], y[i]]);
+      continue;
+    }
+    const kx = Object.keys(x);
+    const ky = Object.keys(y);
+    if (kx.length !== ky.length) return false;
+    for (let i = 0; i < kx.length; i++) {
+      const k = kx[i] as string;
+      if (ordered ? ky[i] !== k : !Object.hasOwn(y, k)) return false;
+      todo.push([(x as JsonObject)[k], (y as JsonObject)[k]]);
+    }
   }
-  const ka = Object.keys(a);
-  const kb = Object.keys(b);
-  return ka.length === kb.length &&
-    ka.every((k, i) =>
-      (ordered ? kb[i] === k : Object.hasOwn(b, k)) &&
-      jsonEqual((a as JsonObject)[k], (b as JsonObject)[k], ordered, depth + 1)
-    );
+  return true;
 }

@@ -30,6 +30,7 @@ const DAY_MS = 86_400_000;
 const ALPHABET = "abcdefghijklmnopqrstuvwxyz234567";
 const KIND_RE = /^[a-z][a-z0-9-]{0,31}$/;
 const IDEMPOTENCY_MS = DAY_MS;
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Metadata of a handle, as `list` returns it. */
 export interface HandleInfo {
@@ -178,8 +179,15 @@ export class HandleStore implements AsyncDisposable {
    * @param options Clock, size cap, grace period, reclaim interval.
    */
   constructor(backend: Backend, options: HandleStoreOptions = {}) {
+    checkOptions(options, "HandleStore");
     this.#backend = backend;
-    this.#clock = options.clock ?? Date.now;
+    const clock = options.clock ?? Date.now;
+    if (typeof clock !== "function") {
+      throw new InvalidArgument("clock must be a function returning the time in epoch ms.", {
+        field: "clock",
+      });
+    }
+    this.#clock = clock;
     const max = options.maxStateBytes ?? 1_048_576;
     if (!Number.isSafeInteger(max) || max < 2) {
       throw new InvalidArgument("maxStateBytes must be a whole number of bytes, at least 2.");
@@ -191,6 +199,13 @@ export class HandleStore implements AsyncDisposable {
     }
     this.#graceMs = Math.round(grace * DAY_MS);
     const every = options.reclaimIntervalMs ?? 600_000;
+    // setInterval runs a delay over 2^31 - 1 ms every millisecond instead.
+    if (typeof every !== "number" || !(every >= 0 && every <= MAX_TIMER_MS)) {
+      throw new InvalidArgument(
+        `reclaimIntervalMs must be a number of ms from 0 (off) to ${MAX_TIMER_MS} (about 24.8 days).`,
+        { field: "reclaimIntervalMs" },
+      );
+    }
     if (!backend.reclaimsExpired && every > 0) {
       const timer = setInterval(() => this.#reclaim(), every);
       Deno.unrefTimer(timer);
@@ -233,7 +248,7 @@ export class HandleStore implements AsyncDisposable {
     if (typeof kind !== "string" || !KIND_RE.test(kind)) {
       throw new InvalidArgument(
         `The kind ${
-          JSON.stringify(String(kind)).slice(0, 80)
+          JSON.stringify(safeString(kind)).slice(0, 80)
         } is not valid: use 1-32 characters of lowercase letters, digits and "-", starting with a letter (e.g. "research").`,
         { field: "kind" },
       );
@@ -422,6 +437,7 @@ export class HandleStore implements AsyncDisposable {
    * @returns Every matching handle.
    */
   async list(user: string, options: ListOptions = {}): Promise<HandleInfo[]> {
+    checkOptions(options, "list");
     const all: HandleInfo[] = [];
     let cursor: string | null = null;
     do {
@@ -441,6 +457,7 @@ export class HandleStore implements AsyncDisposable {
    */
   async listPage(user: string, options: ListPageOptions = {}): Promise<HandlePage> {
     checkUser({ user });
+    checkOptions(options, "listPage");
     const limit = options.limit ?? 50;
     if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1 || limit > 500) {
       throw new InvalidArgument("limit must be a whole number from 1 to 500.", { field: "limit" });
@@ -549,10 +566,13 @@ export class HandleStore implements AsyncDisposable {
   ): Promise<WriteContext> {
     const now = this.#clock();
     if (key === undefined) return { now, graceMs: this.#graceMs };
-    if (typeof key !== "string" || key.length === 0 || key.length > 256) {
-      throw new InvalidArgument("idempotencyKey must be a string of 1 to 256 characters.", {
-        field: "idempotency_key",
-      });
+    if (typeof key !== "string" || key.length === 0 || key.length > 256 || !wellFormed(key)) {
+      throw new InvalidArgument(
+        "idempotencyKey must be a well-formed string of 1 to 256 characters.",
+        {
+          field: "idempotency_key",
+        },
+      );
     }
     const claim: IdempotencyClaim = {
       key,
@@ -628,17 +648,45 @@ function checkUser(options: unknown): string {
     throw new InvalidArgument('Pass an options object with the user, e.g. { user: "alice" }.');
   }
   const user = (options as UserOption).user;
-  if (typeof user !== "string" || user.length === 0 || user.length > 1024) {
+  if (
+    typeof user !== "string" || user.length === 0 || user.length > 1024 || !wellFormed(user)
+  ) {
     throw new InvalidArgument(
-      "user must be a non-empty string of at most 1024 characters: the identity the state belongs to.",
+      "user must be a non-empty, well-formed Unicode string of at most 1024 characters: the identity the state belongs to.",
       { field: "user" },
     );
   }
   return user;
 }
 
+function checkOptions(options: unknown, where: string): void {
+  if (typeof options !== "object" || options === null || Array.isArray(options)) {
+    const message = `The options of ${where} must be an object; omit them for the defaults.`;
+    throw new InvalidArgument(message, { field: "options" });
+  }
+}
+
+/** `String(x)`, except that an object's own `toString`/`valueOf` are never called: it becomes its tag. */
+function safeString(x: unknown): string {
+  return (typeof x === "object" && x !== null) || typeof x === "function"
+    ? Object.prototype.toString.call(x)
+    : String(x);
+}
+
+/**
+ * Whether `s` is well-formed Unicode. Identities, writer labels and keys with
+ * lone surrogates are refused: engines that keep UTF-8 would turn every lone
+ * surrogate into U+FFFD, so two different names could meet as one.
+ */
+function wellFormed(s: string): boolean {
+  return s.isWellFormed();
+}
+
 function checkHandle(handle: unknown): asserts handle is string {
-  if (typeof handle !== "string" || handle.length === 0 || handle.length > 256) {
+  if (
+    typeof handle !== "string" || handle.length === 0 || handle.length > 256 ||
+    !wellFormed(handle)
+  ) {
     throw new InvalidArgument(
       'handle must be the handle string a mint returned (e.g. "research_k3v9x2mq").',
       { field: "handle" },
@@ -648,8 +696,8 @@ function checkHandle(handle: unknown): asserts handle is string {
 
 function checkWriter(writer: unknown): string | null {
   if (writer === undefined || writer === null) return null;
-  if (typeof writer !== "string" || writer.length > 256) {
-    throw new InvalidArgument("writer must be a string of at most 256 characters.", {
+  if (typeof writer !== "string" || writer.length > 256 || !wellFormed(writer)) {
+    throw new InvalidArgument("writer must be a well-formed string of at most 256 characters.", {
       field: "writer",
     });
   }
@@ -665,7 +713,7 @@ function checkTtl(ttlDays: unknown, allowNull: boolean): number | null | undefin
   ) {
     throw new InvalidArgument(
       `ttl_days must be a number of days greater than 0 and at most 36525 (got ${
-        String(ttlDays).slice(0, 40)
+        safeString(ttlDays).slice(0, 40)
       }); omit it or pass null for no expiry.`,
       { field: "ttl_days" },
     );
