@@ -40,78 +40,96 @@ export function assertJson(
       { field: what },
     );
   }
-  walk(value, what, 1, new Set(), { left: maxBytes, maxBytes });
+  const w: Walk = { what, path: [], ancestors: [], left: maxBytes, maxBytes };
+  if (typeof value === "object" && value !== null) walk(value, w);
+  else checkLeaf(value, w);
 }
 
 /**
- * Every value takes at least one byte of JSON, so a walk that meets more
- * values than the size cap allows stops early: a value built from shared
- * subtrees can't make validation exponential.
+ * The state of one walk. Every value takes at least one byte of JSON, so a
+ * walk that meets more values than the size cap allows stops early: a value
+ * built from shared subtrees can't make validation exponential. The place of
+ * a value (`state.items[3].title`) is only spelled out when it is refused.
  */
-interface Budget {
+interface Walk {
+  what: string;
+  path: (string | number)[];
+  ancestors: object[];
   left: number;
   maxBytes: number;
 }
 
-function walk(
-  value: unknown,
-  at: string,
-  depth: number,
-  seen: Set<object>,
-  budget: Budget,
-): void {
-  if (--budget.left < 0) throw new StateTooLarge(budget.maxBytes + 1, budget.maxBytes);
+function placeOf(w: Walk): string {
+  let at = w.what;
+  for (const p of w.path) at += typeof p === "number" ? `[${p}]` : `.${p}`;
+  return at;
+}
+
+/** Checks a value that is not a non-null object. */
+function checkLeaf(value: unknown, w: Walk): void {
   switch (typeof value) {
     case "string":
     case "boolean":
       return;
     case "number":
-      if (!Number.isFinite(value)) fail(at, `the number ${String(value)}`);
+      if (!Number.isFinite(value)) fail(placeOf(w), `the number ${String(value)}`);
       return;
-    case "object":
-      break;
     default:
-      fail(at, describe(value));
+      if (value !== null) fail(placeOf(w), describe(value));
   }
-  if (value === null) return;
-  if (depth > MAX_DEPTH) {
+}
+
+function child(value: unknown, w: Walk): void {
+  if (--w.left < 0) throw new StateTooLarge(w.maxBytes + 1, w.maxBytes);
+  if (typeof value === "object" && value !== null) walk(value, w);
+  else if (typeof value !== "string") checkLeaf(value, w);
+}
+
+function walk(value: object, w: Walk): void {
+  if (w.ancestors.length >= MAX_DEPTH) {
+    const at = placeOf(w);
     throw new InvalidArgument(
       `The state nests deeper than ${MAX_DEPTH} levels at ${at}. Flatten it.`,
       { field: at, max_depth: MAX_DEPTH },
     );
   }
-  if (seen.has(value)) {
+  if (w.ancestors.includes(value)) {
+    const at = placeOf(w);
     throw new InvalidArgument(
       `The state contains a cycle at ${at}. JSON cannot carry cycles: store references instead.`,
       { field: at },
     );
   }
-  seen.add(value);
+  w.ancestors.push(value);
   if (Array.isArray(value)) {
-    if (Object.getPrototypeOf(value) !== Array.prototype) fail(at, "an array subclass");
+    if (Object.getPrototypeOf(value) !== Array.prototype) fail(placeOf(w), "an array subclass");
     for (let i = 0; i < value.length; i++) {
+      w.path.push(i);
       const desc = Object.getOwnPropertyDescriptor(value, i);
-      if (!desc) fail(`${at}[${i}]`, "a hole in an array");
-      if (!("value" in desc)) fail(`${at}[${i}]`, "a getter");
-      walk(desc.value, `${at}[${i}]`, depth + 1, seen, budget);
+      if (!desc) fail(placeOf(w), "a hole in an array");
+      if (!("value" in desc)) fail(placeOf(w), "a getter");
+      child(desc.value, w);
+      w.path.pop();
     }
     // Indexes and `length` only: JSON.stringify drops every other property.
     if (Object.getOwnPropertyNames(value).length !== value.length + 1) {
-      fail(at, "an array with named properties");
+      fail(placeOf(w), "an array with named properties");
     }
-    if (Object.getOwnPropertySymbols(value).length > 0) fail(at, "a symbol key");
+    if (Object.getOwnPropertySymbols(value).length > 0) fail(placeOf(w), "a symbol key");
   } else {
-    if (!isPlainObject(value)) fail(at, describe(value));
-    if (Object.getOwnPropertySymbols(value).length > 0) fail(at, "a symbol key");
+    if (!isPlainObject(value)) fail(placeOf(w), describe(value));
+    if (Object.getOwnPropertySymbols(value).length > 0) fail(placeOf(w), "a symbol key");
     for (const key of Object.getOwnPropertyNames(value)) {
+      w.path.push(key);
       const desc = Object.getOwnPropertyDescriptor(value, key);
-      if (!desc || !("value" in desc)) fail(`${at}.${key}`, "a getter");
+      if (!desc || !("value" in desc)) fail(placeOf(w), "a getter");
       // JSON.stringify drops non-enumerable properties.
-      if (!desc.enumerable) fail(`${at}.${key}`, "a non-enumerable property");
-      walk(desc.value, `${at}.${key}`, depth + 1, seen, budget);
+      if (!desc.enumerable) fail(placeOf(w), "a non-enumerable property");
+      child(desc.value, w);
+      w.path.pop();
     }
   }
-  seen.delete(value);
+  w.ancestors.pop();
 }
 
 function fail(at: string, what: string): never {
@@ -158,6 +176,42 @@ export function encodeState(state: unknown, maxBytes: number): string {
   const text = JSON.stringify(state);
   checkSize(text, maxBytes);
   return text;
+}
+
+/**
+ * Encodes a state built only from parsed JSON and values that passed
+ * {@link assertJson} (what a patch produces): only its depth and size are
+ * left to check.
+ *
+ * @param state The state.
+ * @param maxBytes The size cap.
+ * @returns The JSON text.
+ * @throws {InvalidArgument} when the state nests deeper than {@link MAX_DEPTH}.
+ * @throws {StateTooLarge} when the text is over `maxBytes`.
+ */
+export function encodeParsed(state: JsonObject, maxBytes: number): string {
+  if (depthOver(state, 1)) {
+    throw new InvalidArgument(`The state would nest deeper than ${MAX_DEPTH} levels. Flatten it.`, {
+      field: "state",
+      max_depth: MAX_DEPTH,
+    });
+  }
+  const text = JSON.stringify(state);
+  checkSize(text, maxBytes);
+  return text;
+}
+
+function depthOver(value: unknown, depth: number): boolean {
+  if (typeof value !== "object" || value === null) return false;
+  if (depth > MAX_DEPTH) return true;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (depthOver(value[i], depth + 1)) return true;
+  } else {
+    for (const key in value) {
+      if (depthOver((value as JsonObject)[key], depth + 1)) return true;
+    }
+  }
+  return false;
 }
 
 /**

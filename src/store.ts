@@ -23,7 +23,7 @@ import {
   McpStateError,
   StaleWrite,
 } from "./errors.ts";
-import { assertJson, decodeState, encodeState, type JsonObject } from "./json.ts";
+import { assertJson, decodeState, encodeParsed, encodeState, type JsonObject } from "./json.ts";
 import { applyOps, opsFromJson, type PatchOp } from "./ops.ts";
 
 const DAY_MS = 86_400_000;
@@ -344,7 +344,8 @@ export class HandleStore implements AsyncDisposable {
       }, ctx)
     );
     if (isReplayed(res)) return snapshotOf<S>(this.#replayed(res, ctx));
-    if (res.ok) return snapshotOf<S>(res.record);
+    // `state` was just validated and encoded: return it instead of parsing the text back.
+    if (res.ok) return { ...infoOf(res.record), state };
     const current = this.#live(res.current, handle, now);
     throw new StaleWrite(handle, expect, toPayload(snapshotOf(current)));
   }
@@ -379,7 +380,9 @@ export class HandleStore implements AsyncDisposable {
     const res = await this.#call(() =>
       this.#backend.update(user, handle, (cur) => {
         const live = this.#live(cur, handle, now);
-        const next = encodeState(applyOps(decodeState(live.state), parsed), this.#maxBytes);
+        // The stored state is JSON and every op value was checked above: only
+        // the size and the depth of the result remain to check.
+        const next = encodeParsed(applyOps(decodeState(live.state), parsed), this.#maxBytes);
         if (next === live.state) return null;
         return {
           ...live,

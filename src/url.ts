@@ -87,7 +87,15 @@ export function filePathOf(url: string, scheme: string): { path: string; params:
       { field: "backend" },
     );
   }
-  let path = decodeURIComponent(raw.slice(1));
+  let path: string;
+  try {
+    path = decodeURIComponent(raw.slice(1));
+  } catch {
+    throw new InvalidArgument(
+      `Malformed ${scheme} URL "${redact(url)}": the path has an invalid %-escape.`,
+      { field: "backend" },
+    );
+  }
   if (path === "~" || path.startsWith("~/")) {
     const home = Deno.env.get("HOME") ?? Deno.env.get("USERPROFILE");
     if (!home) {

@@ -1,0 +1,655 @@
+import assert from "node:assert/strict";
+import { constants, DatabaseSync } from "node:sqlite";
+import { HandleStore, Increment, Merge, SetKey } from "../mod.ts";
+import type { HandleRecord, WriteContext } from "../src/backend.ts";
+import { SQLITE_SCHEMA_VERSION, SqliteBackend } from "../src/backends/sqlite.ts";
+import { backendContract, FakeClock, freshUser, rejectsWith } from "./contract.ts";
+import { restoreContract } from "./_cli_restore_contract.ts";
+import {
+  makePythonV02Database,
+  PyFloat,
+  pyJsonDumps,
+  SAMPLE_NOW_S,
+  SAMPLE_ROWS,
+} from "./fixtures/python_v02.ts";
+
+const DAY = 86_400_000;
+const CTX: WriteContext = { now: Date.now(), graceMs: 7 * DAY };
+const SAMPLE: HandleRecord = {
+  handle: "n_aaaaaaaa",
+  kind: "n",
+  state: "{}",
+  version: 1,
+  createdAt: 1,
+  updatedAt: 1,
+  expiresAt: null,
+  lastWriter: null,
+};
+const dir = await Deno.makeTempDir({ prefix: "mcpstate-sqlite-test-" });
+globalThis.addEventListener("unload", () => Deno.removeSync(dir, { recursive: true }));
+let files = 0;
+/** A fresh database file path in the test directory. */
+const freshPath = (tag: string) => `${dir}/${tag}-${++files}.db`;
+/** The URL of an absolute path: `sqlite:///` + `/abs/path`. */
+const urlOf = (path: string, query = "") => `sqlite:///${path}${query}`;
+
+// Each openStore opens a new connection to the same file, as another process would.
+const contractUrl = urlOf(freshPath("contract"));
+backendContract("sqlite file", (opts) => HandleStore.fromUrl(contractUrl, opts));
+
+// One in-memory database shared by every store the suite opens.
+const memory = await SqliteBackend.fromUrl("sqlite:///:memory:");
+globalThis.addEventListener("unload", () => memory.close());
+backendContract("sqlite :memory:", (opts) =>
+  Promise.resolve(
+    new HandleStore({
+      insert: (...a) => memory.insert(...a),
+      read: (...a) => memory.read(...a),
+      save: (...a) => memory.save(...a),
+      update: (...a) => memory.update(...a),
+      remove: (...a) => memory.remove(...a),
+      list: (...a) => memory.list(...a),
+      sweep: (...a) => memory.sweep(...a),
+      close: () => Promise.resolve(),
+    }, opts),
+  ));
+
+Deno.test("sqlite: restore contract (listUsers and restore)", async (t) => {
+  const backend = await SqliteBackend.fromUrl(urlOf(freshPath("restore")));
+  try {
+    await restoreContract(t, backend);
+    // Users come back in the byte order of their UTF-8 names.
+    const names = ["zed", "Émile", "adam", "\u{1F600}", "Zoë", "émile"];
+    for (const u of names) await backend.restore(u, { ...SAMPLE, handle: "n_aaaaaaaa" }, CTX);
+    const listed = (await backend.listUsers({ limit: 1000 })).filter((u) => names.includes(u));
+    const bytes = (s: string) => [...new TextEncoder().encode(s)];
+    const sorted = [...names].sort((a, b) => {
+      const x = bytes(a), y = bytes(b);
+      for (let i = 0; i < Math.min(x.length, y.length); i++) {
+        if (x[i] !== y[i]) return x[i]! - y[i]!;
+      }
+      return x.length - y.length;
+    });
+    assert.deepEqual(listed, sorted);
+    assert.deepEqual(await backend.listUsers({ limit: 0 }), []);
+  } finally {
+    await backend.close();
+  }
+});
+
+function pragma(db: DatabaseSync, name: string): unknown {
+  const row = db.prepare(`PRAGMA ${name}`).get();
+  return row ? Object.values(row)[0] : undefined;
+}
+
+function integrityOk(path: string): void {
+  const db = new DatabaseSync(path);
+  try {
+    assert.equal(pragma(db, "integrity_check"), "ok");
+  } finally {
+    db.close();
+  }
+}
+
+/** Reads a child's stdout line by line. */
+class Lines {
+  #reader: ReadableStreamDefaultReader<string>;
+  #buffer = "";
+  #done = false;
+  constructor(stream: ReadableStream<Uint8Array>) {
+    this.#reader = stream.pipeThrough(new TextDecoderStream()).getReader();
+  }
+  /** The next complete line, or `null` at the end of the stream. */
+  async next(): Promise<string | null> {
+    for (;;) {
+      const nl = this.#buffer.indexOf("\n");
+      if (nl >= 0) {
+        const line = this.#buffer.slice(0, nl);
+        this.#buffer = this.#buffer.slice(nl + 1);
+        return line;
+      }
+      if (this.#done) return null;
+      const { value, done } = await this.#reader.read();
+      if (done) this.#done = true;
+      else this.#buffer += value;
+    }
+  }
+}
+
+function child(args: string[]): Deno.ChildProcess {
+  return new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-all", new URL("./_sqlite_child.ts", import.meta.url).pathname, ...args],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+}
+
+async function readAll(stream: ReadableStream<Uint8Array>): Promise<string> {
+  return await new Response(stream).text();
+}
+
+Deno.test("sqlite: a new file is WAL, synchronous=FULL, busy timeout set, current schema", async () => {
+  const path = freshPath("fresh");
+  const backend = await SqliteBackend.fromUrl(urlOf(path));
+  const db = backend.database;
+  assert.equal(pragma(db, "journal_mode"), "wal");
+  assert.equal(pragma(db, "synchronous"), 2); // FULL
+  assert.ok((pragma(db, "busy_timeout") as number) >= 5000);
+  assert.equal(pragma(db, "user_version"), SQLITE_SCHEMA_VERSION);
+  const indexes = db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name")
+    .all().map((r) => r.name);
+  for (
+    const name of ["handles_by_user_updated", "handles_by_user_kind_updated", "handles_by_expiry"]
+  ) {
+    assert.ok(indexes.includes(name), name);
+  }
+  await backend.close();
+  await backend.close();
+  assert.equal(db.isOpen, false);
+});
+
+Deno.test("sqlite: ?synchronous=normal opens with synchronous=NORMAL and works", async () => {
+  const path = freshPath("normal");
+  const store = await HandleStore.fromUrl(urlOf(path, "?synchronous=normal"));
+  try {
+    assert.equal(pragma((store.backend as SqliteBackend).database, "synchronous"), 1);
+    const h = await store.mint("n", { a: 1 }, { user: "u" });
+    await store.patch(h, [SetKey("", "b", 2)], { user: "u" });
+    assert.deepEqual((await store.get(h, { user: "u" })).state, { a: 1, b: 2 });
+  } finally {
+    await store.close();
+  }
+  const again = await HandleStore.fromUrl(urlOf(path, "?synchronous=FULL"));
+  assert.equal(pragma((again.backend as SqliteBackend).database, "synchronous"), 2);
+  assert.equal((await again.list("u")).length, 1);
+  await again.close();
+});
+
+Deno.test("sqlite: URL forms ~, relative and absolute create the parent directory", async () => {
+  const home = Deno.env.get("HOME");
+  const cwd = Deno.cwd();
+  const fakeHome = `${dir}/home`;
+  await Deno.mkdir(fakeHome);
+  Deno.env.set("HOME", fakeHome);
+  try {
+    const s1 = await HandleStore.fromUrl("sqlite:///~/.mcpstate/state.db");
+    await s1.mint("a", {}, { user: "u" });
+    await s1.close();
+    assert.ok((await Deno.stat(`${fakeHome}/.mcpstate/state.db`)).isFile);
+    Deno.chdir(fakeHome);
+    const s2 = await HandleStore.fromUrl("sqlite:///rel/dir/x.db");
+    await s2.close();
+    assert.ok((await Deno.stat(`${fakeHome}/rel/dir/x.db`)).isFile);
+  } finally {
+    Deno.chdir(cwd);
+    if (home === undefined) Deno.env.delete("HOME");
+    else Deno.env.set("HOME", home);
+  }
+  const abs = `${dir}/deep/er/abs.db`;
+  const s3 = await HandleStore.fromUrl(urlOf(abs));
+  await s3.close();
+  assert.ok((await Deno.stat(abs)).isFile);
+});
+
+Deno.test("sqlite: malformed URLs are invalid_argument with credentials redacted", async () => {
+  const cases: [string, RegExp][] = [
+    ["sqlite://alice:s3cret@host/x.db", /sqlite:\/\/\*\*\*@host/],
+    ["sqlite:///", /sqlite:\/\/\/:memory:/],
+    ["sqlite://", /sqlite:\/\/\/~\/file/],
+    [urlOf(`${dir}/x.db`, "?synchronous=off"), /synchronous=full\|normal/],
+    [urlOf(`${dir}/x.db`, "?mode=ro&password=hunter2"), /"mode".*synchronous=full\|normal/],
+    [urlOf(`${dir}/x.db`, "?password=hunter2"), /"password".*synchronous=full\|normal/],
+    [urlOf(`${dir}/%E0%A4%A.db`), /Malformed sqlite URL/],
+  ];
+  for (const [url, pattern] of cases) {
+    const e = await rejectsWith(() => HandleStore.fromUrl(url), "invalid_argument");
+    assert.match(e.message, pattern, url);
+    assert.doesNotMatch(JSON.stringify(e.toPayload()), /s3cret|hunter2/, url);
+  }
+  await assert.rejects(() => SqliteBackend.fromUrl("redis://x"), /Not a SQLite URL/);
+});
+
+Deno.test("sqlite: files that are not mcpstate databases are backend_error", async () => {
+  const garbage = freshPath("garbage");
+  await Deno.writeTextFile(garbage, "this is not a database, just text ".repeat(200));
+  const e1 = await rejectsWith(() => HandleStore.fromUrl(urlOf(garbage)), "backend_error");
+  assert.match(e1.message, /SQLite/);
+
+  const foreign = freshPath("foreign");
+  const f = new DatabaseSync(foreign);
+  f.exec("CREATE TABLE handles (id INTEGER PRIMARY KEY, name TEXT)");
+  f.close();
+  const e2 = await rejectsWith(() => HandleStore.fromUrl(urlOf(foreign)), "backend_error");
+  assert.match(e2.message, /did not create/);
+
+  const newer = freshPath("newer");
+  const n = new DatabaseSync(newer);
+  n.exec(`PRAGMA user_version = ${SQLITE_SCHEMA_VERSION + 1}`);
+  n.close();
+  const e3 = await rejectsWith(() => HandleStore.fromUrl(urlOf(newer)), "backend_error");
+  assert.match(e3.message, /newer/);
+
+  const dirAsFile = `${dir}/a-directory`;
+  await Deno.mkdir(dirAsFile);
+  await rejectsWith(() => HandleStore.fromUrl(urlOf(dirAsFile)), "backend_error");
+});
+
+Deno.test("sqlite: listing reads covering indexes only, never the state column", async () => {
+  const path = freshPath("plan");
+  const raw = new DatabaseSync(path);
+  const prepared: string[] = [];
+  // The real connection, with every prepared SQL text recorded.
+  const db = new Proxy(raw, {
+    get(target, prop) {
+      if (prop === "prepare") {
+        return (sql: string) => {
+          prepared.push(sql);
+          return target.prepare(sql);
+        };
+      }
+      const v = Reflect.get(target, prop, target);
+      return typeof v === "function" ? v.bind(target) : v;
+    },
+  });
+  const store = new HandleStore(new SqliteBackend(db), { reclaimIntervalMs: 0 });
+  const user = freshUser();
+  for (let i = 0; i < 4; i++) {
+    await store.mint(i % 2 ? "a" : "b", { big: "x".repeat(10_000) }, { user, ttlDays: 1 });
+  }
+  const reads: string[] = [];
+  const { SQLITE_READ, SQLITE_OK } = constants as unknown as Record<string, number>;
+  const authorize = (raw as unknown as {
+    setAuthorizer(
+      fn: ((action: number, a: string | null, b: string | null) => number) | null,
+    ): void;
+  }).setAuthorizer.bind(raw);
+  authorize((action, table, column) => {
+    if (action === SQLITE_READ) reads.push(`${table}.${column}`);
+    return SQLITE_OK!;
+  });
+  for (const kind of [undefined, "a"]) {
+    for (const includeExpired of [false, true]) {
+      const first = await store.listPage(user, {
+        limit: 1,
+        includeExpired,
+        ...(kind ? { kind } : {}),
+      });
+      assert.equal(first.handles.length, 1);
+      assert.ok(first.nextCursor);
+      const second = await store.listPage(user, {
+        limit: 1,
+        includeExpired,
+        cursor: first.nextCursor,
+        ...(kind ? { kind } : {}),
+      });
+      assert.equal(second.handles.length, 1);
+    }
+  }
+  authorize(null);
+  const lists = prepared.filter((sql) => /ORDER BY updated_ms DESC/.test(sql));
+  assert.equal(lists.length, 8, "every filter combination was prepared once");
+  assert.ok(reads.includes("handles.handle") && reads.includes("handles.updated_ms"));
+  assert.ok(!reads.includes("handles.state"), `state was read: ${reads.join(", ")}`);
+  for (const sql of lists) {
+    assert.doesNotMatch(sql.split(" FROM ")[0]!, /\bstate\b/);
+    const plan = raw.prepare(`EXPLAIN QUERY PLAN ${sql}`).all().map((r) => String(r.detail));
+    assert.ok(plan.some((d) => /USING COVERING INDEX handles_by_user/.test(d)), plan.join("; "));
+    assert.ok(!plan.some((d) => /TEMP B-TREE/.test(d)), plan.join("; "));
+  }
+  await store.close();
+  assert.equal(raw.isOpen, true, "an injected connection stays open");
+  raw.close();
+});
+
+Deno.test("sqlite: a write that fails after its row was written rolls back entirely", async () => {
+  const path = freshPath("rollback");
+  const backend = await SqliteBackend.fromUrl(urlOf(path));
+  const store = new HandleStore(backend, { reclaimIntervalMs: 0 });
+  const user = freshUser();
+  const h = await store.mint("r", { n: 1 }, { user });
+  const ctx: WriteContext = {
+    now: Date.now(),
+    graceMs: 0,
+    // A claim the driver cannot bind: it fails after the UPDATE ran.
+    idempotency: { key: "k", scope: h, fingerprint: "f", expiresAt: {} as never },
+  };
+  await assert.rejects(() =>
+    backend.update(
+      user,
+      h,
+      (cur) => ({ ...cur!, state: '{"n":2}', version: cur!.version + 1 }),
+      ctx,
+    )
+  );
+  assert.equal(backend.database.isTransaction, false);
+  const after = await store.get(h, { user });
+  assert.deepEqual(after.state, { n: 1 });
+  assert.equal(after.version, 1);
+  // A throwing change function rolls back as well, and the connection stays usable.
+  await assert.rejects(
+    () =>
+      backend.update(user, h, () => {
+        throw new Error("boom");
+      }, { now: Date.now(), graceMs: 0 }),
+    /boom/,
+  );
+  assert.equal(backend.database.isTransaction, false);
+  await store.patch(h, [Increment("", "n")], { user });
+  assert.equal((await store.get(h, { user })).version, 2);
+  await store.close();
+});
+
+Deno.test("sqlite: idempotency records survive a reopen", async () => {
+  const url = urlOf(freshPath("idem"));
+  const user = freshUser();
+  const s1 = await HandleStore.fromUrl(url);
+  const h = await s1.mint("i", { n: 0 }, { user, idempotencyKey: "mint" });
+  const p1 = await s1.patch(h, [Increment("", "n")], { user, idempotencyKey: "p" });
+  await s1.close();
+  const s2 = await HandleStore.fromUrl(url);
+  assert.equal(await s2.mint("i", { n: 0 }, { user, idempotencyKey: "mint" }), h);
+  assert.deepEqual(await s2.patch(h, [Increment("", "n")], { user, idempotencyKey: "p" }), p1);
+  assert.equal((await s2.get<{ n: number }>(h, { user })).state.n, 1);
+  await s2.close();
+});
+
+for (const pauseMs of [0, 1]) {
+  const how = pauseMs ? "with pauses between patches" : "back to back";
+  Deno.test(`sqlite: two processes patching one handle ${how} lose nothing, never see SQLITE_BUSY`, async () => {
+    const path = freshPath("two-procs");
+    const url = urlOf(path);
+    const user = freshUser();
+    const store = await HandleStore.fromUrl(url, { reclaimIntervalMs: 0 });
+    const h = await store.mint("counter", { n: 0, log: [] }, { user });
+    const per = 200;
+    const kids = ["A", "B"].map((tag) => ({
+      tag,
+      proc: child(["increment", url, user, h, tag, String(per), String(pauseMs)]),
+    }));
+    const outs = kids.map((k) => ({ ...k, lines: new Lines(k.proc.stdout) }));
+    for (const k of outs) assert.equal(await k.lines.next(), "ready", `${k.tag} did not start`);
+    for (const k of outs) {
+      const w = k.proc.stdin.getWriter();
+      await w.write(new TextEncoder().encode("go\n"));
+      await w.close();
+    }
+    const results = await Promise.all(outs.map(async (k) => {
+      const [status, stderr] = await Promise.all([k.proc.status, readAll(k.proc.stderr)]);
+      while (await k.lines.next() !== null) { /* drain */ }
+      return { tag: k.tag, code: status.code, stderr };
+    }));
+    for (const r of results) {
+      assert.equal(r.code, 0, `child ${r.tag} failed: ${r.stderr}`);
+      assert.doesNotMatch(r.stderr, /locked|busy/i);
+    }
+    const s = await store.get<{ n: number; log: string[] }>(h, { user });
+    assert.equal(s.state.n, 2 * per);
+    assert.equal(s.version, 2 * per + 1);
+    // With pauses the lock changes hands often, so the processes really
+    // interleave; back to back, SQLite's busy wait may let one run nearly alone.
+    const switches = s.state.log.filter((x, i) => i > 0 && x[0] !== s.state.log[i - 1]![0]).length;
+    if (pauseMs) assert.ok(switches >= 10, `only ${switches} switches between the processes`);
+    assert.equal(new Set(s.state.log).size, 2 * per);
+    for (const tag of ["A", "B"]) {
+      const mine = s.state.log.filter((x) => x.startsWith(`${tag}:`));
+      assert.deepEqual(mine, Array.from({ length: per }, (_, i) => `${tag}:${i}`), "in order");
+    }
+    await store.close();
+    integrityOk(path);
+  });
+}
+
+Deno.test("sqlite: a write waits for another process's lock, and says so when it waits too long", async () => {
+  const path = freshPath("lock");
+  const user = freshUser();
+  const store = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
+  const h = await store.mint("l", { n: 0 }, { user });
+  const holder = child(["hold", path, "-", "-", "500"]);
+  const lines = new Lines(holder.stdout);
+  assert.equal(await lines.next(), "locked");
+  await store.patch(h, [Increment("", "n")], { user });
+  assert.equal((await holder.status).code, 0);
+  // 101: the patch waited for the holder's commit (n = 100) and applied on top of it.
+  assert.equal((await store.get<{ n: number }>(h, { user })).state.n, 101);
+
+  // A short busy timeout: the caller gets backend_error, and nothing is written.
+  const impatient = new HandleStore(
+    new SqliteBackend(new DatabaseSync(path), { busyTimeoutMs: 50, closeDatabase: true }),
+    { reclaimIntervalMs: 0 },
+  );
+  const again = child(["hold", path, "-", "-", "1200"]);
+  const againLines = new Lines(again.stdout);
+  assert.equal(await againLines.next(), "locked");
+  const e = await rejectsWith(
+    () => impatient.patch(h, [Increment("", "n")], { user }),
+    "backend_error",
+  );
+  assert.match(e.message, /locked by another connection for more than 50 ms/);
+  assert.equal((await again.status).code, 0);
+  assert.equal((await impatient.get<{ n: number }>(h, { user })).state.n, 100);
+  await impatient.close();
+  await store.close();
+});
+
+for (const mode of ["full", "normal"] as const) {
+  Deno.test(`sqlite: after kill -9 every acknowledged write is there (synchronous=${mode})`, async () => {
+    const path = freshPath(`crash-${mode}`);
+    const url = urlOf(path, `?synchronous=${mode}`);
+    const user = freshUser();
+    const store = await HandleStore.fromUrl(url, { reclaimIntervalMs: 0 });
+    // A large state, so that the kill is likely to land inside a write.
+    const h = await store.mint("crash", { n: 0, log: [], pad: "p".repeat(64_000) }, { user });
+    await store.close();
+    const proc = child(["crash", url, user, h]);
+    const lines = new Lines(proc.stdout);
+    const acked: [number, number][] = [];
+    let line: string | null;
+    while ((line = await lines.next()) !== null) {
+      const [i, version] = line.split(" ").map(Number) as [number, number];
+      acked.push([i, version]);
+      if (acked.length === 60) proc.kill("SIGKILL");
+    }
+    const status = await proc.status;
+    const stderr = await readAll(proc.stderr);
+    assert.equal(status.signal, "SIGKILL", `child ended on its own: ${stderr}`);
+    assert.ok(acked.length >= 60);
+    const [lastI, lastVersion] = acked[acked.length - 1]!;
+    integrityOk(path);
+    const reopened = await HandleStore.fromUrl(url, { reclaimIntervalMs: 0 });
+    const s = await reopened.get<{ n: number; log: number[] }>(h, { user });
+    assert.ok(s.version >= lastVersion, `version ${s.version} < acknowledged ${lastVersion}`);
+    assert.ok(s.state.n >= lastI + 1);
+    assert.equal(s.state.n, s.state.log.length);
+    assert.equal(s.version, s.state.n + 1);
+    assert.deepEqual(
+      s.state.log.slice(0, lastI + 1),
+      Array.from({ length: lastI + 1 }, (_, i) => i),
+    );
+    await reopened.close();
+  });
+}
+
+Deno.test("sqlite: the background reclaim removes rows only after the grace period", async () => {
+  const path = freshPath("reclaim");
+  const clock = new FakeClock();
+  const store = await HandleStore.fromUrl(urlOf(path), {
+    clock: clock.fn,
+    reclaimIntervalMs: 20,
+    expiredGraceDays: 2,
+  });
+  const reader = new DatabaseSync(path, { readOnly: true });
+  const rows = (h: string) =>
+    reader.prepare("SELECT count(*) AS n FROM handles WHERE handle = ?").get(h)?.n;
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  try {
+    const user = freshUser();
+    const h = await store.mint("tmp", { a: 1 }, { user, ttlDays: 1 });
+    const keep = await store.mint("keep", { b: 1 }, { user });
+    const expiresAt = clock.now + DAY;
+    for (const at of [expiresAt, expiresAt + DAY, expiresAt + 2 * DAY - 1]) {
+      clock.now = at;
+      await sleep(120);
+      await rejectsWith(() => store.get(h, { user }), "handle_expired");
+      assert.equal(rows(h), 1, `reclaimed too early at expiry + ${(at - expiresAt) / DAY} days`);
+    }
+    clock.now = expiresAt + 2 * DAY;
+    const deadline = Date.now() + 5000;
+    while (rows(h) !== 0 && Date.now() < deadline) await sleep(20);
+    assert.equal(rows(h), 0, "not reclaimed after the grace period");
+    await rejectsWith(() => store.get(h, { user }), "handle_not_found");
+    assert.equal((await store.get(keep, { user })).version, 1);
+  } finally {
+    reader.close();
+    await store.close();
+  }
+});
+
+Deno.test("fixture: pyJsonDumps writes what Python's json.dumps writes", () => {
+  assert.equal(
+    pyJsonDumps({ a: new PyFloat(1), s: "é☕\u{1F600}", l: [1, null, true], q: '"\\\n' }),
+    '{"a": 1.0, "s": "\\u00e9\\u2615\\ud83d\\ude00", "l": [1, null, true], "q": "\\"\\\\\\n"}',
+  );
+});
+
+Deno.test("sqlite: a Python mcpstate 0.2 database opens, reads back unchanged and migrates once", async (t) => {
+  const path = freshPath("python-v02");
+  makePythonV02Database(path);
+  const before = new DatabaseSync(path);
+  const originals = new Map(
+    before.prepare("SELECT * FROM handles").all().map((r) => [`${r.user}/${r.handle}`, r]),
+  );
+  assert.equal(before.prepare("SELECT typeof(created_at) AS t FROM handles").get()?.t, "real");
+  before.close();
+  assert.equal(originals.size, SAMPLE_ROWS.length);
+
+  const nowMs = SAMPLE_NOW_S * 1000;
+  const store = await HandleStore.fromUrl(urlOf(path), {
+    clock: () => nowMs,
+    reclaimIntervalMs: 0,
+  });
+  const ms = (s: number) => Math.round(s * 1000);
+
+  await t.step(
+    "every live handle reads back with its state, version, times and writer",
+    async () => {
+      for (const row of SAMPLE_ROWS) {
+        const original = originals.get(`${row.user}/${row.handle}`)!;
+        if (row.expiresAt !== null && row.expiresAt * 1000 <= nowMs) continue;
+        const s = await store.get(row.handle, { user: row.user });
+        assert.equal(JSON.stringify(s.state), JSON.stringify(JSON.parse(original.state as string)));
+        assert.deepEqual(s.state, JSON.parse(original.state as string));
+        assert.equal(s.kind, row.kind);
+        assert.equal(s.version, row.version);
+        assert.equal(s.lastWriter, row.lastWriter);
+        assert.equal(s.createdAt.getTime(), ms(row.createdAt));
+        assert.equal(s.updatedAt.getTime(), ms(row.updatedAt));
+        assert.equal(
+          s.expiresAt?.getTime() ?? null,
+          row.expiresAt === null ? null : ms(row.expiresAt),
+        );
+        assert.ok(Math.abs(s.createdAt.getTime() - row.createdAt * 1000) <= 0.5);
+      }
+      const todo = await store.get("todo_abcdefgh", { user: "local" });
+      assert.ok(Object.hasOwn(todo.state, "__proto__"));
+      assert.equal(({} as Record<string, unknown>).polluted, undefined);
+    },
+  );
+
+  await t.step("an expired Python handle is handle_expired with its TTL", async () => {
+    const row = SAMPLE_ROWS.find((r) => r.handle === "scratch_zzzz2222")!;
+    const e = await rejectsWith(() => store.get(row.handle, { user: "bob" }), "handle_expired");
+    assert.equal(e.details.expired_at, new Date(ms(row.expiresAt!)).toISOString());
+    assert.equal(e.details.ttl_days, 0.333);
+  });
+
+  await t.step("listing is per user, newest first", async () => {
+    const local = await store.list("local");
+    assert.deepEqual(local.map((i) => i.handle), ["todo_abcdefgh", "research_k3v9x2mq"]);
+    const bob = await store.list("bob", { includeExpired: true });
+    assert.deepEqual(bob.map((i) => i.handle), ["research_k3v9x2mq", "scratch_zzzz2222"]);
+  });
+
+  await t.step("the schema was migrated in place: ms columns, version pragma, no row lost", () => {
+    const db = new DatabaseSync(path, { readOnly: true });
+    try {
+      assert.equal(pragma(db, "user_version"), SQLITE_SCHEMA_VERSION);
+      assert.equal(pragma(db, "integrity_check"), "ok");
+      const cols = db.prepare("SELECT name, type FROM pragma_table_info('handles')").all()
+        .map((r) => `${r.name} ${r.type}`);
+      assert.ok(
+        cols.includes("created_ms INTEGER") && !cols.some((c) => c.startsWith("created_at")),
+      );
+      assert.equal(db.prepare("SELECT count(*) AS n FROM handles").get()?.n, SAMPLE_ROWS.length);
+      const rows = db.prepare("SELECT typeof(created_ms) AS t FROM handles").all();
+      assert.ok(rows.every((r) => r.t === "integer"));
+    } finally {
+      db.close();
+    }
+  });
+
+  await t.step("states are compacted, except text a JS number would round", () => {
+    const db = new DatabaseSync(path, { readOnly: true });
+    try {
+      const text = (user: string, handle: string) =>
+        db.prepare("SELECT state FROM handles WHERE user = ? AND handle = ?").get(user, handle)
+          ?.state as string;
+      const todo = originals.get("local/todo_abcdefgh")!.state as string;
+      assert.equal(text("local", "todo_abcdefgh"), JSON.stringify(JSON.parse(todo)));
+      const bob = originals.get("bob/research_k3v9x2mq")!.state as string;
+      assert.match(bob, /"id": 12345678901234567890\}/);
+      assert.equal(text("bob", "research_k3v9x2mq"), bob, "kept byte for byte");
+    } finally {
+      db.close();
+    }
+  });
+
+  await t.step("a patch that changes nothing on a migrated row writes nothing", async () => {
+    const s = await store.patch("todo_abcdefgh", [Merge({ count: 42 })], { user: "local" });
+    assert.equal(s.version, 1);
+    const w = await store.patch("todo_abcdefgh", [Increment("", "count")], {
+      user: "local",
+      writer: "deno",
+    });
+    assert.equal(w.version, 2);
+    assert.equal(w.createdAt.getTime(), ms(SAMPLE_ROWS[1]!.createdAt));
+  });
+  await store.close();
+
+  await t.step("reopening is a no-op: same schema cookie, same rows", async () => {
+    const snapshot = () => {
+      const db = new DatabaseSync(path, { readOnly: true });
+      try {
+        return {
+          schema: pragma(db, "schema_version"),
+          rows: JSON.stringify(db.prepare("SELECT * FROM handles ORDER BY user, handle").all()),
+        };
+      } finally {
+        db.close();
+      }
+    };
+    const first = snapshot();
+    const again = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
+    await again.close();
+    assert.deepEqual(snapshot(), first);
+  });
+});
+
+Deno.test("sqlite: records keep fractional and large epoch-ms values exactly", async () => {
+  const backend = await SqliteBackend.fromUrl("sqlite:///:memory:");
+  const ctx: WriteContext = { now: 0, graceMs: 0 };
+  const r: HandleRecord = {
+    handle: "x_aaaaaaaa",
+    kind: "x",
+    state: '{"\\u0000":"\\ud800"}',
+    version: 1,
+    createdAt: 1785240000123.5,
+    updatedAt: 8.64e15,
+    expiresAt: null,
+    lastWriter: null,
+  };
+  assert.deepEqual(await backend.insert("u", r, ctx), { inserted: true });
+  assert.deepEqual(await backend.read("u", r.handle), r);
+  await backend.close();
+  await rejectsWith(() => backend.read("u", r.handle), "backend_error");
+});
