@@ -14,7 +14,7 @@ export const DEFAULT_URL = "sqlite:///~/.mcpstate/state.db";
 /** The supported forms, for error messages and help. */
 export const SUPPORTED_FORMS =
   "sqlite:///~/.mcpstate/state.db, sqlite:////abs/path.db, sqlite:///:memory:, " +
-  "redis://[user:pass@]host:port/db, rediss://…, redis+cluster://host:port,host:port, " +
+  "redis://[user:pass@]host:port/db, rediss://…, redis+cluster://host:port,host:port, rediss+cluster://…, " +
   "denokv:///~/file.kv, denokv:////abs/path.kv, denokv:///:memory:, denokv+https://…, " +
   "postgres://user:pass@host:port/db?schema=name, postgresql://…, memory://";
 

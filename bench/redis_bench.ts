@@ -1,0 +1,143 @@
+/**
+ * Redis backend benchmarks beside raw ioredis calls in the same run, on a
+ * `redis-server` this file starts (AOF `appendfsync everysec`) and stops.
+ * Every state is 1 KiB of compact JSON.
+ *
+ * - `get`: `store.get` vs a raw `GET` of the same bytes.
+ * - `save`: `store.save` vs one raw `EVALSHA` of a trivial compare-and-set;
+ *   both serialize the same 1 KiB state object on each call.
+ * - `… x16`: the same with 16 operations in flight (one iteration = 16 ops).
+ * - `patch`: uncontended `store.patch`, 1 and 16 in flight.
+ * - `contended patch`: 8 writers × 50 patches on one handle (one iteration =
+ *   400 patches), through one store, two stores (like two processes) and eight.
+ *
+ * ```sh
+ * deno bench --allow-all bench/redis_bench.ts
+ * ```
+ *
+ * @module
+ */
+
+import { Redis } from "ioredis";
+import { HandleStore, Increment, type JsonObject } from "../mod.ts";
+import { startRedis } from "../tests/_redis.ts";
+
+// Stopped (and its data dir removed) by the harness when the bench process exits.
+const server = await startRedis();
+
+const raw = new Redis({ host: server.host, port: server.port, protocol: 2 });
+const opened: HandleStore[] = [];
+const open = async () => {
+  const s = await HandleStore.fromUrl(server.url);
+  opened.push(s);
+  return s;
+};
+const store = await open();
+const user = "bench-user";
+
+/** A 1 KiB (1024-byte compact JSON) state. */
+function kib(n = 0): JsonObject {
+  const base = { n, tags: ["bench"], notes: "" };
+  const pad = 1024 - JSON.stringify(base).length;
+  return { ...base, notes: "x".repeat(pad) };
+}
+if (JSON.stringify(kib()).length !== 1024) throw new Error("state is not 1 KiB");
+const TEXT = JSON.stringify(kib());
+
+// get
+const getHandle = await store.mint("bench", kib(), { user });
+await raw.set("raw:get", TEXT);
+
+// save: the raw baseline is a trivial version check and write of the same bytes.
+const RAW_CAS = `
+if redis.call('HGET', KEYS[1], 'v') == ARGV[1] then
+  redis.call('HSET', KEYS[1], 'v', ARGV[2], 's', ARGV[3])
+  return 1
+end
+return 0`;
+const rawSha = await raw.script("LOAD", RAW_CAS) as string;
+const rawVersions = new Map<string, number>();
+for (let i = 0; i < 16; i++) await raw.hset(`raw:cas:${i}`, "v", "0", "s", TEXT);
+async function rawCas(key: string): Promise<void> {
+  const v = rawVersions.get(key) ?? 0;
+  // The same bytes store.save sends: the state serialized on each call.
+  const ok = await raw.evalsha(rawSha, 1, key, String(v), String(v + 1), JSON.stringify(kib(v)));
+  if (ok !== 1) throw new Error("raw CAS lost");
+  rawVersions.set(key, v + 1);
+}
+const saveHandles = await Promise.all(
+  Array.from({ length: 16 }, () => store.mint("bench", kib(), { user })),
+);
+const versions = new Map<string, number>(saveHandles.map((h) => [h, 1]));
+async function save(h: string): Promise<void> {
+  const v = versions.get(h)!;
+  await store.save(h, kib(v), { user, expectVersion: v });
+  versions.set(h, v + 1);
+}
+
+// patch
+const patchHandles = await Promise.all(
+  Array.from({ length: 16 }, () => store.mint("bench", kib(), { user })),
+);
+
+// contended patch
+const pair = [store, await open()];
+const eight = [store, ...await Promise.all(Array.from({ length: 7 }, open))];
+async function contended(stores: HandleStore[]): Promise<void> {
+  const h = await store.mint("bench", kib(), { user });
+  await Promise.all(Array.from({ length: 8 }, async (_, w) => {
+    const s = stores[w % stores.length]!;
+    for (let i = 0; i < 50; i++) await s.patch(h, [Increment("", "n")], { user });
+  }));
+  await store.revoke(h, { user });
+}
+
+// `deno bench` awaits only functions declared `async`: keep the wrapper async.
+const x16 = (fn: (i: number) => Promise<unknown>) => async () => {
+  await Promise.all(Array.from({ length: 16 }, (_, i) => fn(i)));
+};
+
+Deno.bench("raw GET", { group: "get", baseline: true }, async () => {
+  await raw.get("raw:get");
+});
+Deno.bench("store.get", { group: "get" }, async () => {
+  await store.get(getHandle, { user });
+});
+
+Deno.bench("raw EVALSHA (CAS)", { group: "save", baseline: true }, async () => {
+  await rawCas("raw:cas:0");
+});
+Deno.bench("store.save", { group: "save" }, async () => {
+  await save(saveHandles[0]!);
+});
+
+Deno.bench("raw GET x16", { group: "get x16", baseline: true }, x16(() => raw.get("raw:get")));
+Deno.bench("store.get x16", { group: "get x16" }, x16(() => store.get(getHandle, { user })));
+
+Deno.bench(
+  "raw EVALSHA (CAS) x16",
+  { group: "save x16", baseline: true },
+  x16((i) => rawCas(`raw:cas:${i}`)),
+);
+Deno.bench("store.save x16", { group: "save x16" }, x16((i) => save(saveHandles[i]!)));
+
+Deno.bench("store.patch", { group: "patch" }, async () => {
+  await store.patch(patchHandles[0]!, [Increment("", "n")], { user });
+});
+Deno.bench(
+  "store.patch x16 (16 handles)",
+  { group: "patch" },
+  x16(async (i) => {
+    await store.patch(patchHandles[i]!, [Increment("", "n")], { user });
+  }),
+);
+
+Deno.bench("8 writers x 50 patches, one store", { group: "contended patch" }, async () => {
+  await contended([store]);
+});
+Deno.bench("8 writers x 50 patches, two stores", { group: "contended patch" }, async () => {
+  await contended(pair);
+});
+Deno.bench("8 writers x 50 patches, eight stores", { group: "contended patch" }, async () => {
+  await contended(eight);
+});

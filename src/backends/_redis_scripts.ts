@@ -1,0 +1,277 @@
+/**
+ * The Lua scripts of the Redis backend, one per primitive (private to the
+ * package). Each runs atomically inside Redis and touches only the keys of
+ * one user, which share a hash slot.
+ *
+ * Layout (`P` = key prefix, `T` = the user's encoded tag, `H` = an encoded
+ * handle, `X` = an index member):
+ * - `P{T}:r:H` — hash of one record: `m` metadata, `d` = `m` + newline +
+ *   state text, `x` its index member. `m` is kind, version, createdAt,
+ *   updatedAt, expiresAt (`""`: never) and writer (JSON text, `""`: none),
+ *   joined by tabs (JSON text holds no raw tab or newline). Reading a record
+ *   is one `HGET` of `d`; listing reads only `m`.
+ * - `P{T}:i` — sorted set, every score 0, of members `X` = 14 hex digits of
+ *   `2^53 - updatedAt` followed by `H`: lexicographic order is the listing
+ *   order (updatedAt descending, then handle ascending).
+ * - `P{T}:x` — sorted set of the same members scored by expiresAt, only for
+ *   records that expire: what `sweep` walks.
+ * - `P{T}:d:H:K` — hash of one idempotency record: `f` fingerprint, `t` its
+ *   expiry (store clock), then `n` = `"1"` for a `null` result, or `h`
+ *   (encoded handle) and `d` of the result.
+ *
+ * Scalar arguments travel tab-joined in one string and the common replies
+ * are a number or one string (every argument and reply element costs the
+ * client time): a script gets the state text, if any, and one header.
+ *
+ * Needs Redis 7.0 or later (or Valkey): `PEXPIRE … GT`.
+ *
+ * Scripts never parse state text and never turn a stored number into a Lua
+ * number except versions and times, which are integers below 2^53 (exact
+ * in a double). Numbers go back to Redis as strings (`tostring` of an integer
+ * below 10^14 is exact) or arithmetic results passed to `redis.call`.
+ *
+ * @module
+ */
+
+// The TTL rules keep an index or expiry set at least as long-lived as every
+// record in it: persistent while one record never expires, else extended
+// with PEXPIRE … GT (a persistent key counts as infinite), so a user's keys
+// all go once their records have.
+const PRELUDE = `
+local PATTERNS = {${
+  [4, 5, 6, 9, 11, 12].map((n) => `[${n}] = '^${"([^\\t]*)\\t".repeat(n - 1)}(.*)$'`).join(", ")
+}}
+-- Splits a on tabs into n fields (the last takes the rest).
+local function split(a, n)
+  return {string.match(a, PATTERNS[n])}
+end
+local function getrec(key)
+  local r = redis.call('HMGET', key, 'm', 'x')
+  if not r[1] then return false end
+  local f = split(r[1], 6)
+  return {m = r[1], x = r[2], k = f[1], v = f[2], c = f[3], u = f[4], e = f[5]}
+end
+local function putrec(key, s, m, x, e, ttl, olde)
+  redis.call('HSET', key, 'm', m, 'd', m .. '\\n' .. s, 'x', x)
+  if e ~= '' then
+    redis.call('PEXPIRE', key, ttl)
+  elseif olde and olde ~= '' then
+    redis.call('PERSIST', key)
+  end
+end
+local function extend(key, ttl, existed)
+  if existed then redis.call('PEXPIRE', key, ttl, 'GT') else redis.call('PEXPIRE', key, ttl) end
+end
+-- Moves a record in the index and expiry sets; old is the previous record
+-- (getrec) or false for a new one.
+local function reindex(idx, exp, old, newx, e, ttl)
+  local oldx, olde = old and old.x, old and old.e
+  local idxExisted = true
+  if oldx ~= newx then
+    if not old then idxExisted = redis.call('EXISTS', idx) == 1 end
+    redis.call('ZADD', idx, 0, newx)
+    if old then redis.call('ZREM', idx, oldx) end
+  end
+  if e == '' then
+    if not old or olde ~= '' then redis.call('PERSIST', idx) end
+  else
+    extend(idx, ttl, idxExisted)
+  end
+  if e ~= '' then
+    local expExisted = (olde and olde ~= '') or redis.call('EXISTS', exp) == 1
+    redis.call('ZADD', exp, e, newx)
+    if olde and olde ~= '' and oldx ~= newx then redis.call('ZREM', exp, oldx) end
+    extend(exp, ttl, expExisted)
+  elseif olde and olde ~= '' then
+    redis.call('ZREM', exp, oldx)
+  end
+end
+local function replay(ikey, now)
+  if not ikey then return false end
+  local r = redis.call('HMGET', ikey, 'f', 't', 'n', 'h', 'd')
+  if not r[1] or tonumber(r[2]) <= now then return false end
+  return {'R', r[1], r[3], r[4], r[5]}
+end
+-- Stores an idempotency record: d is the result's d, or false for null.
+local function remember(ikey, fp, till, ittl, h, d)
+  if not ikey then return end
+  redis.call('DEL', ikey)
+  if d then
+    redis.call('HSET', ikey, 'f', fp, 't', till, 'h', h, 'd', d)
+  else
+    redis.call('HSET', ikey, 'f', fp, 't', till, 'n', '1')
+  end
+  redis.call('PEXPIRE', ikey, ittl)
+end
+local function conflict(key, cur)
+  if not cur then return {'C'} end
+  return {'C', redis.call('HGET', key, 'd')}
+end
+`;
+
+/**
+ * insert. KEYS: record, index, expiry[, idempotency].
+ * ARGV: s, then tab-joined now, x, e, ttl, fp, till, ittl, h, m.
+ * Replies 1 (inserted), 0 (the handle exists) or a replay.
+ */
+export const INSERT: string = PRELUDE + `
+local a = split(ARGV[2], 9)
+local r = replay(KEYS[4], tonumber(a[1]))
+if r then return r end
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local ttl = tonumber(a[4])
+putrec(KEYS[1], ARGV[1], a[9], a[2], a[3], ttl, false)
+reindex(KEYS[2], KEYS[3], false, a[2], a[3], ttl)
+remember(KEYS[4], a[5], a[6], a[7], a[8], KEYS[4] and a[9] .. '\\n' .. ARGV[1])
+return 1
+`;
+
+/**
+ * save: the conditional write. KEYS: record, index, expiry[, idempotency].
+ * ARGV: s, then tab-joined now, graceMs, expectVersion, updatedAt, e (a time,
+ * "" or "keep"), x, fp, till, ittl, h, w.
+ * Replies the new `m` (a string), `{'C'[, d]}` or a replay.
+ */
+export const SAVE: string = PRELUDE + `
+local a = split(ARGV[2], 11)
+local now = tonumber(a[1])
+local r = replay(KEYS[4], now)
+if r then return r end
+local cur = getrec(KEYS[1])
+if not cur or tonumber(cur.v) ~= tonumber(a[3])
+    or (cur.e ~= '' and tonumber(cur.e) <= now) then
+  return conflict(KEYS[1], cur)
+end
+local e = a[5]
+if e == 'keep' then e = cur.e end
+local ttl = -1
+if e ~= '' then ttl = math.max(tonumber(e) + tonumber(a[2]) - now, 1) end
+local m = cur.k .. '\\t' .. tostring(tonumber(cur.v) + 1) .. '\\t' .. cur.c .. '\\t' .. a[4]
+  .. '\\t' .. e .. '\\t' .. a[11]
+putrec(KEYS[1], ARGV[1], m, a[6], e, ttl, cur.e)
+reindex(KEYS[2], KEYS[3], cur, a[6], e, ttl)
+remember(KEYS[4], a[7], a[8], a[9], a[10], KEYS[4] and m .. '\\n' .. ARGV[1])
+return m
+`;
+
+/**
+ * update's compare-and-set. KEYS: record, index, expiry[, idempotency].
+ * ARGV: s, then tab-joined now, mode ('W' write / 'N' nothing to write),
+ * expectVersion ("" = absent), expectCreatedAt, x, e, ttl, fp, till, ittl,
+ * h, m. Mode 'N' only checks that the record is still the one read and
+ * stores the idempotency result. Replies 1, `{'C'[, d]}` or a replay.
+ */
+export const CAS: string = PRELUDE + `
+local a = split(ARGV[2], 12)
+local r = replay(KEYS[4], tonumber(a[1]))
+if r then return r end
+local cur = getrec(KEYS[1])
+if a[3] == '' then
+  if cur then return conflict(KEYS[1], cur) end
+elseif not cur or tonumber(cur.v) ~= tonumber(a[3]) or cur.c ~= a[4] then
+  return conflict(KEYS[1], cur)
+end
+if a[2] == 'W' then
+  local ttl = tonumber(a[7])
+  putrec(KEYS[1], ARGV[1], a[12], a[5], a[6], ttl, cur and cur.e)
+  reindex(KEYS[2], KEYS[3], cur, a[5], a[6], ttl)
+  remember(KEYS[4], a[8], a[9], a[10], a[11], KEYS[4] and a[12] .. '\\n' .. ARGV[1])
+elseif cur then
+  remember(KEYS[4], a[8], a[9], a[10], a[11], redis.call('HGET', KEYS[1], 'd'))
+else
+  remember(KEYS[4], a[8], a[9], a[10], a[11], false)
+end
+return 1
+`;
+
+/**
+ * remove. KEYS: record, index, expiry[, idempotency].
+ * ARGV: tab-joined now, fp, till, ittl, (unused).
+ * Replies 1 (removed), 0 (no such record) or a replay.
+ */
+export const REMOVE: string = PRELUDE + `
+local a = split(ARGV[1], 5)
+local r = replay(KEYS[4], tonumber(a[1]))
+if r then return r end
+local cur = getrec(KEYS[1])
+if not cur then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], cur.x)
+if cur.e ~= '' then redis.call('ZREM', KEYS[3], cur.x) end
+remember(KEYS[4], a[2], a[3], a[4], '', false)
+return 1
+`;
+
+/**
+ * restore: writes a record exactly as given when absent or older.
+ * KEYS: record, index, expiry. ARGV: s, then tab-joined x, e, version, ttl, m.
+ * Replies 'inserted', 'replaced' or 'kept'.
+ */
+export const RESTORE: string = PRELUDE + `
+local a = split(ARGV[2], 5)
+local cur = getrec(KEYS[1])
+if cur and tonumber(cur.v) >= tonumber(a[3]) then return 'kept' end
+local ttl = tonumber(a[4])
+putrec(KEYS[1], ARGV[1], a[5], a[1], a[2], ttl, cur and cur.e)
+reindex(KEYS[2], KEYS[3], cur, a[1], a[2], ttl)
+if cur then return 'replaced' end
+return 'inserted'
+`;
+
+/**
+ * list: one bounded pass over the index. KEYS: index, expiry.
+ * ARGV: start (ZRANGEBYLEX bound), limit, kind ("" any), liveAt ("" any),
+ * record key prefix, how many members to examine at most.
+ * Index entries whose record is gone (reclaimed by TTL) are pruned.
+ * Replies `{continueFrom, rows}`; `continueFrom` is "" when the pass is
+ * complete, else the bound to pass next time. A row is `{member, m}`.
+ */
+export const LIST: string = `
+local idx, exp = KEYS[1], KEYS[2]
+local start, limit = ARGV[1], tonumber(ARGV[2])
+local kind, live, prefix, cap = ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
+local livet = tonumber(live)
+local out, seen = {}, 0
+while true do
+  local batch = math.min(math.max(limit - #out, 32), cap - seen)
+  local ms = redis.call('ZRANGEBYLEX', idx, start, '+', 'LIMIT', 0, batch)
+  for _, x in ipairs(ms) do
+    seen = seen + 1
+    start = '(' .. x
+    local r = redis.call('HMGET', prefix .. string.sub(x, 15), 'm', 'x')
+    if r[2] ~= x then
+      redis.call('ZREM', idx, x)
+      redis.call('ZREM', exp, x)
+    else
+      local k, e = string.match(r[1], '^([^\\t]*)\\t[^\\t]*\\t[^\\t]*\\t[^\\t]*\\t([^\\t]*)\\t')
+      if (kind == '' or k == kind) and (live == '' or e == '' or tonumber(e) > livet) then
+        out[#out + 1] = {x, r[1]}
+        if #out >= limit then return {'', out} end
+      end
+    end
+  end
+  if #ms < batch then return {'', out} end
+  if seen >= cap then return {start, out} end
+end
+`;
+
+/**
+ * sweep of one user: deletes records whose expiresAt is at or before a time.
+ * KEYS: index, expiry. ARGV: cutoff, record key prefix, batch size.
+ * Replies `{deleted, examined}`; call again while `examined` equals the batch.
+ */
+export const SWEEP: string = `
+local idx, exp, prefix = KEYS[1], KEYS[2], ARGV[2]
+local ms = redis.call('ZRANGEBYSCORE', exp, '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
+local n = 0
+for _, m in ipairs(ms) do
+  local key = prefix .. string.sub(m, 15)
+  if redis.call('HGET', key, 'x') == m then
+    redis.call('DEL', key)
+    n = n + 1
+  end
+  redis.call('ZREM', idx, m)
+  redis.call('ZREM', exp, m)
+end
+return {n, #ms}
+`;

@@ -1,0 +1,658 @@
+/**
+ * The Redis backend against real servers started by `tests/_redis.ts`: the
+ * contract suite on a standalone server and on a 3+3 Redis Cluster, then the
+ * faults — kill -9 with `appendfsync always`, a master failover with the
+ * replica wait on, dropped connections — contention from two OS processes,
+ * hostile user names and handles, and the key layout with its TTLs.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { Append, HandleStore, Increment, McpStateError, SetKey } from "../mod.ts";
+import type { HandleRecord } from "../src/backend.ts";
+import { RedisBackend } from "../src/backends/redis.ts";
+import { backendContract, FakeClock, freshUser, rejectsWith } from "./contract.ts";
+import { restoreContract } from "./_cli_restore_contract.ts";
+import {
+  freePort,
+  type RedisClusterHandle,
+  type RedisServer,
+  startRedis,
+  startRedisCluster,
+} from "./_redis.ts";
+
+const DAY = 86_400_000;
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+// One standalone server and one cluster, shared by the tests below, started on
+// first use and stopped by the last test of this file.
+let standalone: Promise<RedisServer> | undefined;
+let cluster: Promise<RedisClusterHandle> | undefined;
+const server = () => standalone ??= startRedis();
+const redisCluster = () => cluster ??= startRedisCluster({ nodeTimeoutMs: 1000 });
+
+backendContract("redis", async (opts) => HandleStore.fromUrl((await server()).url, opts));
+backendContract(
+  "redis cluster (3 masters + 3 replicas)",
+  async (opts) => HandleStore.fromUrl((await redisCluster()).url, opts),
+);
+
+function backendOf(store: HandleStore): RedisBackend {
+  assert.ok(store.backend instanceof RedisBackend);
+  return store.backend;
+}
+
+/** Retries `fn` until it succeeds or `ms` pass. */
+async function eventually<T>(ms: number, fn: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + ms;
+  while (true) {
+    try {
+      return await fn();
+    } catch (e) {
+      if (Date.now() > deadline) throw e;
+      await sleep(50);
+    }
+  }
+}
+
+/**
+ * A consistency checker that knows nothing of the backend's code: for the
+ * keys of one user (KEYS), every record hash is whole (state, parseable
+ * metadata, index member), sits in the user's
+ * index under the member it names, and in the expiry set exactly when it
+ * expires; every index entry names its record. Returns the violations.
+ */
+const CHECKER = `
+local base, errs = ARGV[1], {}
+local function err(s) errs[#errs + 1] = s end
+for _, key in ipairs(KEYS) do
+  local rest = string.sub(key, #base + 1)
+  if string.sub(rest, 1, 2) == 'r:' then
+    local h, f, n = redis.call('HGETALL', key), {}, 0
+    for i = 1, #h, 2 do f[h[i]] = h[i + 1]; n = n + 1 end
+    if n ~= 3 or not f.d or not f.m or not f.x then err(key .. ' is not {m, d, x}') end
+    if f.d and f.m and string.sub(f.d, 1, #f.m + 1) ~= f.m .. '\\n' then
+      err(key .. ' has a state that disagrees with its metadata')
+    end
+    local k, v, c, u, e, w = string.match(f.m or '',
+      '^([a-z][a-z0-9-]*)\\t(%d+)\\t(-?%d+)\\t(-?%d+)\\t(-?%d*)\\t(.*)$')
+    if not k then err(key .. ' has malformed metadata ' .. tostring(f.m)) end
+    if w ~= '' and (not w or string.sub(w, 1, 1) ~= '"') then err(key .. ' writer ' .. tostring(w)) end
+    if f.x and e then
+      if redis.call('ZSCORE', base .. 'i', f.x) ~= '0' then err(key .. ' is not indexed') end
+      local sc = redis.call('ZSCORE', base .. 'x', f.x)
+      if e == '' and sc then err(key .. ' never expires but has an expiry entry') end
+      if e ~= '' and (not sc or tonumber(sc) ~= tonumber(e)) then
+        err(key .. ' expiry entry ' .. tostring(sc) .. ' ~= ' .. e)
+      end
+      if string.sub(f.x, 15) ~= string.sub(rest, 3) then err(key .. ' names member ' .. f.x) end
+    end
+  elseif rest == 'i' then
+    for _, m in ipairs(redis.call('ZRANGE', key, 0, -1)) do
+      if redis.call('HGET', base .. 'r:' .. string.sub(m, 15), 'x') ~= m then
+        err('orphan index entry ' .. m)
+      end
+    end
+  elseif rest ~= 'x' and string.sub(rest, 1, 2) ~= 'd:' then
+    err('unexpected key ' .. key)
+  end
+end
+return errs
+`;
+
+/**
+ * Runs {@link CHECKER} on every user's keys under `prefix`, found by
+ * `redis-cli --scan` on each primary.
+ *
+ * @returns How many record hashes there are.
+ */
+async function assertConsistent(primaries: RedisServer[], prefix: string): Promise<number> {
+  const byBase = new Map<string, string[]>();
+  for (const node of primaries) {
+    for (const key of (await node.cli("--scan", "--pattern", `${prefix}*`)).split("\n")) {
+      if (key === "") continue;
+      const m = /^(.*\{[A-Za-z0-9_-]+\}:)(r:[^{}]+|i|x|d:[^{}:]+:[A-Za-z0-9_-]+)$/.exec(key);
+      assert.ok(m, `unexpected key ${key}`);
+      const list = byBase.get(m[1]!) ?? [];
+      list.push(key);
+      byBase.set(m[1]!, list);
+    }
+  }
+  let records = 0;
+  for (const [base, keys] of byBase) {
+    records += keys.filter((k) => k.startsWith(`${base}r:`)).length;
+    const errs = await primaries[0]!.cli("-c", "EVAL", CHECKER, keys.length, ...keys, base);
+    assert.equal(errs, "", `inconsistent keys of ${base}:\n${errs}`);
+  }
+  return records;
+}
+
+Deno.test("redis: restore() and listUsers() for export, import and migrate", async (t) => {
+  for (const [name, url] of [["standalone", server], ["cluster", redisCluster]] as const) {
+    await t.step(name, async (t) => {
+      const backend = await RedisBackend.fromUrl((await url()).url);
+      try {
+        await restoreContract(t, backend);
+        const names = ["zed", "Émile", "adam", "\u{1F600}", "\u{FFFD}", "Zoë", "émile"];
+        const tag = crypto.randomUUID();
+        const ctx = { now: Date.now(), graceMs: 0 };
+        for (const u of names) {
+          await backend.insert(`${tag}${u}`, {
+            handle: "n_aaaaaaaa",
+            kind: "n",
+            state: "{}",
+            version: 1,
+            createdAt: 1,
+            updatedAt: 1,
+            expiresAt: null,
+            lastWriter: null,
+          }, ctx);
+        }
+        const listed = (await backend.listUsers({ limit: 100_000 })).filter((u) =>
+          u.startsWith(tag)
+        );
+        const byUtf8 = (a: string, b: string) => {
+          const x = new TextEncoder().encode(a), y = new TextEncoder().encode(b);
+          for (let i = 0; i < Math.min(x.length, y.length); i++) {
+            if (x[i] !== y[i]) return x[i]! - y[i]!;
+          }
+          return x.length - y.length;
+        };
+        assert.deepEqual(listed, names.map((u) => `${tag}${u}`).sort(byUtf8));
+      } finally {
+        await backend.close();
+      }
+    });
+  }
+});
+
+Deno.test("redis: malformed URLs are invalid_argument, an unreachable server backend_error, credentials redacted", async () => {
+  for (
+    const url of [
+      "redis://:s3cret@h1:1,h2:2",
+      "redis://:s3cret@host:99999",
+      "redis://:s3cret@host:6379/abc",
+      "redis+cluster://:s3cret@h1:1,h2:2/3",
+      "redis://:s3cret@host:6379?wiat=1",
+      "redis://:s3cret@host:6379?wait=-1",
+      "redis://:s3cret@host:6379?prefix=a{b}",
+      "redis://:s3cret@",
+    ]
+  ) {
+    const e = await rejectsWith(() => RedisBackend.fromUrl(url), "invalid_argument");
+    assert.ok(!e.message.includes("s3cret"), e.message);
+    assert.match(e.message, /redis\+cluster:\/\//);
+  }
+  const port = freePort();
+  const started = Date.now();
+  const e = await rejectsWith(
+    () => HandleStore.fromUrl(`redis://app:s3cret@127.0.0.1:${port}/0?connectTimeout=2000`),
+    "backend_error",
+  );
+  assert.ok(Date.now() - started < 5000);
+  assert.ok(!e.message.includes("s3cret"), e.message);
+  assert.match(e.message, /redis:\/\/\*\*\*@127\.0\.0\.1/);
+});
+
+Deno.test("redis: hostile user names and handles cannot read or clobber other users' keys", async (t) => {
+  const users = [
+    "index",
+    "i",
+    "r",
+    "x",
+    "a:b",
+    "{x}",
+    "}",
+    "{",
+    "{}",
+    "ü",
+    "\u{1F600}",
+    "\ud800",
+    "\ufffd",
+    "u",
+    "alice",
+    "alice}:i",
+    "uYWxpY2U",
+    "{uYWxpY2U}",
+    "*",
+    "?",
+    "[a]",
+    "\\",
+    " ",
+    "\n",
+    "x".repeat(1024),
+  ];
+  const run = async (url: string, primaries: () => Promise<RedisServer[]>) => {
+    const prefix = `hostile-${crypto.randomUUID()}:`;
+    const store = await HandleStore.fromUrl(`${url}?prefix=${prefix}`);
+    const backend = backendOf(store);
+    try {
+      // The store takes well-formed names; the backend below takes any string.
+      const named = users.filter((u) => u.isWellFormed());
+      const owned = new Map<string, string[]>();
+      const keyOf = (user: string) => `key-${users.indexOf(user)}`;
+      for (const user of named) {
+        owned.set(user, [
+          await store.mint("note", { owner: user, i: 0 }, { user }),
+          await store.mint("note", { owner: user, i: 1 }, { user, idempotencyKey: keyOf(user) }),
+        ]);
+      }
+      for (const [a, handles] of owned) {
+        const listed = (await store.list(a)).map((i) => i.handle).sort();
+        assert.deepEqual(listed, [...handles].sort(), `list of ${JSON.stringify(a)}`);
+        for (const b of named) {
+          if (b === a) continue;
+          const h = handles[0]!;
+          await rejectsWith(() => store.get(h, { user: b }), "handle_not_found");
+          await rejectsWith(
+            () => store.patch(h, [SetKey("", "owner", b)], { user: b }),
+            "handle_not_found",
+          );
+        }
+      }
+      // The clobbering writes of one attacker against every other user.
+      for (const [a, handles] of owned) {
+        if (a === "alice") continue;
+        await rejectsWith(
+          () => store.save(handles[1]!, { owner: "alice" }, { user: "alice", expectVersion: 1 }),
+          "handle_not_found",
+        );
+        await rejectsWith(
+          () => store.touch(handles[1]!, { user: "alice", ttlDays: 1 }),
+          "handle_not_found",
+        );
+        await rejectsWith(() => store.revoke(handles[1]!, { user: "alice" }), "handle_not_found");
+        // The same idempotency key from another user is another call.
+        const again = await store.mint("note", { owner: "alice" }, {
+          user: "alice",
+          idempotencyKey: keyOf(a),
+        });
+        assert.ok(!handles.includes(again));
+        await store.revoke(again, { user: "alice" });
+      }
+      // Handle strings that spell key syntax, encodings or other users' handles.
+      const aliceHandle = owned.get("alice")![0]!;
+      const hostileHandles = [
+        `${aliceHandle}:x`,
+        `${aliceHandle}}`,
+        `{${aliceHandle}}`,
+        `~${aliceHandle}`,
+        `~u${btoa(aliceHandle)}`,
+        "i",
+        "x",
+        "../r",
+        "note_AAAAAAAA",
+        "ü",
+        "\ud800",
+        "*",
+      ];
+      for (const h of hostileHandles.filter((h) => h.isWellFormed())) {
+        for (const user of ["alice", "bob"]) {
+          await rejectsWith(() => store.get(h, { user }), "handle_not_found");
+        }
+      }
+      // Straight at the backend: any string as user (the empty one too) and handle.
+      const now = Date.now();
+      const rec = (handle: string, owner: string): HandleRecord => ({
+        handle,
+        kind: "note",
+        state: JSON.stringify({ owner }),
+        version: 1,
+        createdAt: now,
+        updatedAt: now,
+        expiresAt: null,
+        lastWriter: null,
+      });
+      const ctx = { now, graceMs: 0 };
+      for (const h of [...hostileHandles, aliceHandle]) {
+        assert.deepEqual(await backend.insert("", rec(h, "empty"), ctx), { inserted: true });
+        assert.deepEqual(await backend.insert("bob", rec(h, "bob"), ctx), { inserted: true });
+        assert.equal(JSON.parse((await backend.read("", h))!.state).owner, "empty");
+      }
+      assert.deepEqual(await backend.insert("", rec(aliceHandle, "again"), ctx), {
+        inserted: false,
+      });
+      assert.equal((await backend.list("", { limit: 100 })).length, hostileHandles.length + 1);
+      // A lone surrogate and the replacement character are different users.
+      for (const odd of ["\ud800", "\udfff", "a\ud800b"]) {
+        const h = owned.get("\ufffd")![0]!;
+        assert.equal(await backend.read(odd, h), null);
+        assert.deepEqual(await backend.insert(odd, rec(h, odd), ctx), { inserted: true });
+        assert.equal(JSON.parse((await backend.read(odd, h))!.state).owner, odd);
+        assert.equal(JSON.parse((await backend.read("\ufffd", h))!.state).owner, "\ufffd");
+      }
+      // Nothing of anyone's changed.
+      for (const [user, handles] of owned) {
+        for (const [i, h] of handles.entries()) {
+          const s = await store.get(h, { user });
+          assert.deepEqual(s.state, { owner: user, i });
+          assert.equal(s.version, 1);
+          // Every key of a user lives in one hash slot.
+          const tag = (k: string) => /\{[^}]*\}/.exec(k)?.[0];
+          assert.equal(tag(backend.keyOf(user, h)), tag(backend.keyOf(user)));
+        }
+      }
+      await assertConsistent(await primaries(), prefix);
+    } finally {
+      await store.close();
+    }
+  };
+  await t.step("standalone", async () => {
+    const srv = await server();
+    await run(srv.url, () => Promise.resolve([srv]));
+  });
+  await t.step("cluster", async () => {
+    const c = await redisCluster();
+    await run(c.url, () => c.masters());
+  });
+});
+
+Deno.test("redis: Redis reclaims expired records after the grace period; indexes are pruned; idempotency records expire in 24 h", async () => {
+  const srv = await server();
+  const prefix = `ttl-${crypto.randomUUID()}:`;
+  const clock = new FakeClock();
+  const store = new HandleStore(await RedisBackend.fromUrl(`${srv.url}?prefix=${prefix}`), {
+    clock: clock.fn,
+    expiredGraceDays: 0,
+  });
+  const graced = await HandleStore.fromUrl(`${srv.url}?prefix=${prefix}`, { clock: clock.fn });
+  try {
+    const backend = backendOf(store);
+    assert.equal(backend.reclaimsExpired, true);
+    const user = freshUser(), gone = freshUser();
+    const short = await store.mint("t", { a: 1 }, { user, ttlDays: 400 / DAY });
+    const keep = await store.mint("t", { a: 2 }, { user, idempotencyKey: "k1" });
+    const lone = await store.mint("t", { a: 3 }, { user: gone, ttlDays: 400 / DAY });
+    const week = await graced.mint("t", { a: 4 }, { user, ttlDays: 1 });
+    const pttl = (key: string) => srv.cli("PTTL", key).then(Number);
+    assert.ok(await pttl(backend.keyOf(user, short)) > 0);
+    assert.ok(await pttl(backend.keyOf(user, short)) <= 400);
+    const weekTtl = await pttl(backend.keyOf(user, week));
+    assert.ok(weekTtl > 8 * DAY - 5000 && weekTtl <= 8 * DAY, `ttl+grace, got ${weekTtl}`);
+    assert.equal(await pttl(backend.keyOf(user, keep)), -1);
+    assert.equal(await pttl(backend.keyOf(user)), -1, "an index with a lasting record lasts");
+    const loneIndexTtl = await pttl(backend.keyOf(gone));
+    assert.ok(loneIndexTtl > 0 && loneIndexTtl <= 400, "an index lives as long as its records");
+    const idem = (await srv.cli("KEYS", `${prefix}*:d:*`)).split("\n").filter(Boolean);
+    assert.equal(idem.length, 1);
+    const idemTtl = await pttl(idem[0]!);
+    assert.ok(idemTtl > DAY - 5000 && idemTtl <= DAY, `idempotency ttl ${idemTtl}`);
+
+    clock.advance(500);
+    await sleep(600);
+    assert.equal(await srv.cli("EXISTS", backend.keyOf(user, short)), "0");
+    await rejectsWith(() => store.get(short, { user }), "handle_not_found");
+    assert.deepEqual(
+      (await store.list(user, { includeExpired: true })).map((i) => i.handle).sort(),
+      [keep, week].sort(),
+    );
+    assert.equal(await srv.cli("ZCARD", backend.keyOf(user)), "2", "the reclaimed entry is pruned");
+    assert.equal(await srv.cli("EXISTS", backend.keyOf(gone)), "0", "an emptied index is gone");
+    await rejectsWith(() => store.get(lone, { user: gone }), "handle_not_found");
+    assert.equal(await assertConsistent([srv], prefix), 2);
+
+    // A flushed script cache is reloaded transparently, with and without WAIT.
+    await srv.cli("SCRIPT", "FLUSH");
+    await store.patch(keep, [SetKey("", "b", 1)], { user });
+    await srv.cli("SCRIPT", "FLUSH");
+    await using waiting = await HandleStore.fromUrl(
+      `${srv.url}?prefix=${prefix}&wait=0&waitTimeout=50`,
+      { clock: clock.fn },
+    );
+    assert.equal((await waiting.patch(keep, [SetKey("", "c", 1)], { user })).version, 3);
+  } finally {
+    await store.close();
+    await graced.close();
+  }
+});
+
+Deno.test("redis: kill -9 mid write-loop with appendfsync always loses no acknowledged write", async () => {
+  await using srv = await startRedis({ config: { appendfsync: "always" } });
+  const store = await HandleStore.fromUrl(srv.url);
+  try {
+    const user = freshUser();
+    const counter = await store.mint("counter", { n: 0 }, { user });
+    const minted = new Map<string, number>();
+    let acked = 0, tried = 0, failures = 0, afterRestart = 0, restarted = false, stop = false;
+    const worker = async (w: number) => {
+      for (let i = 0; !stop; i++) {
+        try {
+          tried++;
+          await store.patch(counter, [Increment("", "n")], { user });
+          acked++;
+          const h = await store.mint("item", { w, i }, { user });
+          minted.set(h, w * 1e6 + i);
+          if (restarted) afterRestart++;
+        } catch (e) {
+          if (!(e instanceof McpStateError) || e.code !== "backend_error") throw e;
+          failures++;
+          await sleep(10);
+        }
+      }
+    };
+    const workers = Promise.all([0, 1, 2, 3].map(worker));
+    await sleep(300);
+    const before = acked;
+    await srv.kill();
+    await sleep(300);
+    await srv.restart();
+    restarted = true;
+    await eventually(10_000, () => afterRestart >= 20 ? Promise.resolve() : Promise.reject());
+    stop = true;
+    await workers;
+    assert.ok(before > 20, `only ${before} writes before the kill`);
+    assert.ok(failures > 0, "the outage was not observed");
+    const n = (await store.get<{ n: number }>(counter, { user })).state.n;
+    assert.ok(n >= acked && n <= tried, `counter ${n}, acknowledged ${acked}, tried ${tried}`);
+    for (const [h, v] of minted) {
+      const s = await store.get<{ w: number; i: number }>(h, { user });
+      assert.equal(s.state.w * 1e6 + s.state.i, v);
+    }
+    await assertConsistent([srv], "mcpstate:");
+  } finally {
+    await store.close();
+  }
+});
+
+Deno.test("redis: a dropped connection is a clear backend_error, leaves no partial record, and the store recovers", async (t) => {
+  const password = "p@ss:w/rd";
+  await using srv = await startRedis({ password });
+  const url = `redis://:${encodeURIComponent(password)}@127.0.0.1:${srv.port}`;
+  const wrong = await rejectsWith(
+    () => HandleStore.fromUrl(`redis://:not-the-password@127.0.0.1:${srv.port}`),
+    "backend_error",
+  );
+  assert.ok(!wrong.message.includes("not-the-password"), wrong.message);
+  const store = await HandleStore.fromUrl(url);
+  const user = freshUser();
+  const h = await store.mint("log", { n: 0, log: [] }, { user });
+  const check = async () => {
+    const s = await store.get<{ n: number; log: number[] }>(h, { user });
+    assert.equal(s.state.n, s.version - 1);
+    assert.equal(s.state.log.length, s.state.n);
+    const listed = (await store.list(user)).find((i) => i.handle === h);
+    assert.equal(listed?.version, s.version);
+    await assertConsistent([srv], "mcpstate:");
+    return s;
+  };
+  try {
+    await t.step("CLIENT KILL while a write is in flight", async () => {
+      const v0 = (await check()).version;
+      await srv.cli("CLIENT", "PAUSE", 5000, "WRITE");
+      const pending = store.patch(h, [Increment("", "n"), Append("log", 0)], { user })
+        .then(() => assert.fail("the write survived a killed connection"), (e) => e);
+      await sleep(200);
+      await srv.cli("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes");
+      const e = await rejectsWith(() => pending.then((e) => Promise.reject(e)), "backend_error");
+      assert.match(e.message, /Redis is unreachable/);
+      assert.match(e.message, /re-read/);
+      await srv.cli("CLIENT", "UNPAUSE");
+      const s = await eventually(
+        5000,
+        () => store.patch(h, [Increment("", "n"), Append("log", 1)], { user }),
+      );
+      assert.equal(s.version, v0 + 1, "the killed write was not applied");
+      await check();
+    });
+
+    await t.step(
+      "an unresponsive server: calls fail after `timeout` ms, then work again",
+      async () => {
+        const quick = await HandleStore.fromUrl(`${url}?timeout=300`);
+        try {
+          await quick.get(h, { user });
+          const asleep = srv.cli("DEBUG", "SLEEP", "1.5");
+          await sleep(100);
+          const started = Date.now();
+          const e = await rejectsWith(() => quick.get(h, { user }), "backend_error");
+          assert.ok(Date.now() - started < 1000, `failed after ${Date.now() - started} ms`);
+          assert.match(e.message, /^Redis did not answer in time/);
+          await asleep;
+          await eventually(5000, () => quick.get(h, { user }));
+        } finally {
+          await quick.close();
+        }
+      },
+    );
+
+    await t.step(
+      "the server dies mid-operations: calls fail fast; after a restart the same store works",
+      async () => {
+        let stop = false, failures = 0, slowest = 0;
+        const messages = new Set<string>();
+        const worker = async () => {
+          while (!stop) {
+            const started = Date.now();
+            try {
+              await store.patch(h, [Increment("", "n"), Append("log", 2)], { user });
+            } catch (e) {
+              if (!(e instanceof McpStateError) || e.code !== "backend_error") throw e;
+              failures++;
+              slowest = Math.max(slowest, Date.now() - started);
+              messages.add(e.message);
+              await sleep(20);
+            }
+          }
+        };
+        const workers = Promise.all(Array.from({ length: 8 }, worker));
+        await sleep(150);
+        await srv.kill();
+        await sleep(400);
+        const failed = failures;
+        await srv.restart();
+        await eventually(10_000, () => store.get(h, { user }));
+        stop = true;
+        await workers;
+        assert.ok(failed > 0);
+        assert.ok(slowest < 1500, `a call took ${slowest} ms to fail`);
+        for (const m of messages) {
+          assert.ok(!m.includes(password) && !m.includes(encodeURIComponent(password)), m);
+          assert.match(m, /^Redis is unreachable/);
+        }
+        await store.patch(h, [Increment("", "n"), Append("log", 3)], { user });
+        await check();
+      },
+    );
+  } finally {
+    await store.close();
+  }
+});
+
+Deno.test("redis: 16 writers in 2 OS processes patching one handle all land, through real conflicts", async () => {
+  const srv = await server();
+  await using store = await HandleStore.fromUrl(srv.url);
+  const user = freshUser();
+  const h = await store.mint("counter", { n: 0, log: [] }, { user });
+  const startAt = Date.now() + 3000; // both processes start patching together
+  const child = (stores: number, tag: string) =>
+    new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--allow-all",
+        `${import.meta.dirname}/_redis_child.ts`,
+        srv.url,
+        user,
+        h,
+        "8",
+        "50",
+        String(stores),
+        tag,
+        String(startAt),
+      ],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+  await srv.cli("CONFIG", "RESETSTAT");
+  // One process shares one connection among its 8 writers; the other gives each its own.
+  const outs = await Promise.all([child(1, "a"), child(8, "b")]);
+  for (const out of outs) {
+    assert.ok(out.success, new TextDecoder().decode(out.stderr));
+    assert.deepEqual(JSON.parse(new TextDecoder().decode(out.stdout)), { patches: 400 });
+  }
+  assert.ok(Date.now() > startAt, "the children did not wait for the start");
+  const s = await store.get<{ n: number; log: string[] }>(h, { user });
+  assert.equal(s.state.n, 800);
+  assert.equal(s.state.log.length, 800);
+  assert.equal(new Set(s.state.log).size, 800);
+  assert.equal(s.version, 801);
+  // More scripts ran than patches landed: the processes really did race.
+  const stats = await srv.cli("INFO", "commandstats");
+  const calls = Number(/cmdstat_evalsha:calls=(\d+)/.exec(stats)?.[1] ?? 0);
+  assert.ok(calls > 800, `only ${calls} scripts for 800 patches: no compare-and-set was retried`);
+});
+
+Deno.test("redis: wait=N with too few replicas is a backend_error that names the count", async () => {
+  const srv = await server();
+  await using store = await HandleStore.fromUrl(`${srv.url}?wait=1&waitTimeout=50`);
+  const user = freshUser();
+  const e = await rejectsWith(() => store.mint("w", {}, { user }), "backend_error");
+  assert.equal(e.details.replicas_acked, 0);
+  assert.equal(e.details.replicas_required, 1);
+  assert.match(e.message, /only 0 of 1 replicas/);
+});
+
+Deno.test("redis cluster: with wait=1, killing the master right after acknowledged writes loses none; writes resume", async () => {
+  const c = await redisCluster();
+  await c.waitHealthy();
+  const store = await HandleStore.fromUrl(`${c.url}?wait=1&waitTimeout=2000`);
+  try {
+    const user = freshUser();
+    const backend = backendOf(store);
+    const h = await store.mint("log", { n: 0 }, { user });
+    const master = await c.masterForSlot(await c.keySlot(backend.keyOf(user)));
+    const minted: string[] = [];
+    for (let i = 0; i < 30; i++) {
+      await store.patch(h, [Increment("", "n")], { user });
+      minted.push(await store.mint("item", { i }, { user }));
+    }
+    await master.kill();
+    const s = await eventually(
+      20_000,
+      () => store.get<{ n: number }>(h, { user }),
+    );
+    assert.equal(s.state.n, 30);
+    for (const [i, m] of minted.entries()) {
+      assert.deepEqual((await store.get(m, { user })).state, { i });
+    }
+    const promoted = await c.masterForSlot(await c.keySlot(backend.keyOf(user)));
+    assert.notEqual(promoted.address, master.address);
+    // The old master comes back as the new master's replica; waited writes resume.
+    await master.restart();
+    const after = await eventually(
+      20_000,
+      () => store.patch<{ n: number }>(h, [Increment("", "n")], { user }),
+    );
+    assert.ok(after.state.n >= 31);
+    await c.waitHealthy();
+  } finally {
+    await store.close();
+  }
+});
+
+Deno.test("redis: stop the servers", async () => {
+  await Promise.all([
+    standalone?.then((s) => s.stop()),
+    cluster?.then((c) => c.stop()),
+  ]);
+});
