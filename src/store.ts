@@ -6,7 +6,7 @@
  * @module
  */
 
-import { createPatch } from "rfc6902";
+import { createPatch, type Operation } from "rfc6902";
 import type {
   Backend,
   ChangeEntry,
@@ -364,7 +364,7 @@ export class HandleStore implements AsyncDisposable {
       writer,
     ]);
     if (this.#retention) {
-      ctx.entry = this.#entry(1, now, writer, "mint", { patch: createPatch({}, state) });
+      ctx.entry = this.#entry(1, now, writer, "mint", { patch: diffOf({}, state) });
       ctx.retention = this.#retention;
     }
     for (let attempt = 0; attempt < 8; attempt++) {
@@ -444,7 +444,7 @@ export class HandleStore implements AsyncDisposable {
           const live = this.#live(cur, handle, now);
           if (live.version !== expect) throw new StaleVersion(live);
           const version = live.version + 1;
-          const patch = createPatch(decodeState(live.state), state);
+          const patch = diffOf(decodeState(live.state), state);
           return {
             record: {
               ...live,
@@ -1025,3 +1025,56 @@ function decodeCursor(cursor: unknown): { updatedAt: number; handle: string } {
   } catch { /* fall through */ }
   throw bad();
 }
+
+type Diff = NonNullable<Parameters<typeof createPatch>[2]>;
+/**
+ * rfc6902 diffs two arrays by edit distance: O(n·m) time and memory, and
+ * n + m frames deep (a few thousand elements overflow the stack). Past this
+ * many cells {@link boundedDiff} takes over.
+ */
+const ARRAY_DIFF_CELLS = 4_096;
+
+/** An RFC 6902 patch from `before` to `after`, bounded in time and stack for long arrays. */
+function diffOf(before: unknown, after: unknown): Operation[] {
+  return createPatch(before, after, boundedDiff);
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  return a === b || JSON.stringify(a) === JSON.stringify(b);
+}
+
+/**
+ * For two long arrays: keeps the common prefix and suffix and writes the
+ * middle as adds, removes, element-wise diffs (same length, up to 64), or
+ * one `replace` of the array. Anything else goes to rfc6902's own diff.
+ */
+const boundedDiff: Diff = (input: unknown, output: unknown, ptr): Operation[] | void => {
+  if (!Array.isArray(input) || !Array.isArray(output)) return;
+  if (input.length * output.length <= ARRAY_DIFF_CELLS) return;
+  const n = Math.min(input.length, output.length);
+  let p = 0;
+  while (p < n && sameJson(input[p], output[p])) p++;
+  let s = 0;
+  while (s < n - p && sameJson(input[input.length - 1 - s], output[output.length - 1 - s])) s++;
+  const removed = input.length - p - s, added = output.length - p - s;
+  const at = (i: number) => ptr.add(String(i)).toString();
+  if (removed === 0) {
+    return output.slice(p, p + added).map((value, i) => ({
+      op: "add" as const,
+      path: s === 0 ? ptr.add("-").toString() : at(p + i),
+      value,
+    }));
+  }
+  if (added === 0) {
+    return Array.from({ length: removed }, () => ({ op: "remove" as const, path: at(p) }));
+  }
+  if (removed === added && removed <= 64) {
+    return Array.from(
+      { length: removed },
+      (_, i) =>
+        createPatch(input[p + i], output[p + i], boundedDiff)
+          .map((op) => ({ ...op, path: at(p + i) + op.path })),
+    ).flat();
+  }
+  return [{ op: "replace", path: ptr.toString(), value: output }];
+};
