@@ -677,6 +677,24 @@ async function contractSteps(
     assert.equal((e.details.current as Record<string, unknown>).version, 3);
   });
 
+  await t.step("saving long arrays stays fast and its diff applies back", async () => {
+    const user = freshUser();
+    const items = Array.from({ length: 5000 }, (_, i) => ({ i }));
+    const h = await store.mint("long", { items }, { user });
+    const shifted = { items: [...items.slice(1), { i: 5000 }] };
+    const started = performance.now();
+    await store.save(h, shifted, { user, expectVersion: 1 });
+    const edited = { items: shifted.items.map((x, i) => i === 10 ? { i: -1 } : x) };
+    await store.save(h, edited, { user, expectVersion: 2 });
+    assert.ok(performance.now() - started < 10_000);
+    const r = await store.changesSince(h, 2, { user });
+    assert.ok(!r.truncated);
+    if (!r.truncated) {
+      assert.deepEqual(r.changes[0]!.patch, [{ op: "replace", path: "/items/10/i", value: -1 }]);
+    }
+    assert.deepEqual((await store.get(h, { user })).state, edited);
+  });
+
   await t.step(
     "the changelog keeps at most maxEntries and maxAgeDays, then truncates",
     async () => {
