@@ -48,6 +48,8 @@ function switchable(inner: MemoryBackend): { backend: Backend; set(mode: Mode): 
     save: (...a) => mode === "throw" ? fail() : inner.save(...a),
     update: (...a) => mode === "throw" ? fail() : inner.update(...a),
     remove: (...a) => mode === "throw" ? fail() : inner.remove(...a),
+    untrash: (...a) => mode === "throw" ? fail() : inner.untrash(...a),
+    changes: (...a) => mode === "throw" ? fail() : inner.changes(...a),
     list: (...a) => mode === "throw" ? fail() : inner.list(...a),
     sweep: (...a) => inner.sweep(...a),
     close: () => Promise.resolve(),
