@@ -158,10 +158,12 @@ Deno.test("registerStateTools inside another server: its own tools, identity and
       const names = (await client.listTools()).tools.map((x) => x.name).sort();
       assert.deepEqual(names, [
         "echo",
+        "state_changes",
         "state_delete",
         "state_list",
         "state_load",
         "state_patch",
+        "state_restore",
         "state_save",
         "state_touch",
       ]);
