@@ -38,10 +38,13 @@
  */
 
 export {
+  type ChangeInfo,
+  type ChangesSince,
   type HandleInfo,
   type HandlePage,
   HandleStore,
   type HandleStoreOptions,
+  type HistoryOptions,
   type ListOptions,
   type ListPageOptions,
   type MintOptions,
@@ -59,13 +62,16 @@ export type { JsonObject } from "./src/json.ts";
 export type {
   Backend,
   Change,
+  ChangeEntry,
   ConditionalWrite,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
   ListQuery,
   Replayed,
+  Retention,
   SaveOutcome,
+  Step,
   UpdateOutcome,
   WriteContext,
 } from "./src/backend.ts";

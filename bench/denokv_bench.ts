@@ -5,7 +5,10 @@
  * in one Deno KV value, so its baselines are the simplest raw chunked read
  * and write: one range read of the chunks; chunks written under a fresh id,
  * then one `check().set()` commit of the head that also deletes the old
- * chunks. The ratios, not the absolute numbers, are the point.
+ * chunks. The ratios, not the absolute numbers, are the point. `save` and
+ * `patch` also run through a store with `history: false`, so the cost of the
+ * changelog (its entry, its diff, its retention, all in the same commit) is
+ * the ratio between the two store rows.
  *
  * @module
  */
@@ -50,6 +53,7 @@ const CHUNK = 65_536;
 
 const kv = await Deno.openKv(`${dir}/bench.kv`);
 const store = new HandleStore(new DenoKvBackend(kv), { reclaimIntervalMs: 0 });
+const plain = new HandleStore(new DenoKvBackend(kv), { reclaimIntervalMs: 0, history: false });
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
@@ -162,6 +166,19 @@ for (const [label, state] of sizes) {
       storeVersion++;
     },
   });
+  let plainVersion = 1;
+  const plainSaveHandle = await plain.mint("bench", state, { user: USER });
+  Deno.bench({
+    name: `store.save, history off (${label})`,
+    group: `save ${label}`,
+    async fn() {
+      await plain.save(plainSaveHandle, { ...state, v: plainVersion }, {
+        user: USER,
+        expectVersion: plainVersion,
+      });
+      plainVersion++;
+    },
+  });
 
   // 8 concurrent writers on one record: read-modify-write with retry.
   const rounds = chunked ? 4 : 25;
@@ -196,6 +213,20 @@ for (const [label, state] of sizes) {
       await Promise.all(Array.from({ length: 8 }, async () => {
         for (let i = 0; i < rounds; i++) {
           await store.patch(patchHandle, [Increment("", "n")], { user: USER });
+        }
+      }));
+    },
+  });
+  const plainPatchHandle = await plain.mint("bench", { ...state, n: 0 }, { user: USER });
+  Deno.bench({
+    name: `store.patch, history off, 8 concurrent writers x ${rounds} (${label})`,
+    group,
+    n: chunked ? 2 : 5,
+    warmup: 1,
+    async fn() {
+      await Promise.all(Array.from({ length: 8 }, async () => {
+        for (let i = 0; i < rounds; i++) {
+          await plain.patch(plainPatchHandle, [Increment("", "n")], { user: USER });
         }
       }));
     },

@@ -8,7 +8,10 @@
  * same options. The write groups run twice: as configured (every commit
  * waits for the WAL flush, an `fsync` whose latency on a shared disk swings
  * from run to run) and with `synchronous_commit=off` on both sides, which
- * leaves what the library itself adds.
+ * leaves what the library itself adds. Each write group also runs the store
+ * with `history: false`, so the cost of the changelog (an entry written in the
+ * write's transaction; for `save`, a locked read-modify-write instead of one
+ * conditional `UPDATE`) reads as the ratio of the two store rows.
  *
  * The server is `MCPSTATE_TEST_POSTGRES_URL` or
  * `postgres://postgres@127.0.0.1:5432/test`; the benchmark works in the
@@ -37,6 +40,9 @@ url.searchParams.set("schema", SCHEMA);
 const store = await HandleStore.fromUrl(url.toString());
 url.searchParams.set("synchronous_commit", "off");
 const storeAsync = await HandleStore.fromUrl(url.toString());
+const storeAsyncOff = await HandleStore.fromUrl(url.toString(), { history: false });
+url.searchParams.delete("synchronous_commit");
+const storeOff = await HandleStore.fromUrl(url.toString(), { history: false });
 
 /** A state whose compact JSON is exactly 1,024 bytes. */
 function state1k(): { n: number; notes: string } {
@@ -50,6 +56,8 @@ const viaStore = await store.mint("bench", state1k(), { user });
 const viaRaw = await store.mint("bench", state1k(), { user });
 const viaStoreAsync = await store.mint("bench", state1k(), { user });
 const viaRawAsync = await store.mint("bench", state1k(), { user });
+const viaStoreOff = await store.mint("bench", state1k(), { user });
+const viaStoreAsyncOff = await store.mint("bench", state1k(), { user });
 const lister = "bench-lister";
 for (let i = 0; i < 200; i++) await store.mint(i % 2 ? "odd" : "even", state1k(), { user: lister });
 
@@ -84,8 +92,10 @@ function writeGroups(
   st: HandleStore,
   rawHandle: string,
   storeHandle: string,
+  off: HandleStore,
+  offHandle: string,
 ): void {
-  let rawVersion = 1, storeVersion = 1;
+  let rawVersion = 1, storeVersion = 1, offVersion = 1;
 
   Deno.bench({
     name: "raw conditional UPDATE … RETURNING + JSON.stringify",
@@ -118,6 +128,16 @@ function writeGroups(
   });
 
   Deno.bench({
+    name: "store.save, history: false",
+    group: `postgres save${suffix}`,
+    async fn() {
+      const s = state1k();
+      s.n = offVersion;
+      offVersion = (await off.save(offHandle, s, { user, expectVersion: offVersion })).version;
+    },
+  });
+
+  Deno.bench({
     name: "raw BEGIN; SELECT … FOR UPDATE; UPDATE; COMMIT + JSON",
     group: `postgres patch${suffix}`,
     baseline: true,
@@ -145,10 +165,26 @@ function writeGroups(
       await st.patch(storeHandle, [Increment("", "n")], { user });
     },
   });
+
+  Deno.bench({
+    name: "store.patch (Increment), history: false",
+    group: `postgres patch${suffix}`,
+    async fn() {
+      await off.patch(offHandle, [Increment("", "n")], { user });
+    },
+  });
 }
 
-writeGroups("", raw, store, viaRaw, viaStore);
-writeGroups(", synchronous_commit=off", rawAsync, storeAsync, viaRawAsync, viaStoreAsync);
+writeGroups("", raw, store, viaRaw, viaStore, storeOff, viaStoreOff);
+writeGroups(
+  ", synchronous_commit=off",
+  rawAsync,
+  storeAsync,
+  viaRawAsync,
+  viaStoreAsync,
+  storeAsyncOff,
+  viaStoreAsyncOff,
+);
 
 Deno.bench({
   name: "raw indexed metadata SELECT, 51 rows",

@@ -8,6 +8,10 @@
  *   both serialize the same 1 KiB state object on each call.
  * - `… x16`: the same with 16 operations in flight (one iteration = 16 ops).
  * - `patch`: uncontended `store.patch`, 1 and 16 in flight.
+ * - `history`: what the changelog costs: `store.save` and `store.patch` with
+ *   the default history (the save is then a read-modify-write step that
+ *   diffs the states; both append an entry in the same script) beside a
+ *   store opened with `history: false`.
  * - `contended patch`: 8 writers × 50 patches on one handle (one iteration =
  *   400 patches), through one store, two stores (like two processes) and eight.
  *
@@ -19,7 +23,7 @@
  */
 
 import { Redis } from "ioredis";
-import { HandleStore, Increment, type JsonObject } from "../mod.ts";
+import { HandleStore, type HandleStoreOptions, Increment, type JsonObject } from "../mod.ts";
 import { startRedis } from "../tests/_redis.ts";
 
 // Stopped (and its data dir removed) by the harness when the bench process exits.
@@ -27,12 +31,13 @@ const server = await startRedis();
 
 const raw = new Redis({ host: server.host, port: server.port, protocol: 2 });
 const opened: HandleStore[] = [];
-const open = async () => {
-  const s = await HandleStore.fromUrl(server.url);
+const open = async (options: HandleStoreOptions = {}) => {
+  const s = await HandleStore.fromUrl(server.url, options);
   opened.push(s);
   return s;
 };
 const store = await open();
+const plain = await open({ history: false });
 const user = "bench-user";
 
 /** A 1 KiB (1024-byte compact JSON) state. */
@@ -68,10 +73,13 @@ async function rawCas(key: string): Promise<void> {
 const saveHandles = await Promise.all(
   Array.from({ length: 16 }, () => store.mint("bench", kib(), { user })),
 );
-const versions = new Map<string, number>(saveHandles.map((h) => [h, 1]));
-async function save(h: string): Promise<void> {
+const plainHandles = await Promise.all(
+  Array.from({ length: 2 }, () => plain.mint("bench", kib(), { user })),
+);
+const versions = new Map<string, number>([...saveHandles, ...plainHandles].map((h) => [h, 1]));
+async function save(h: string, s = store): Promise<void> {
   const v = versions.get(h)!;
-  await store.save(h, kib(v), { user, expectVersion: v });
+  await s.save(h, kib(v), { user, expectVersion: v });
   versions.set(h, v + 1);
 }
 
@@ -131,6 +139,19 @@ Deno.bench(
     await store.patch(patchHandles[i]!, [Increment("", "n")], { user });
   }),
 );
+
+Deno.bench("store.save, history off", { group: "history: save", baseline: true }, async () => {
+  await save(plainHandles[0]!, plain);
+});
+Deno.bench("store.save, history on", { group: "history: save" }, async () => {
+  await save(saveHandles[1]!);
+});
+Deno.bench("store.patch, history off", { group: "history: patch", baseline: true }, async () => {
+  await plain.patch(plainHandles[1]!, [Increment("", "n")], { user });
+});
+Deno.bench("store.patch, history on", { group: "history: patch" }, async () => {
+  await store.patch(patchHandles[1]!, [Increment("", "n")], { user });
+});
 
 Deno.bench("8 writers x 50 patches, one store", { group: "contended patch" }, async () => {
   await contended([store]);

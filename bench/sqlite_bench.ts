@@ -74,6 +74,8 @@ async function open(name: string, query = ""): Promise<Db> {
 const main = await open("main");
 const raw = main.raw;
 const store = main.store;
+// The same file without the changelog: what history costs on save and patch.
+const noHistory = await HandleStore.fromUrl(main.url, { reclaimIntervalMs: 0, history: false });
 
 /** Rows as arrays: the fastest way `node:sqlite` returns them, so the toughest baseline. */
 function arrays(stmt: StatementSync): StatementSync {
@@ -149,6 +151,28 @@ for (const [label, state] of sizes) {
       storeVersion++;
     },
   });
+
+  // The changelog's cost: the same save and patch with history on (the
+  // default: a diff, one more row and a trim in the same transaction) and off.
+  for (const [op, name] of [["save", "store.save"], ["patch", "store.patch Increment"]] as const) {
+    for (const [on, s] of [[false, noHistory], [true, store]] as const) {
+      const h = await s.mint("bench", { ...state, n: 0 }, { user: USER });
+      let version = 1;
+      Deno.bench({
+        name: `${name}, history ${on ? "on (100 entries, 30 days)" : "off"} (${label})`,
+        group: `changelog: ${op} ${label}`,
+        baseline: !on,
+        async fn() {
+          if (op === "save") {
+            await s.save(h, { ...state, n: version }, { user: USER, expectVersion: version });
+          } else {
+            await s.patch(h, [Increment("", "n")], { user: USER });
+          }
+          version++;
+        },
+      });
+    }
+  }
 
   // 8 writers x 50 patches on one handle: 400 durable read-modify-writes.
   const patchRaw = await store.mint("bench", { ...state, n: 0 }, { user: USER });

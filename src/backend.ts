@@ -65,6 +65,31 @@ export interface Replayed {
   result: HandleRecord | null;
 }
 
+/**
+ * One changelog entry. `text` is the entry's JSON, opaque to the backend; a
+ * backend keeps entries per `(user, handle)` ordered by `version`.
+ */
+export interface ChangeEntry {
+  /** The version the write produced. */
+  version: number;
+  /** Epoch ms of the write. */
+  at: number;
+  /** The entry as JSON text. */
+  text: string;
+}
+
+/**
+ * How much of a handle's changelog to keep. On every append a backend deletes,
+ * in the same atomic step, the handle's entries with
+ * `version <= entry.version - maxEntries` or `at < ctx.now - maxAgeMs`.
+ */
+export interface Retention {
+  /** At most this many entries per handle. */
+  maxEntries: number;
+  /** No entry older than this. */
+  maxAgeMs: number;
+}
+
 /** What every write receives from the store. */
 export interface WriteContext {
   /** The store's clock, epoch ms. */
@@ -77,6 +102,19 @@ export interface WriteContext {
   graceMs: number;
   /** Present when the caller passed an idempotency key. */
   idempotency?: IdempotencyClaim;
+  /**
+   * {@link Backend.insert}: the changelog entry of the mint, appended in the
+   * same atomic step as the record. Absent: the store keeps no history.
+   */
+  entry?: ChangeEntry;
+  /** How much changelog to keep; present whenever an entry is appended. */
+  retention?: Retention;
+  /**
+   * {@link Backend.remove}: keep the record (and its changelog) in the trash
+   * until this epoch ms instead of deleting it, so {@link Backend.untrash}
+   * can bring it back. Absent: delete at once.
+   */
+  trashUntil?: number;
 }
 
 /**
@@ -104,12 +142,24 @@ export type SaveOutcome =
   | { ok: false; current: HandleRecord | null };
 
 /**
- * A read-modify-write step run by {@link Backend.update} against the current
- * record: it returns the record to write (same handle, `version` one more) or
- * `null` to write nothing, and throws to abort. It is pure and may run more
- * than once when a backend retries an optimistic commit.
+ * What a {@link Change} asks to write: the next record (same handle, `version`
+ * one more) and, when the store keeps history, its changelog entry, appended
+ * in the same atomic step (retention as in `ctx.retention`).
  */
-export type Change = (current: HandleRecord | null) => HandleRecord | null;
+export interface Step {
+  /** The record to write. */
+  record: HandleRecord;
+  /** The changelog entry of this write. */
+  entry?: ChangeEntry;
+}
+
+/**
+ * A read-modify-write step run by {@link Backend.update} against the current
+ * record: it returns the {@link Step} to write or `null` to write nothing, and
+ * throws to abort. It is pure and may run more than once when a backend
+ * retries an optimistic commit.
+ */
+export type Change = (current: HandleRecord | null) => Step | null;
 
 /** Result of {@link Backend.update}. */
 export interface UpdateOutcome {
@@ -135,7 +185,7 @@ export interface ListQuery {
 export interface Backend {
   /**
    * Inserts a new record unless the handle exists for this user (any state,
-   * expired or not); never overwrites.
+   * expired, trashed or not); never overwrites. Appends `ctx.entry` with it.
    */
   insert(user: string, record: HandleRecord, ctx: WriteContext): Promise<
     { inserted: boolean } | Replayed
@@ -149,18 +199,40 @@ export interface Backend {
     write: ConditionalWrite,
     ctx: WriteContext,
   ): Promise<SaveOutcome | Replayed>;
-  /** Runs `change` against the current record and writes its result atomically. */
+  /**
+   * Runs `change` against the current live record (`null` when absent or
+   * trashed) and writes its {@link Step} — record and changelog entry —
+   * atomically.
+   */
   update(user: string, handle: string, change: Change, ctx: WriteContext): Promise<
     UpdateOutcome | Replayed
   >;
-  /** Deletes a record; `removed` tells whether one existed. */
+  /**
+   * Deletes a live record with its changelog, or, with `ctx.trashUntil`, moves
+   * both to the trash; `removed` tells whether a live record existed. A
+   * trashed record is invisible to every other primitive but
+   * {@link Backend.untrash}, and still blocks {@link Backend.insert} of its
+   * handle.
+   */
   remove(user: string, handle: string, ctx: WriteContext): Promise<{ removed: boolean } | Replayed>;
+  /**
+   * Moves a record (and its changelog) back from the trash when it is there
+   * with `trashUntil > ctx.now`, unchanged; returns it, or `null` when there is
+   * nothing to bring back.
+   */
+  untrash(user: string, handle: string, ctx: WriteContext): Promise<HandleRecord | null>;
+  /**
+   * The changelog entries of a live record with `version > afterVersion`,
+   * oldest first (`[]` when there are none or no such record).
+   */
+  changes(user: string, handle: string, afterVersion: number): Promise<ChangeEntry[]>;
   /** Lists metadata, newest `updatedAt` first, then `handle` ascending; never reads states. */
   list(user: string, query: ListQuery): Promise<HandleMeta[]>;
   /**
    * Deletes records whose `expiresAt <= expiredAtOrBefore` (of one user, or of
-   * every user when `user` is `null`), and idempotency records whose expiry
-   * is at or before `now`; returns how many handle records were deleted.
+   * every user when `user` is `null`) with their changelogs, trashed records
+   * whose `trashUntil <= now`, and idempotency records whose expiry is at or
+   * before `now`; returns how many live handle records were deleted.
    */
   sweep(user: string | null, expiredAtOrBefore: number, now: number): Promise<number>;
   /**
@@ -186,7 +258,8 @@ export interface Backend {
    * handle (`"inserted"`) or has one with a lower version (`"replaced"`);
    * otherwise it writes nothing (`"kept"`). It never mints or re-versions,
    * ignores `ctx.idempotency`, and, where the engine expires records natively,
-   * expires it at `expiresAt + ctx.graceMs`. Re-running a restore is
+   * expires it at `expiresAt + ctx.graceMs`. A replaced record's changelog is
+   * dropped (its history is unknown). Re-running a restore is
    * therefore harmless: nothing is duplicated and newer data is never
    * overwritten with older.
    *

@@ -6,12 +6,16 @@
  * @module
  */
 
+import { createPatch, type Operation } from "rfc6902";
 import type {
   Backend,
+  ChangeEntry,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
   Replayed,
+  Retention,
+  Step,
   WriteContext,
 } from "./backend.ts";
 import { isReplayed } from "./backend.ts";
@@ -23,7 +27,14 @@ import {
   McpStateError,
   StaleWrite,
 } from "./errors.ts";
-import { assertJson, decodeState, encodeParsed, encodeState, type JsonObject } from "./json.ts";
+import {
+  assertJson,
+  decodeState,
+  encodeParsed,
+  encodeState,
+  type JsonObject,
+  utf8Length,
+} from "./json.ts";
 import { applyOps, opsFromJson, type PatchOp } from "./ops.ts";
 
 const DAY_MS = 86_400_000;
@@ -66,7 +77,63 @@ export interface HandleStoreOptions {
   expiredGraceDays?: number;
   /** How often the background reclaim runs, in ms (backends without native TTL). Default 10 minutes; 0 turns it off. */
   reclaimIntervalMs?: number;
+  /**
+   * The changelog: how much to keep per handle, or `false` to keep none (then
+   * `save` is a single conditional write, `changesSince` always answers
+   * `truncated`, and stale writes carry no `changes`).
+   */
+  history?: HistoryOptions | false;
+  /** Days a revoked handle stays in the trash, restorable. Default 7; 0 deletes at once. */
+  trashDays?: number;
 }
+
+/** Retention of the changelog. */
+export interface HistoryOptions {
+  /** At most this many entries per handle. Default 100. */
+  maxEntries?: number;
+  /** No entry older than this many days. Default 30. */
+  maxAgeDays?: number;
+  /**
+   * An entry larger than this (UTF-8 bytes of its JSON) is kept as a marker
+   * with `omitted: true` instead of its diff. Default 32,768.
+   */
+  maxEntryBytes?: number;
+}
+
+/**
+ * One changelog entry, in the wire form: `version`, `at` (ISO-8601 UTC),
+ * `writer`, `op` (`mint`, `save`, `patch`, `touch`, `restore`), and what
+ * changed: `ops` (patch), `patch` (an RFC 6902 JSON Patch from the previous
+ * state, mint and save), `expires_at` (touch), or `omitted: true` when the
+ * entry was too large to keep.
+ */
+export type ChangeInfo = {
+  /** The version this write produced. */
+  version: number;
+  /** When, ISO-8601 UTC. */
+  at: string;
+  /** Who wrote. */
+  writer: string | null;
+  /** What kind of write. */
+  op: "mint" | "save" | "patch" | "touch" | "restore";
+} & Record<string, unknown>;
+
+/** Answer of {@link HandleStore.changesSince}. */
+export type ChangesSince<S = JsonObject> =
+  | {
+    /** The log reaches back far enough. */
+    truncated: false;
+    /** The entries after the asked version, oldest first. */
+    changes: ChangeInfo[];
+    /** The current version (the last entry's). */
+    version: number;
+  }
+  | {
+    /** The log no longer reaches back that far. */
+    truncated: true;
+    /** The current snapshot: start over from it. */
+    current: Snapshot<S>;
+  };
 
 /** Who is calling: every read and write is scoped to a user. */
 export interface UserOption {
@@ -169,6 +236,9 @@ export class HandleStore implements AsyncDisposable {
   readonly #clock: () => number;
   readonly #maxBytes: number;
   readonly #graceMs: number;
+  readonly #retention: Retention | undefined;
+  readonly #maxEntryBytes: number;
+  readonly #trashMs: number;
   #timer: ReturnType<typeof setInterval> | undefined;
   #closed = false;
 
@@ -198,6 +268,31 @@ export class HandleStore implements AsyncDisposable {
       throw new InvalidArgument("expiredGraceDays must be a finite number of days, 0 or more.");
     }
     this.#graceMs = Math.round(grace * DAY_MS);
+    const history = options.history ?? {};
+    if (history !== false) {
+      checkOptions(history, "history");
+      const maxEntries = history.maxEntries ?? 100;
+      const maxAgeDays = history.maxAgeDays ?? 30;
+      const maxEntryBytes = history.maxEntryBytes ?? 32_768;
+      for (const [name, v] of [["maxEntries", maxEntries], ["maxEntryBytes", maxEntryBytes]]) {
+        if (!Number.isSafeInteger(v) || (v as number) < 1) {
+          throw new InvalidArgument(`history.${name} must be a whole number, at least 1.`);
+        }
+      }
+      if (typeof maxAgeDays !== "number" || !(maxAgeDays > 0)) {
+        throw new InvalidArgument("history.maxAgeDays must be a number of days greater than 0.");
+      }
+      this.#retention = { maxEntries, maxAgeMs: Math.round(maxAgeDays * DAY_MS) };
+      this.#maxEntryBytes = maxEntryBytes;
+    } else {
+      this.#retention = undefined;
+      this.#maxEntryBytes = 0;
+    }
+    const trash = options.trashDays ?? 7;
+    if (typeof trash !== "number" || !Number.isFinite(trash) || trash < 0) {
+      throw new InvalidArgument("trashDays must be a finite number of days, 0 or more.");
+    }
+    this.#trashMs = Math.round(trash * DAY_MS);
     const every = options.reclaimIntervalMs ?? 600_000;
     // setInterval runs a delay over 2^31 - 1 ms every millisecond instead.
     if (typeof every !== "number" || !(every >= 0 && every <= MAX_TIMER_MS)) {
@@ -268,6 +363,10 @@ export class HandleStore implements AsyncDisposable {
       ttl ?? null,
       writer,
     ]);
+    if (this.#retention) {
+      ctx.entry = this.#entry(1, now, writer, "mint", { patch: diffOf({}, state) });
+      ctx.retention = this.#retention;
+    }
     for (let attempt = 0; attempt < 8; attempt++) {
       const record: HandleRecord = {
         handle: `${kind}_${randomChars(chars)}`,
@@ -334,6 +433,38 @@ export class HandleStore implements AsyncDisposable {
       ttl === undefined ? "keep" : ttl,
       writer,
     ]);
+    const expiresAt = (cur: HandleRecord) =>
+      ttl === undefined ? cur.expiresAt : ttl === null ? null : now + ttl;
+    if (this.#retention) {
+      // With history the write needs the previous state for its diff: one
+      // read-modify-write step that also checks the version.
+      ctx.retention = this.#retention;
+      const res = await this.#call(() =>
+        this.#backend.update(user, handle, (cur) => {
+          const live = this.#live(cur, handle, now);
+          if (live.version !== expect) throw new StaleVersion(live);
+          const version = live.version + 1;
+          const patch = diffOf(decodeState(live.state), state);
+          return {
+            record: {
+              ...live,
+              state: text,
+              version,
+              updatedAt: now,
+              expiresAt: expiresAt(live),
+              lastWriter: writer,
+            },
+            entry: this.#entry(version, now, writer, "save", { patch }),
+          };
+        }, ctx)
+      ).catch((e) => {
+        if (e instanceof StaleVersion) return e;
+        throw e;
+      });
+      if (res instanceof StaleVersion) throw await this.#stale(user, handle, expect, res.current);
+      if (isReplayed(res)) return snapshotOf<S>(this.#replayed(res, ctx));
+      return { ...infoOf(this.#live(res.record, handle, now)), state };
+    }
     const res = await this.#call(() =>
       this.#backend.save(user, handle, {
         expectVersion: expect,
@@ -346,8 +477,7 @@ export class HandleStore implements AsyncDisposable {
     if (isReplayed(res)) return snapshotOf<S>(this.#replayed(res, ctx));
     // `state` was just validated and encoded: return it instead of parsing the text back.
     if (res.ok) return { ...infoOf(res.record), state };
-    const current = this.#live(res.current, handle, now);
-    throw new StaleWrite(handle, expect, toPayload(snapshotOf(current)));
+    throw await this.#stale(user, handle, expect, this.#live(res.current, handle, now));
   }
 
   /**
@@ -377,6 +507,7 @@ export class HandleStore implements AsyncDisposable {
     const writer = checkWriter(options.writer);
     const now = this.#clock();
     const ctx = await this.#context(options.idempotencyKey, handle, ["patch", parsed, writer]);
+    if (this.#retention) ctx.retention = this.#retention;
     const res = await this.#call(() =>
       this.#backend.update(user, handle, (cur) => {
         const live = this.#live(cur, handle, now);
@@ -384,13 +515,12 @@ export class HandleStore implements AsyncDisposable {
         // the size and the depth of the result remain to check.
         const next = encodeParsed(applyOps(decodeState(live.state), parsed), this.#maxBytes);
         if (next === live.state) return null;
-        return {
-          ...live,
-          state: next,
-          version: live.version + 1,
-          updatedAt: now,
-          lastWriter: writer,
-        };
+        const version = live.version + 1;
+        return this.#step(
+          { ...live, state: next, version, updatedAt: now, lastWriter: writer },
+          "patch",
+          { ops: parsed },
+        );
       }, ctx)
     );
     if (isReplayed(res)) return snapshotOf<S>(this.#replayed(res, ctx));
@@ -416,16 +546,16 @@ export class HandleStore implements AsyncDisposable {
     const writer = checkWriter(options.writer);
     const now = this.#clock();
     const ctx = await this.#context(options.idempotencyKey, handle, ["touch", ttl, writer]);
+    if (this.#retention) ctx.retention = this.#retention;
+    const expiresAt = ttl == null ? null : now + ttl;
     const res = await this.#call(() =>
       this.#backend.update(user, handle, (cur) => {
         const live = this.#live(cur, handle, now);
-        return {
-          ...live,
-          version: live.version + 1,
-          updatedAt: now,
-          expiresAt: ttl == null ? null : now + ttl,
-          lastWriter: writer,
-        };
+        return this.#step(
+          { ...live, version: live.version + 1, updatedAt: now, expiresAt, lastWriter: writer },
+          "touch",
+          { expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString() },
+        );
       }, ctx)
     );
     if (isReplayed(res)) return snapshotOf<S>(this.#replayed(res, ctx));
@@ -499,12 +629,72 @@ export class HandleStore implements AsyncDisposable {
     const user = checkUser(options);
     checkHandle(handle);
     const ctx = await this.#context(options.idempotencyKey, handle, ["revoke"]);
+    if (this.#trashMs > 0) ctx.trashUntil = ctx.now + this.#trashMs;
     const res = await this.#call(() => this.#backend.remove(user, handle, ctx));
     if (isReplayed(res)) {
       this.#checkFingerprint(res, ctx);
       return;
     }
     if (!res.removed) throw new HandleNotFound(handle);
+  }
+
+  /**
+   * Brings a revoked handle back from the trash, exactly at its last version,
+   * within the undo window (`trashDays`).
+   *
+   * @param handle The revoked handle.
+   * @param options The user.
+   * @returns The restored snapshot.
+   * @throws {HandleNotFound} when there is nothing to restore.
+   */
+  async restore<S = JsonObject>(handle: string, options: UserOption): Promise<Snapshot<S>> {
+    const user = checkUser(options);
+    checkHandle(handle);
+    const now = this.#clock();
+    const r = await this.#call(() =>
+      this.#backend.untrash(user, handle, { now, graceMs: this.#graceMs })
+    );
+    if (!r) throw new HandleNotFound(handle);
+    return snapshotOf<S>(r);
+  }
+
+  /**
+   * What happened to a handle after `version`: the changelog entries, oldest
+   * first, or — when the log no longer reaches back that far — `truncated`
+   * with the current snapshot, so a caller always has a way forward.
+   *
+   * @param handle The handle.
+   * @param version The version the caller last saw.
+   * @param options The user.
+   * @returns The entries, or the current snapshot.
+   */
+  async changesSince<S = JsonObject>(
+    handle: string,
+    version: number,
+    options: UserOption,
+  ): Promise<ChangesSince<S>> {
+    const user = checkUser(options);
+    checkHandle(handle);
+    if (typeof version !== "number" || !Number.isSafeInteger(version) || version < 0) {
+      throw new InvalidArgument("since_version must be a whole version number, 0 or more.", {
+        field: "since_version",
+      });
+    }
+    const now = this.#clock();
+    const current = this.#live(
+      await this.#call(() => this.#backend.read(user, handle)),
+      handle,
+      now,
+    );
+    if (version > current.version) {
+      throw new InvalidArgument(
+        `Handle "${handle}" is at version ${current.version}; since_version ${version} is ahead of it. Pass a version you have seen.`,
+        { field: "since_version", version: current.version },
+      );
+    }
+    const changes = await this.#log(user, handle, version, current.version);
+    if (changes) return { truncated: false, changes, version: current.version };
+    return { truncated: true, current: snapshotOf<S>(current) };
   }
 
   /**
@@ -530,6 +720,72 @@ export class HandleStore implements AsyncDisposable {
   /** Same as {@link HandleStore.close}, for `await using`. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
+  }
+
+  /** A changelog entry for a write, or a marker when it is over `maxEntryBytes`. */
+  #entry(
+    version: number,
+    at: number,
+    writer: string | null,
+    op: ChangeInfo["op"],
+    what: Record<string, unknown>,
+  ): ChangeEntry {
+    const head = { version, at: new Date(at).toISOString(), writer, op };
+    let text = JSON.stringify({ ...head, ...what });
+    if (text.length * 3 > this.#maxEntryBytes && utf8Length(text) > this.#maxEntryBytes) {
+      text = JSON.stringify({ ...head, omitted: true });
+    }
+    return { version, at, text };
+  }
+
+  #step(record: HandleRecord, op: ChangeInfo["op"], what: Record<string, unknown>): Step {
+    if (!this.#retention) return { record };
+    return {
+      record,
+      entry: this.#entry(record.version, record.updatedAt, record.lastWriter, op, what),
+    };
+  }
+
+  /**
+   * The entries `after < version <= upTo`, when the log holds every one of
+   * them in full; `null` otherwise.
+   */
+  async #log(
+    user: string,
+    handle: string,
+    after: number,
+    upTo: number,
+  ): Promise<ChangeInfo[] | null> {
+    if (after === upTo) return [];
+    if (!this.#retention) return null;
+    const entries = await this.#call(() => this.#backend.changes(user, handle, after));
+    const out: ChangeInfo[] = [];
+    for (const e of entries) {
+      if (e.version > upTo) break;
+      if (e.version !== after + 1 + out.length) return null;
+      const info = JSON.parse(e.text) as ChangeInfo;
+      if (info.omitted) return null;
+      out.push(info);
+    }
+    return out.length === upTo - after ? out : null;
+  }
+
+  /** The `StaleWrite` for a save based on `expect` while the record is at `current`. */
+  async #stale(
+    user: string,
+    handle: string,
+    expect: number,
+    current: HandleRecord,
+  ): Promise<StaleWrite> {
+    const extra: Record<string, unknown> = { base_version: expect };
+    if (this.#retention && expect < current.version) {
+      const log = await this.#log(user, handle, expect, current.version).catch(() => null);
+      // Bounded like a state: a log larger than the cap is left out.
+      const fits = log !== null && utf8Length(JSON.stringify(log)) <= this.#maxBytes;
+      extra.changes = fits ? log : null;
+      if (!fits) extra.changes_truncated = true;
+    }
+    return new StaleWrite(handle, expect, toPayload(snapshotOf(current)), extra);
   }
 
   #reclaim(): void {
@@ -599,6 +855,15 @@ export class HandleStore implements AsyncDisposable {
     this.#checkFingerprint(res, ctx);
     if (!res.result) throw new HandleNotFound(ctx.idempotency?.scope ?? "");
     return res.result;
+  }
+}
+
+/** Thrown inside a save step when the version moved on; turned into `StaleWrite` outside. */
+class StaleVersion extends McpStateError {
+  readonly current: HandleRecord;
+  constructor(current: HandleRecord) {
+    super("stale_write", "stale");
+    this.current = current;
   }
 }
 
@@ -760,3 +1025,56 @@ function decodeCursor(cursor: unknown): { updatedAt: number; handle: string } {
   } catch { /* fall through */ }
   throw bad();
 }
+
+type Diff = NonNullable<Parameters<typeof createPatch>[2]>;
+/**
+ * rfc6902 diffs two arrays by edit distance: O(n·m) time and memory, and
+ * n + m frames deep (a few thousand elements overflow the stack). Past this
+ * many cells {@link boundedDiff} takes over.
+ */
+const ARRAY_DIFF_CELLS = 4_096;
+
+/** An RFC 6902 patch from `before` to `after`, bounded in time and stack for long arrays. */
+function diffOf(before: unknown, after: unknown): Operation[] {
+  return createPatch(before, after, boundedDiff);
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  return a === b || JSON.stringify(a) === JSON.stringify(b);
+}
+
+/**
+ * For two long arrays: keeps the common prefix and suffix and writes the
+ * middle as adds, removes, element-wise diffs (same length, up to 64), or
+ * one `replace` of the array. Anything else goes to rfc6902's own diff.
+ */
+const boundedDiff: Diff = (input: unknown, output: unknown, ptr): Operation[] | void => {
+  if (!Array.isArray(input) || !Array.isArray(output)) return;
+  if (input.length * output.length <= ARRAY_DIFF_CELLS) return;
+  const n = Math.min(input.length, output.length);
+  let p = 0;
+  while (p < n && sameJson(input[p], output[p])) p++;
+  let s = 0;
+  while (s < n - p && sameJson(input[input.length - 1 - s], output[output.length - 1 - s])) s++;
+  const removed = input.length - p - s, added = output.length - p - s;
+  const at = (i: number) => ptr.add(String(i)).toString();
+  if (removed === 0) {
+    return output.slice(p, p + added).map((value, i) => ({
+      op: "add" as const,
+      path: s === 0 ? ptr.add("-").toString() : at(p + i),
+      value,
+    }));
+  }
+  if (added === 0) {
+    return Array.from({ length: removed }, () => ({ op: "remove" as const, path: at(p) }));
+  }
+  if (removed === added && removed <= 64) {
+    return Array.from(
+      { length: removed },
+      (_, i) =>
+        createPatch(input[p + i], output[p + i], boundedDiff)
+          .map((op) => ({ ...op, path: at(p + i) + op.path })),
+    ).flat();
+  }
+  return [{ op: "replace", path: ptr.toString(), value: output }];
+};

@@ -10,6 +10,11 @@
  *   version 1 through a `Deno.Kv` that stops at one commit, prints `paused`
  *   and waits to be killed. `stage` is `swap` (the head swap, after every
  *   chunk is written) or `chunks` (the second chunk commit).
+ * - `log <file> <user> <handle> <stopAt> <tag>`: patches the handle over and
+ *   over (each patch appends `<tag>:<i>` to its `log` list), printing
+ *   `started` after the first. With `stopAt` > 0 it stops at the commit of
+ *   the `stopAt`-th write (the one that sets its changelog entry), prints
+ *   `paused` and waits to be killed; with 0 it runs until it is killed.
  * - `nokv`: run WITHOUT `--unstable-kv`; prints the payload of the error
  *   that opening a `denokv:` URL gives, as JSON.
  *
@@ -117,6 +122,22 @@ if (mode === "patch") {
   const body = fill.repeat(1_048_576 - '{"s":""}'.length);
   await store.save(handle, { s: body }, { user, expectVersion: 1 });
   say("saved (the pause never came)");
+} else if (mode === "log") {
+  const [file, user, handle, stopAt, tag] = args as [string, string, string, string, string];
+  const kv = await Deno.openKv(file);
+  let logCommits = 0;
+  const paused = interceptCommits(kv, async (sets) => {
+    if (!sets.some((k) => k[3] === "log")) return;
+    if (++logCommits === Number(stopAt)) {
+      say("paused");
+      await new Promise(() => {});
+    }
+  });
+  const store = new HandleStore(new DenoKvBackend(paused));
+  for (let i = 0;; i++) {
+    await store.patch(handle, [Increment("", "n"), Append("log", `${tag}:${i}`)], { user });
+    if (i === 0) say("started");
+  }
 } else if (mode === "nokv") {
   const before = typeof (Deno as { openKv?: unknown }).openKv;
   try {

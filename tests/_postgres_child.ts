@@ -3,8 +3,13 @@
  * URL it is given, says `ready`, waits for one line on stdin (so that every
  * process starts writing at the same moment), then runs `writers` concurrent
  * loops of `count` patches each on one handle and prints a JSON summary.
+ * Every patch increments `n` and appends `<tag>:<writer>:<i>` to `log`.
  *
- * Usage: `deno run --allow-all tests/_postgres_child.ts <url> <user> <handle> <tag> <writers> <count>`
+ * With `count` set to `forever` the loops never end, and every other writer
+ * passes an idempotency key: the test kills the process (SIGKILL) while its
+ * transactions are in flight.
+ *
+ * Usage: `deno run --allow-all tests/_postgres_child.ts <url> <user> <handle> <tag> <writers> <count|forever>`
  *
  * @module
  */
@@ -13,10 +18,14 @@ import { Append, HandleStore, Increment } from "../mod.ts";
 
 const [url, user, handle, tag, writersArg, countArg] = Deno.args;
 if (!url || !user || !handle || !tag || !writersArg || !countArg) {
-  console.error("usage: _postgres_child.ts <url> <user> <handle> <tag> <writers> <count>");
+  console.error(
+    "usage: _postgres_child.ts <url> <user> <handle> <tag> <writers> <count|forever>",
+  );
   Deno.exit(2);
 }
-const writers = Number(writersArg), count = Number(countArg);
+const writers = Number(writersArg);
+const forever = countArg === "forever";
+const count = forever ? Infinity : Number(countArg);
 
 const store = await HandleStore.fromUrl(url);
 try {
@@ -27,9 +36,11 @@ try {
   const started = performance.now();
   await Promise.all(Array.from({ length: writers }, async (_, w) => {
     for (let i = 0; i < count; i++) {
-      await store.patch(handle, [Increment("", "n"), Append("log", `${tag}:${w}:${i}`)], {
+      const id = `${tag}:${w}:${i}`;
+      await store.patch(handle, [Increment("", "n"), Append("log", id)], {
         user,
         writer: `${tag}/w${w}`,
+        ...(forever && w % 2 === 1 ? { idempotencyKey: id } : {}),
       });
     }
   }));

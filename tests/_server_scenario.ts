@@ -59,14 +59,16 @@ export async function toolScenario(
   const { kind } = o;
   let handle = "";
 
-  await t.step("tools/list: six tools, honest annotations, schemas, instructions", async () => {
+  await t.step("tools/list: eight tools, honest annotations, schemas, instructions", async () => {
     const list = await client.listTools();
     const byName = new Map(list.tools.map((tool) => [tool.name, tool]));
     assert.deepEqual([...byName.keys()].sort(), [
+      "state_changes",
       "state_delete",
       "state_list",
       "state_load",
       "state_patch",
+      "state_restore",
       "state_save",
       "state_touch",
     ]);

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
-import { HandleStore, Increment, SetKey } from "../mod.ts";
+import { Append, HandleStore, Increment, SetKey } from "../mod.ts";
 import type { HandleRecord, WriteContext } from "../src/backend.ts";
 import { DenoKvBackend, parseDenoKvUrl } from "../src/backends/denokv.ts";
 import { backendContract, FakeClock, freshUser, rejectsWith } from "./contract.ts";
@@ -138,7 +138,8 @@ Deno.test("states at the inline limit and one byte over round-trip with the long
 Deno.test("large states: chunk sets are released on replace, kept on touch, deleted on revoke and sweep", async () => {
   const kv = await Deno.openKv(":memory:");
   const clock = new FakeClock();
-  const store = new HandleStore(new DenoKvBackend(kv), { clock: clock.fn });
+  // No undo window: revoke deletes at once (the trash has a test of its own).
+  const store = new HandleStore(new DenoKvBackend(kv), { clock: clock.fn, trashDays: 0 });
   try {
     const user = freshUser();
     const h = await store.mint("big", stateOfBytes(300_000, "é"), { user, ttlDays: 1 });
@@ -150,15 +151,18 @@ Deno.test("large states: chunk sets are released on replace, kept on touch, dele
     const sets = await chunkSets(kv, user);
     assert.equal(sets.size, 1);
     assert.ok(!sets.has(first));
+    assert.equal((await keysOf(kv, ["mcpstate", "u", user, "log"])).length, 3);
     await store.revoke(h, { user });
+    // Head, chunks and changelog went in one commit.
     assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user]), []);
 
     const e = await store.mint("big", stateOfBytes(200_000), { user, ttlDays: 1 });
+    await store.patch(e, [SetKey("", "n", 1)], { user });
     clock.advance(DAY + 1);
     await rejectsWith(() => store.get(e, { user }), "handle_expired");
     assert.equal(await store.sweep(), 1);
     await rejectsWith(() => store.get(e, { user }), "handle_not_found");
-    // Nothing of the user is left but the registry of user names.
+    // Nothing of the user is left (changelog included) but the registry of user names.
     assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user]), []);
     assert.deepEqual(await keysOf(kv, ["mcpstate", "xh"]), []);
   } finally {
@@ -167,9 +171,13 @@ Deno.test("large states: chunk sets are released on replace, kept on touch, dele
   }
 });
 
-Deno.test("a state of more than 48 chunks is written, replaced, revoked and collected", async () => {
+Deno.test("a state of more than 48 chunks is written, replaced, revoked, purged from the trash and collected", async () => {
   const kv = await Deno.openKv(":memory:");
-  const store = new HandleStore(new DenoKvBackend(kv), { maxStateBytes: 4 * MIB });
+  const clock = new FakeClock();
+  const store = new HandleStore(new DenoKvBackend(kv), {
+    maxStateBytes: 4 * MIB,
+    clock: clock.fn,
+  });
   try {
     const user = freshUser();
     const a = stateOfBytes(3.5 * MIB, "€");
@@ -181,8 +189,13 @@ Deno.test("a state of more than 48 chunks is written, replaced, revoked and coll
     assert.deepEqual((await store.get(h, { user })).state, b);
     assert.equal((await chunkSets(kv, user)).size, 1);
     await store.revoke(h, { user });
+    // In the trash the chunks stay; past the undo window sweep collects them.
+    assert.equal((await keysOf(kv, ["mcpstate", "u", user, "c"])).length, 56);
+    clock.advance(7 * DAY + 1);
+    await store.sweep();
     assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user]), []);
     assert.deepEqual(await keysOf(kv, ["mcpstate", "xw"]), []);
+    assert.deepEqual(await keysOf(kv, ["mcpstate", "xt"]), []);
   } finally {
     await store.close();
     kv.close();
@@ -304,6 +317,258 @@ Deno.test("restore() inserts, replaces an older version, and keeps a newer one",
   }
 });
 
+/** The changelog keys of a handle: `[logId, version]` pairs, in key order. */
+async function logKeys(kv: Deno.Kv, user: string, handle: string): Promise<[string, number][]> {
+  return (await keysOf(kv, ["mcpstate", "u", user, "log", handle])).map(
+    (k) => [k[5] as string, k[6] as number],
+  );
+}
+
+/** Versions `from`…`to`. */
+function versions(from: number, to: number): number[] {
+  return Array.from({ length: to - from + 1 }, (_, i) => from + i);
+}
+
+/** A `Deno.Kv` whose reads of collector intents fail, so a commit's hand-off is left to `sweep`. */
+function withoutAfterCommit(kv: Deno.Kv): Deno.Kv {
+  return new Proxy(kv, {
+    get(target, prop) {
+      if (prop === "get") {
+        return (key: Deno.KvKey) =>
+          key[1] === "xw" ? Promise.reject(new Error("injected")) : target.get(key);
+      }
+      const v = Reflect.get(target, prop, target);
+      return typeof v === "function" ? v.bind(target) : v;
+    },
+  });
+}
+
+Deno.test("changelog: one key per entry in its write's commit; retention trims the oldest end there", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const clock = new FakeClock();
+  const open = (history: { maxEntries?: number; maxAgeDays?: number }, raw = kv) =>
+    new HandleStore(new DenoKvBackend(raw), { clock: clock.fn, history });
+  const store = open({ maxEntries: 5 });
+  const wide = open({ maxEntries: 500 });
+  // Its commits hand long runs to the collector, and never collect them itself.
+  const lazy = open({ maxEntries: 3 }, withoutAfterCommit(kv));
+  try {
+    const user = freshUser();
+    const h = await store.mint("log", { n: 0 }, { user });
+    for (let i = 0; i < 9; i++) await store.patch(h, [Increment("", "n")], { user });
+    const keys = await logKeys(kv, user, h);
+    assert.deepEqual(keys.map(([, v]) => v), versions(6, 10));
+    assert.equal(new Set(keys.map(([l]) => l)).size, 1);
+    // A wider retention keeps more from here on; a narrower one trims in one write.
+    for (let i = 0; i < 150; i++) await wide.patch(h, [Increment("", "n")], { user });
+    assert.deepEqual((await logKeys(kv, user, h)).map(([, v]) => v), versions(6, 160));
+    await lazy.patch(h, [Increment("", "n")], { user });
+    // 153 trimmed entries are more than one commit deletes: handed over, invisible already.
+    const backend = lazy.backend;
+    assert.deepEqual((await backend.changes(user, h, 0)).map((e) => e.version), [159, 160, 161]);
+    const r = await store.changesSince(h, 158, { user });
+    assert.ok(!r.truncated && r.changes.length === 3);
+    assert.equal((await store.changesSince(h, 157, { user })).truncated, true);
+    assert.equal((await keysOf(kv, ["mcpstate", "xw"])).length, 1);
+    assert.equal((await logKeys(kv, user, h)).length, 156);
+    await lazy.sweep();
+    assert.deepEqual(await keysOf(kv, ["mcpstate", "xw"]), []);
+    assert.deepEqual((await logKeys(kv, user, h)).map(([, v]) => v), [159, 160, 161]);
+    // The next write with the narrow retention trims exactly one, in its commit.
+    await lazy.patch(h, [Increment("", "n")], { user });
+    assert.deepEqual((await logKeys(kv, user, h)).map(([, v]) => v), [160, 161, 162]);
+
+    // By age: after a quiet day and more, one write drops every older entry.
+    const aged = open({ maxEntries: 100, maxAgeDays: 1 });
+    const g = await aged.mint("log", { n: 0 }, { user });
+    for (let i = 0; i < 3; i++) {
+      clock.advance(3_600_000);
+      await aged.patch(g, [Increment("", "n")], { user });
+    }
+    clock.advance(DAY - 3_600_000);
+    await aged.patch(g, [Increment("", "n")], { user });
+    // Entries 1 and 2 are more than a day old; 3 is exactly a day old and stays.
+    assert.deepEqual((await logKeys(kv, user, g)).map(([, v]) => v), [3, 4, 5]);
+    clock.advance(2 * DAY);
+    await aged.patch(g, [Increment("", "n")], { user });
+    assert.deepEqual((await logKeys(kv, user, g)).map(([, v]) => v), [6]);
+    await aged.close();
+  } finally {
+    for (const s of [store, wide, lazy]) await s.close();
+    kv.close();
+  }
+});
+
+Deno.test("changelog: an entry over one KV value is an omitted marker; a write without an entry drops the log", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const store = new HandleStore(new DenoKvBackend(kv), {
+    history: { maxEntryBytes: 4 * MIB },
+  });
+  const off = new HandleStore(new DenoKvBackend(kv), { history: false });
+  try {
+    const user = freshUser();
+    const h = await store.mint("big", { s: "" }, { user, writer: "w" });
+    // About 60 KB of diff: one KV value holds it, kept whole.
+    const mid = stateOfBytes(60_000, "é");
+    await store.save(h, mid, { user, expectVersion: 1, writer: "w" });
+    const r = await store.changesSince(h, 1, { user });
+    assert.ok(!r.truncated);
+    if (!r.truncated) {
+      assert.deepEqual(r.changes[0]!.patch, [{ op: "replace", path: "/s", value: mid.s }]);
+    }
+    // About 200 KB of diff: stored as its marker, so the log answers truncated.
+    await store.save(h, stateOfBytes(200_000, "é"), { user, expectVersion: 2, writer: "w2" });
+    const [, , third] = await store.backend.changes(user, h, 0);
+    assert.deepEqual(JSON.parse(third!.text), {
+      version: 3,
+      at: new Date(third!.at).toISOString(),
+      writer: "w2",
+      op: "save",
+      omitted: true,
+    });
+    assert.equal((await store.changesSince(h, 2, { user })).truncated, true);
+    await store.patch(h, [SetKey("", "n", 1)], { user });
+    const tail = await store.changesSince(h, 3, { user });
+    assert.ok(!tail.truncated && tail.changes.length === 1);
+
+    // A store without history writes no entry: the log, which would have a gap, goes.
+    await off.patch(h, [SetKey("", "n", 2)], { user });
+    assert.deepEqual(await logKeys(kv, user, h), []);
+    await off.save(h, { s: "x" }, { user, expectVersion: 5 });
+    assert.equal((await store.changesSince(h, 5, { user })).truncated, true);
+    // The next entry starts a new log.
+    await store.patch(h, [SetKey("", "n", 3)], { user });
+    const fresh = await store.changesSince(h, 6, { user });
+    assert.ok(!fresh.truncated && fresh.changes.length === 1 && fresh.changes[0]!.version === 7);
+    assert.deepEqual((await logKeys(kv, user, h)).map(([, v]) => v), [7]);
+  } finally {
+    await store.close();
+    await off.close();
+    kv.close();
+  }
+});
+
+Deno.test("trash: revoke moves the head in one commit, restore moves it back, sweep purges it", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const clock = new FakeClock();
+  const store = new HandleStore(new DenoKvBackend(kv), { clock: clock.fn });
+  const backend = store.backend;
+  try {
+    const user = freshUser(), other = freshUser();
+    const h = await store.mint("big", stateOfBytes(300_000, "é"), { user, ttlDays: 30 });
+    await store.patch(h, [SetKey("", "n", 1)], { user, writer: "p" });
+    const before = await store.get(h, { user });
+    const chunks = await keysOf(kv, ["mcpstate", "u", user, "c"]);
+    const log = await logKeys(kv, user, h);
+    await store.revoke(h, { user });
+    // The head moved to the trash; chunks and changelog did not move.
+    assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user, "h"]), []);
+    assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user, "i"]), []);
+    assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user, "t"]), [
+      ["mcpstate", "u", user, "t", h],
+    ]);
+    assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user, "c"]), chunks);
+    assert.deepEqual(await logKeys(kv, user, h), log);
+    assert.deepEqual(await keysOf(kv, ["mcpstate", "xh"]), []);
+    // Invisible to every primitive but untrash, and the handle stays taken.
+    assert.equal(await backend.read(user, h), null);
+    assert.deepEqual(await backend.changes(user, h, 0), []);
+    assert.deepEqual(await backend.list(user, { limit: 10 }), []);
+    assert.deepEqual(
+      await backend.listUsers!({ limit: 1000 }).then((u) => u.includes(user)),
+      false,
+    );
+    const ctx = { now: clock.now, graceMs: 0 };
+    assert.deepEqual(await backend.insert(user, { ...before, state: "{}" } as never, ctx), {
+      inserted: false,
+    });
+    assert.equal(await backend.untrash(other, h, ctx), null);
+    // Back exactly as it was, changelog included.
+    assert.deepEqual(await store.restore(h, { user }), before);
+    assert.deepEqual(await store.get(h, { user }), before);
+    // (The mint's entry of a 300 KB state is an omitted marker.)
+    assert.deepEqual((await backend.changes(user, h, 0)).map((e) => e.version), [1, 2]);
+    const r = await store.changesSince(h, 1, { user });
+    assert.ok(!r.truncated && r.changes[0]!.writer === "p");
+    assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user, "t"]), []);
+    assert.deepEqual(await keysOf(kv, ["mcpstate", "xt"]), []);
+    assert.equal((await store.list(user)).length, 1);
+    assert.equal((await keysOf(kv, ["mcpstate", "xh"])).length, 1);
+
+    // Past the undo window: nothing to restore; sweep (of all users) purges everything.
+    await store.revoke(h, { user });
+    const g = await store.mint("small", { a: 1 }, { user: other });
+    await store.revoke(g, { user: other });
+    clock.advance(7 * DAY);
+    await rejectsWith(() => store.restore(h, { user }), "handle_not_found");
+    assert.equal(await store.sweep(), 0);
+    assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user]), []);
+    assert.deepEqual(await keysOf(kv, ["mcpstate", "u", other]), []);
+    assert.deepEqual(await keysOf(kv, ["mcpstate", "xt"]), []);
+    assert.deepEqual(await keysOf(kv, ["mcpstate", "xw"]), []);
+
+    // Sweep of one user purges only that user's trash.
+    const a = await store.mint("small", { a: 1 }, { user });
+    const b = await store.mint("small", { b: 1 }, { user: other });
+    await store.revoke(a, { user });
+    await store.revoke(b, { user: other });
+    clock.advance(7 * DAY + 1);
+    await store.sweep(user);
+    assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user]), []);
+    assert.equal((await keysOf(kv, ["mcpstate", "u", other, "t"])).length, 1);
+    assert.equal((await keysOf(kv, ["mcpstate", "xt"])).length, 1);
+  } finally {
+    await store.close();
+    kv.close();
+  }
+});
+
+Deno.test("trash: the largest inline head with the longest metadata fits; an import beside a trashed copy replaces it on the next revoke", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const clock = new FakeClock();
+  const store = new HandleStore(new DenoKvBackend(kv), { clock: clock.fn });
+  const backend = store.backend;
+  try {
+    const user = "ü".repeat(200);
+    const writer = "😀".repeat(128);
+    const h = await store.mint("k" + "-".repeat(31), stateOfBytes(63_488, "€"), {
+      user,
+      writer,
+      ttlDays: 1,
+      randomChars: 64,
+    });
+    const before = await store.get(h, { user });
+    await store.revoke(h, { user });
+    assert.deepEqual(await store.restore(h, { user }), before);
+
+    // restore() (import) writes a live record beside a trashed copy, as the
+    // memory backend does; the next revoke drops the older trashed copy.
+    const x = await store.mint("note", stateOfBytes(200_000), { user: "imp" });
+    await store.patch(x, [SetKey("", "n", 1)], { user: "imp" });
+    await store.revoke(x, { user: "imp" });
+    const ctx = { now: clock.now, graceMs: 0 };
+    const imported = {
+      handle: x,
+      kind: "note",
+      state: '{"imported":true}',
+      version: 9,
+      createdAt: clock.now,
+      updatedAt: clock.now,
+      expiresAt: null,
+      lastWriter: "import",
+    };
+    assert.equal(await backend.restore!("imp", imported, ctx), "inserted");
+    assert.equal(await backend.untrash("imp", x, ctx), null);
+    await store.revoke(x, { user: "imp" });
+    assert.deepEqual(await keysOf(kv, ["mcpstate", "u", "imp", "c"]), []);
+    assert.deepEqual(await logKeys(kv, "imp", x), []);
+    assert.deepEqual(await backend.untrash("imp", x, ctx), imported);
+  } finally {
+    await store.close();
+    kv.close();
+  }
+});
+
 async function run(args: string[], flags = ["--unstable-kv"]): Promise<string> {
   const out = await new Deno.Command(Deno.execPath(), {
     args: ["run", "--allow-all", ...flags, child, ...args],
@@ -400,6 +665,9 @@ Deno.test("a writer killed between its chunk writes and the head swap leaves the
           assert.deepEqual(await keysOf(kv, ["mcpstate", "xw"]), []);
           assert.equal((await chunkSets(kv, user)).size, 1);
           assert.deepEqual((await store.get(h, { user })).state, before);
+          // The changelog holds no entry of the killed write (the mint's is a marker).
+          assert.deepEqual((await store.backend.changes(user, h, 0)).map((e) => e.version), [1]);
+          assert.equal((await store.changesSince(h, 0, { user })).truncated, true);
           const next = stateOfBytes(MIB, "ö");
           assert.equal((await store.save(h, next, { user, expectVersion: 1 })).version, 2);
           assert.deepEqual((await store.get(h, { user })).state, next);
@@ -410,6 +678,89 @@ Deno.test("a writer killed between its chunk writes and the head swap leaves the
         }
       },
     );
+  }
+});
+
+/**
+ * Asserts that the changelog after `since` is either truncated, or every
+ * entry up to the state's version, each the patch that appended its place of
+ * the state's `log`. Returns how many entries it checked.
+ */
+async function assertLogInStep(
+  store: HandleStore,
+  h: string,
+  user: string,
+  since: number,
+): Promise<number> {
+  const s = await store.get<{ n: number; log: string[] }>(h, { user });
+  assert.equal(s.state.n, s.state.log.length);
+  const r = await store.changesSince(h, since, { user });
+  if (r.truncated) {
+    assert.equal(r.current.version, s.version);
+    return 0;
+  }
+  assert.equal(r.version, s.version);
+  assert.deepEqual(r.changes.map((c) => c.version), versions(since + 1, s.version));
+  const appended = r.changes.map((c) => (c.ops as { value: string }[])[1]!.value);
+  assert.deepEqual(appended, s.state.log.slice(s.state.log.length - appended.length));
+  return appended.length;
+}
+
+Deno.test("a writer killed at any point leaves no write without its entry, no entry without its write", async (t) => {
+  const cases: [string, number][] = [["at the commit of its third write", 3], [
+    "at a random moment of a patch loop",
+    0,
+  ]];
+  for (const [name, stopAt] of cases) {
+    await t.step(`killed ${name}`, async () => {
+      const file = `${dir}/kill-log-${stopAt}.kv`;
+      const user = freshUser();
+      let h: string;
+      {
+        await using store = await HandleStore.fromUrl(`denokv:///${file}`);
+        h = await store.mint("log", { n: 0, log: [] }, { user });
+      }
+      const proc = new Deno.Command(Deno.execPath(), {
+        args: [
+          "run",
+          "--allow-all",
+          "--unstable-kv",
+          child,
+          "log",
+          file,
+          user,
+          h,
+          `${stopAt}`,
+          "k",
+        ],
+        stdout: "piped",
+        stderr: "null",
+      }).spawn();
+      const reader = proc.stdout.pipeThrough(new TextDecoderStream()).getReader();
+      const wanted = stopAt > 0 ? "paused" : "started";
+      let seen = "";
+      while (!seen.includes(wanted)) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        seen += value;
+      }
+      assert.match(seen, new RegExp(wanted));
+      if (stopAt === 0) await new Promise((r) => setTimeout(r, 20 + Math.random() * 200));
+      proc.kill("SIGKILL");
+      assert.equal((await proc.status).signal, "SIGKILL");
+      await reader.cancel().catch(() => {});
+
+      await using store = await HandleStore.fromUrl(`denokv:///${file}`);
+      const v = (await store.get(h, { user })).version;
+      if (stopAt > 0) assert.equal(v, stopAt);
+      else assert.ok(v >= 2);
+      // Retention keeps the last 100 entries: all of them are there, in step with the state.
+      const since = Math.max(1, v - 100);
+      assert.equal(await assertLogInStep(store, h, user, since), v - since);
+      // Writers go on from there, entry and all.
+      await store.patch(h, [Increment("", "n"), Append("log", "after")], { user });
+      assert.equal(await assertLogInStep(store, h, user, since + 1), v - since);
+    });
   }
 });
 

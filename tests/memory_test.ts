@@ -1,19 +1,16 @@
 import { HandleStore } from "../mod.ts";
+import type { Backend } from "../src/backend.ts";
 import { MemoryBackend } from "../src/backends/memory.ts";
 import { backendContract } from "./contract.ts";
 
-const backend = new MemoryBackend();
-// One backend shared by every store the suite opens, as processes share a database.
-backendContract("memory", (opts) =>
-  Promise.resolve(
-    new HandleStore({
-      insert: (...a) => backend.insert(...a),
-      read: (...a) => backend.read(...a),
-      save: (...a) => backend.save(...a),
-      update: (...a) => backend.update(...a),
-      remove: (...a) => backend.remove(...a),
-      list: (...a) => backend.list(...a),
-      sweep: (...a) => backend.sweep(...a),
-      close: () => Promise.resolve(),
-    }, opts),
-  ));
+const shared = new MemoryBackend();
+/** One backend shared by every store the suite opens, as processes share a database. */
+const view = (): Backend =>
+  new Proxy(shared, {
+    get(target, name) {
+      if (name === "close") return () => Promise.resolve();
+      const v = Reflect.get(target, name, target);
+      return typeof v === "function" ? v.bind(target) : v;
+    },
+  });
+backendContract("memory", (opts) => Promise.resolve(new HandleStore(view(), opts)));

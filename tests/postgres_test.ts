@@ -1,10 +1,13 @@
 /**
  * The PostgreSQL backend against a real server: the contract suite (through a
  * URL and through an injected client), the restore contract behind export and
- * migrate, byte-exact states, index-only listing,
- * 16 writers in 2 processes, instances migrating one schema at once, clear
- * errors when the server is away, and — last, because it briefly takes the
- * server down — a restart in the middle of a write loop.
+ * migrate, byte-exact states, index-only listing that leaves trashed rows out,
+ * the changelog and trash rows themselves, 16 writers in 2 processes, a writer
+ * process killed mid-write, instances migrating one schema at once, a
+ * version-1 schema migrated in place, clear errors when the server is away,
+ * and — last, because it briefly takes the server down — a restart in the
+ * middle of a write loop. After every crash the changelog must match the
+ * state: no write without its entry, no entry without its write.
  *
  * The server is `postgres://postgres@127.0.0.1:5432/test` unless
  * `MCPSTATE_TEST_POSTGRES_URL` names another. Every test works in its own
@@ -56,6 +59,34 @@ async function dropSchema(schema: string): Promise<void> {
 
 function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * Asserts that the handle's changelog is whole and matches its state: the
+ * last `maxEntries` (default 100) entries are there, one per version, and
+ * every patch entry appended what `log` holds at that position. For handles
+ * minted with `{ log: [] }` (plus anything else) and then only patched.
+ */
+async function assertLogMatches(store: HandleStore, user: string, handle: string): Promise<void> {
+  const s = await store.get<{ log: string[] }>(handle, { user });
+  const after = Math.max(0, s.version - 100);
+  const r = await store.changesSince(handle, after, { user });
+  assert.ok(!r.truncated, `the changelog of ${handle} has a hole before version ${s.version}`);
+  if (r.truncated) return;
+  assert.deepEqual(
+    r.changes.map((c) => c.version),
+    Array.from({ length: s.version - after }, (_, i) => after + 1 + i),
+  );
+  for (const c of r.changes) {
+    if (c.version === 1) {
+      assert.equal(c.op, "mint");
+      continue;
+    }
+    assert.equal(c.op, "patch");
+    const append = (c.ops as { op: string; value?: unknown }[]).find((o) => o.op === "append");
+    assert.equal(append?.value, s.state.log[c.version - 2], `entry ${c.version} is not the write`);
+  }
+  assert.equal(s.version, s.state.log.length + 1);
 }
 
 async function waitFor(what: string, ok: () => boolean, timeoutMs: number): Promise<void> {
@@ -208,12 +239,21 @@ Deno.test("listing is an index-only scan of (user_id, updated_at) and never read
               CASE WHEN g % 3 = 0 THEN g + 1000 END, NULL
        FROM generate_series(1, 20000) AS g`,
     );
+    // Trash the newest rows of every user: listing must not see them.
+    await sql.unsafe(
+      `UPDATE "${schema}".handles SET trashed_until = 9e15 WHERE user_id LIKE 'other-%' AND updated_at > 19000`,
+    );
     await sql.unsafe(`VACUUM ANALYZE "${schema}".handles`);
     sent.length = 0;
     const page = await store.listPage("other-7", { limit: 5, kind: "odd" });
     assert.equal(page.handles.length, 5);
+    // The newest live, unexpired, untrashed rows of other-7 (g % 50 = 7, all odd).
+    const want = [];
+    for (let g = 19000; want.length < 5; g--) if (g % 50 === 7 && g % 3 !== 0) want.push(`k_${g}`);
+    assert.deepEqual(page.handles.map((h) => h.handle), want);
     await store.listPage("other-7", { limit: 5, kind: "odd", cursor: page.nextCursor });
-    await store.list("other-8", { includeExpired: true });
+    // 400 rows, 20 of them (g > 19000) trashed.
+    assert.equal((await store.list("other-8", { includeExpired: true })).length, 380);
     const lists = sent.filter((s) => /ORDER BY updated_at/.test(s.query));
     assert.equal(lists.length, 3);
     for (const { query, params } of lists) {
@@ -226,6 +266,139 @@ Deno.test("listing is an index-only scan of (user_id, updated_at) and never read
     }
   } finally {
     await store.close();
+    await sql.end();
+    await dropSchema(schema);
+  }
+});
+
+Deno.test("the changelog and the trash in the tables: entries live and die with their row", async () => {
+  const schema = schemaName("trash");
+  const backend = await PostgresBackend.fromUrl(urlFor(schema));
+  const sql = admin();
+  let now = Date.UTC(2026, 6, 28, 12);
+  const clock = () => now;
+  const store = new HandleStore(backend, {
+    clock,
+    history: { maxEntries: 3, maxAgeDays: 30 },
+    reclaimIntervalMs: 0,
+  });
+  const deleting = new HandleStore(backend, { clock, trashDays: 0, reclaimIntervalMs: 0 });
+  const t = `"${schema}"`;
+  /** The versions of a handle's changelog rows, trashed or not. */
+  const logOf = async (handle: string) =>
+    (await sql.unsafe(
+      `SELECT version FROM ${t}.changes WHERE handle = $1 ORDER BY version`,
+      [handle],
+    )).map((r) => Number(r.version));
+  const rowOf = async (handle: string) =>
+    (await sql.unsafe(`SELECT version, trashed_until FROM ${t}.handles WHERE handle = $1`, [
+      handle,
+    ]))[0];
+  const usersOf = async () => await backend.listUsers({ limit: 1000 });
+  try {
+    const user = freshUser();
+    const h = await store.mint("doc", { log: [] }, { user });
+    for (let i = 0; i < 4; i++) await store.patch(h, [Append("log", `p${i}`)], { user });
+    // Retention trims the table itself, in the write's transaction.
+    assert.deepEqual(await logOf(h), [3, 4, 5]);
+
+    // Into the trash: the row stays with its changelog, out of every live query.
+    await store.revoke(h, { user });
+    assert.equal(Number((await rowOf(h))?.trashed_until), now + 7 * DAY);
+    assert.deepEqual(await logOf(h), [3, 4, 5]);
+    assert.equal(await backend.read(user, h), null);
+    assert.deepEqual(await backend.list(user, { limit: 10 }), []);
+    assert.deepEqual(await backend.changes(user, h, 0), []);
+    assert.ok(!(await usersOf()).includes(user), "a user with only trashed rows is listed");
+    assert.deepEqual(await backend.remove(user, h, { now, graceMs: 0, trashUntil: now + DAY }), {
+      removed: false,
+    });
+    const seen: unknown[] = [];
+    const none = await backend.update(user, h, (cur) => (seen.push(cur), null), {
+      now,
+      graceMs: 0,
+    });
+    assert.deepEqual([seen, none], [[null], { record: null, written: false }]);
+    assert.deepEqual(await store.restore(h, { user }), await store.get(h, { user }));
+    // Back, unchanged, with its changelog.
+    assert.equal((await rowOf(h))?.trashed_until, null);
+    assert.deepEqual((await backend.changes(user, h, 3)).map((e) => e.version), [4, 5]);
+    assert.ok((await usersOf()).includes(user));
+
+    // A trashed handle cannot be minted again.
+    const rec = (await backend.read(user, h))!;
+    await store.revoke(h, { user });
+    assert.deepEqual(
+      await backend.insert(user, { ...rec, version: 1 }, {
+        now,
+        graceMs: 0,
+        entry: { version: 1, at: now, text: "{}" },
+      }),
+      { inserted: false },
+    );
+    assert.deepEqual(await logOf(h), [3, 4, 5]);
+
+    // Past the undo window sweep deletes the row and its changelog; it counts
+    // only live records. An expired record goes with its changelog too.
+    const e = await store.mint("doc", { log: [] }, { user, ttlDays: 1 });
+    await store.patch(e, [Append("log", "x")], { user });
+    now += 8 * DAY;
+    assert.equal(await backend.sweep(user, now, now), 1);
+    assert.equal(await rowOf(h), undefined);
+    assert.equal(await rowOf(e), undefined);
+    assert.deepEqual([await logOf(h), await logOf(e)], [[], []]);
+
+    // A revoke without trash deletes the changelog with the row.
+    const d = await store.mint("doc", { log: [] }, { user });
+    await store.patch(d, [Append("log", "x")], { user });
+    await deleting.revoke(d, { user });
+    assert.deepEqual([await rowOf(d), await logOf(d)], [undefined, []]);
+
+    // A raw restore over a trashed row takes its place ("inserted": no live
+    // record was there); over an older live one it replaces it. Either way the
+    // old changelog goes.
+    const r = await store.mint("doc", { log: [] }, { user });
+    await store.patch(r, [Append("log", "x")], { user });
+    const cur = (await backend.read(user, r))!;
+    await store.revoke(r, { user });
+    const ctx = { now, graceMs: 0 };
+    assert.equal(await backend.restore(user, { ...cur, version: 1 }, ctx), "inserted");
+    assert.deepEqual([(await rowOf(r))?.trashed_until, await logOf(r)], [null, []]);
+    await store.patch(r, [Append("log", "y")], { user });
+    assert.deepEqual(await logOf(r), [2]);
+    assert.equal(await backend.restore(user, { ...cur, version: 9 }, ctx), "replaced");
+    assert.deepEqual(await logOf(r), []);
+    assert.equal(await backend.restore(user, { ...cur, version: 9 }, ctx), "kept");
+
+    // A revoke racing writers on the handle leaves no entry behind: whatever
+    // the writers committed before the row went, its changelog went with it.
+    for (let round = 0; round < 4; round++) {
+      const x = await store.mint("race", { log: [] }, { user });
+      const writers = Array.from({ length: 6 }, async (_, w) => {
+        for (let i = 0; i < 20; i++) {
+          try {
+            await store.patch(x, [Append("log", `${w}:${i}`)], { user });
+          } catch (err) {
+            if (err instanceof McpStateError && err.code === "handle_not_found") return;
+            throw err;
+          }
+        }
+      });
+      await delay(round * 3);
+      await deleting.revoke(x, { user });
+      await Promise.all(writers);
+      assert.deepEqual([await rowOf(x), await logOf(x)], [undefined, []]);
+    }
+    const [orphans] = await sql.unsafe(
+      `SELECT count(*)::int AS n FROM ${t}.changes c
+       WHERE NOT EXISTS (SELECT 1 FROM ${t}.handles h
+                         WHERE h.user_id = c.user_id AND h.handle = c.handle)`,
+    );
+    assert.equal(orphans?.n, 0);
+  } finally {
+    await store.close();
+    await deleting.close();
+    await backend.close();
     await sql.end();
     await dropSchema(schema);
   }
@@ -299,6 +472,77 @@ Deno.test("16 writers in 2 processes patch one handle: every patch lands exactly
       }
     }
     assert.equal(s.version, total + 1);
+    await assertLogMatches(store, user, handle);
+  } finally {
+    await store.close();
+    await dropSchema(schema);
+  }
+});
+
+Deno.test("a writer process killed (SIGKILL) mid-write leaves no write without its entry", async () => {
+  const schema = schemaName("kill");
+  const url = urlFor(schema);
+  const store = await HandleStore.fromUrl(url);
+  try {
+    const user = freshUser();
+    const handle = await store.mint("counter", { n: 0, log: [] }, { user });
+    // Six writers, half of them with idempotency keys, patch without pause:
+    // whenever the kill lands, transactions are open at every stage.
+    const child = new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--allow-all",
+        "tests/_postgres_child.ts",
+        url,
+        user,
+        handle,
+        "k",
+        "6",
+        "forever",
+      ],
+      cwd: REPO_ROOT,
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "null",
+    }).spawn();
+    let killed = false;
+    try {
+      const out = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+      let text = "";
+      while (!text.includes("ready\n")) {
+        const { value, done } = await out.read();
+        if (done) assert.fail(`the writer process ended before it was ready: ${text}`);
+        text += value;
+      }
+      out.cancel().catch(() => {});
+      const go = child.stdin.getWriter();
+      await go.write(new TextEncoder().encode("go\n"));
+      await go.close();
+      // Past the default retention of 100 entries, so the trim runs too.
+      const deadline = performance.now() + 30_000;
+      while ((await store.get(handle, { user })).version < 150) {
+        if (performance.now() > deadline) assert.fail("the writer process made no progress");
+        await delay(10);
+      }
+      child.kill("SIGKILL");
+      killed = true;
+    } finally {
+      if (!killed) child.kill("SIGKILL");
+      assert.equal((await child.status).signal, "SIGKILL");
+    }
+    // The server rolls back the dead sessions' open transactions (a COMMIT
+    // already sent may still land): wait until the handle stops changing.
+    let last = -1;
+    for (;;) {
+      const { version } = await store.get(handle, { user });
+      if (version === last) break;
+      last = version;
+      await delay(200);
+    }
+    await assertLogMatches(store, user, handle);
+    const s = await store.get<{ n: number; log: string[] }>(handle, { user });
+    assert.equal(s.state.n, s.state.log.length);
+    assert.equal(new Set(s.state.log).size, s.state.log.length, "a patch was applied twice");
   } finally {
     await store.close();
     await dropSchema(schema);
@@ -326,7 +570,12 @@ Deno.test("8 instances migrating one schema at the same moment all succeed, at o
       `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`,
       [schema],
     );
-    assert.deepEqual(tables.map((r) => r.table_name), ["handles", "idempotency", "meta"]);
+    assert.deepEqual(tables.map((r) => r.table_name), [
+      "changes",
+      "handles",
+      "idempotency",
+      "meta",
+    ]);
     // Every instance works on the same tables.
     const user = freshUser();
     const a = new HandleStore(backends[0]!), b = new HandleStore(backends[7]!);
@@ -340,6 +589,73 @@ Deno.test("8 instances migrating one schema at the same moment all succeed, at o
     assert.deepEqual((await b.get(h, { user })).state, { x: 1, y: 2 });
   } finally {
     for (const backend of backends) await backend.close();
+    await sql.end();
+    await dropSchema(schema);
+  }
+});
+
+Deno.test("a version-1 schema with data is migrated in place: rows kept, history and trash work on them", async () => {
+  const schema = schemaName("v1");
+  const s = `"${schema}"`;
+  const sql = admin();
+  let store: HandleStore | undefined;
+  try {
+    // The layout version 1 created, as deployments have it.
+    await sql.unsafe(`CREATE SCHEMA ${s}`);
+    for (
+      const statement of [
+        `CREATE TABLE ${s}.meta (key text PRIMARY KEY, value text NOT NULL)`,
+        `INSERT INTO ${s}.meta VALUES ('schema_version', '1')`,
+        `CREATE TABLE ${s}.handles (
+           user_id text COLLATE "C" NOT NULL, handle text COLLATE "C" NOT NULL,
+           kind text NOT NULL, state text NOT NULL, version bigint NOT NULL,
+           created_at bigint NOT NULL, updated_at bigint NOT NULL, expires_at bigint,
+           last_writer text, PRIMARY KEY (user_id, handle))`,
+        `CREATE INDEX handles_user_updated ON ${s}.handles (user_id, updated_at DESC, handle)
+           INCLUDE (kind, version, created_at, expires_at, last_writer)`,
+        `CREATE INDEX handles_expires ON ${s}.handles (expires_at) WHERE expires_at IS NOT NULL`,
+        `CREATE TABLE ${s}.idempotency (
+           user_id text COLLATE "C" NOT NULL, scope text COLLATE "C" NOT NULL,
+           key text COLLATE "C" NOT NULL, fingerprint text NOT NULL, result text,
+           expires_at bigint NOT NULL, PRIMARY KEY (user_id, scope, key))`,
+        `CREATE INDEX idempotency_expires ON ${s}.idempotency (expires_at)`,
+        `INSERT INTO ${s}.handles VALUES
+           ('old-user', 'doc_aaaaaaaa', 'doc', '{"log":["a","b"]}', 3, 1000, 3000, NULL, 'w'),
+           ('old-user', 'doc_bbbbbbbb', 'doc', '{"log":[]}', 1, 2000, 2000, NULL, NULL)`,
+      ]
+    ) await sql.unsafe(statement);
+    store = await HandleStore.fromUrl(urlFor(schema));
+    const [meta] = await sql.unsafe(`SELECT value FROM ${s}.meta WHERE key = 'schema_version'`);
+    assert.equal(meta?.value, String(POSTGRES_SCHEMA_VERSION));
+    const [index] = await sql.unsafe(
+      `SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = 'handles_user_updated'`,
+      [schema],
+    );
+    assert.match(String(index?.indexdef), /WHERE \(trashed_until IS NULL\)/);
+
+    const user = "old-user", a = "doc_aaaaaaaa", b = "doc_bbbbbbbb";
+    const before = await store.get<{ log: string[] }>(a, { user });
+    assert.deepEqual([before.version, before.state], [3, { log: ["a", "b"] }]);
+    // Writes from before the changelog existed are not in it: truncated, with
+    // the snapshot; new writes are.
+    assert.equal((await store.changesSince(a, 1, { user })).truncated, true);
+    await store.patch(a, [Append("log", "c")], { user, writer: "new" });
+    const since = await store.changesSince(a, 3, { user });
+    assert.ok(!since.truncated);
+    if (!since.truncated) {
+      assert.deepEqual(since.changes.map((c) => [c.version, c.op, c.writer]), [[
+        4,
+        "patch",
+        "new",
+      ]]);
+    }
+    assert.deepEqual((await store.list(user)).map((h) => h.handle), [a, b]);
+    await store.revoke(b, { user });
+    assert.deepEqual((await store.list(user)).map((h) => h.handle), [a]);
+    assert.equal((await store.restore(b, { user })).version, 1);
+    assert.deepEqual((await store.list(user)).map((h) => h.handle), [a, b]);
+  } finally {
+    await store?.close();
     await sql.end();
     await dropSchema(schema);
   }
@@ -559,6 +875,27 @@ Deno.test("a PostgreSQL restart mid-write: acknowledged writes survive, the outa
     const chain = await store.get<{ i: number }>(own, { user });
     assert.ok(chain.state.i >= lastSaved, `acknowledged save ${lastSaved} is lost`);
     assert.equal(chain.version, chain.state.i + 1);
+
+    // The changelog came through the crash with the state: every write that
+    // landed has its entry, and no entry is left of a write that did not.
+    await assertLogMatches(store, user, shared);
+    const after = Math.max(0, chain.version - 100);
+    const saves = await store.changesSince(own, after, { user });
+    assert.ok(!saves.truncated, "the save chain's changelog has a hole");
+    if (!saves.truncated) {
+      assert.deepEqual(
+        saves.changes.map((c) => c.version),
+        Array.from({ length: chain.version - after }, (_, k) => after + 1 + k),
+      );
+      for (const c of saves.changes) {
+        if (c.version === 1) continue;
+        assert.deepEqual(c.patch, [{ op: "replace", path: "/i", value: c.version - 1 }]);
+      }
+    }
+    for (const h of minted.slice(-20)) {
+      const log = await store.changesSince(h, 0, { user });
+      assert.ok(!log.truncated && log.changes.length === 1 && log.changes[0]!.op === "mint");
+    }
   } finally {
     if (down) await pgCtl(cluster, "start");
     await store.close();

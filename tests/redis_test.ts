@@ -9,8 +9,10 @@
  */
 
 import assert from "node:assert/strict";
+import { applyPatch, type Operation } from "rfc6902";
 import { Append, HandleStore, Increment, McpStateError, SetKey } from "../mod.ts";
-import type { HandleRecord } from "../src/backend.ts";
+import type { Backend, ChangeEntry, HandleRecord } from "../src/backend.ts";
+import { MemoryBackend } from "../src/backends/memory.ts";
 import { RedisBackend } from "../src/backends/redis.ts";
 import { backendContract, FakeClock, freshUser, rejectsWith } from "./contract.ts";
 import { restoreContract } from "./_cli_restore_contract.ts";
@@ -61,17 +63,24 @@ async function eventually<T>(ms: number, fn: () => Promise<T>): Promise<T> {
  * keys of one user (KEYS), every record hash is whole (state, parseable
  * metadata, index member), sits in the user's
  * index under the member it names, and in the expiry set exactly when it
- * expires; every index entry names its record. Returns the violations.
+ * expires; every index entry names its record. A changelog (`l`, `e<v>`,
+ * `a<v>` in the record hash) runs without a gap from `lo` to the record's
+ * version, each `a<v>` the least `at` of entries `v` and later (`l` holds a
+ * floor of the least); a trashed
+ * record (`t:`) is a whole record hash plus `u`, expiring, and not indexed.
+ * Returns the violations.
  */
 const CHECKER = `
 local base, errs = ARGV[1], {}
 local function err(s) errs[#errs + 1] = s end
 for _, key in ipairs(KEYS) do
   local rest = string.sub(key, #base + 1)
-  if string.sub(rest, 1, 2) == 'r:' then
+  local kind = string.sub(rest, 1, 2)
+  if kind == 'r:' or kind == 't:' then
     local h, f, n = redis.call('HGETALL', key), {}, 0
     for i = 1, #h, 2 do f[h[i]] = h[i + 1]; n = n + 1 end
-    if n ~= 3 or not f.d or not f.m or not f.x then err(key .. ' is not {m, d, x}') end
+    local want = 3
+    if not f.d or not f.m or not f.x then err(key .. ' lacks one of m, d, x') end
     if f.d and f.m and string.sub(f.d, 1, #f.m + 1) ~= f.m .. '\\n' then
       err(key .. ' has a state that disagrees with its metadata')
     end
@@ -79,7 +88,32 @@ for _, key in ipairs(KEYS) do
       '^([a-z][a-z0-9-]*)\\t(%d+)\\t(-?%d+)\\t(-?%d+)\\t(-?%d*)\\t(.*)$')
     if not k then err(key .. ' has malformed metadata ' .. tostring(f.m)) end
     if w ~= '' and (not w or string.sub(w, 1, 1) ~= '"') then err(key .. ' writer ' .. tostring(w)) end
-    if f.x and e then
+    if f.l then
+      want = want + 1
+      local lo, hi, last, floor = string.match(f.l,
+        '^(%d+)\\t(%d+)\\t(-?[%d.]+)\\t(-?[%d.]+)$')
+      lo, hi = tonumber(lo), tonumber(hi)
+      if not lo or lo > hi or hi ~= tonumber(v) then
+        err(key .. ' log ' .. f.l .. ' does not end at version ' .. tostring(v))
+      else
+        want = want + 2 * (hi - lo + 1)
+        local least = nil
+        for i = hi, lo, -1 do
+          local at = string.match(f['e' .. i] or '', '^(-?[%d.]+)\\t')
+          if not at then err(key .. ' lacks entry ' .. i) else
+            if not least or tonumber(at) < least then least = tonumber(at) end
+            if tonumber(f['a' .. i]) ~= least then err(key .. ' a' .. i .. ' is not the least at') end
+            if i == hi and tonumber(last) ~= tonumber(at) then err(key .. ' l names a wrong at') end
+            if i == lo and tonumber(floor) > least then err(key .. ' l has a floor above a' .. i) end
+          end
+        end
+      end
+    end
+    if kind == 't:' then
+      want = want + 1
+      if not tonumber(f.u or '') then err(key .. ' is trash without u') end
+      if redis.call('PTTL', key) <= 0 then err(key .. ' is trash that never expires') end
+    elseif f.x and e then
       if redis.call('ZSCORE', base .. 'i', f.x) ~= '0' then err(key .. ' is not indexed') end
       local sc = redis.call('ZSCORE', base .. 'x', f.x)
       if e == '' and sc then err(key .. ' never expires but has an expiry entry') end
@@ -88,6 +122,7 @@ for _, key in ipairs(KEYS) do
       end
       if string.sub(f.x, 15) ~= string.sub(rest, 3) then err(key .. ' names member ' .. f.x) end
     end
+    if n ~= want then err(key .. ' has ' .. n .. ' fields, not ' .. want) end
   elseif rest == 'i' then
     for _, m in ipairs(redis.call('ZRANGE', key, 0, -1)) do
       if redis.call('HGET', base .. 'r:' .. string.sub(m, 15), 'x') ~= m then
@@ -112,7 +147,7 @@ async function assertConsistent(primaries: RedisServer[], prefix: string): Promi
   for (const node of primaries) {
     for (const key of (await node.cli("--scan", "--pattern", `${prefix}*`)).split("\n")) {
       if (key === "") continue;
-      const m = /^(.*\{[A-Za-z0-9_-]+\}:)(r:[^{}]+|i|x|d:[^{}:]+:[A-Za-z0-9_-]+)$/.exec(key);
+      const m = /^(.*\{[A-Za-z0-9_-]+\}:)([rt]:[^{}]+|i|x|d:[^{}:]+:[A-Za-z0-9_-]+)$/.exec(key);
       assert.ok(m, `unexpected key ${key}`);
       const list = byBase.get(m[1]!) ?? [];
       list.push(key);
@@ -368,6 +403,8 @@ Deno.test("redis: Redis reclaims expired records after the grace period; indexes
     const pttl = (key: string) => srv.cli("PTTL", key).then(Number);
     assert.ok(await pttl(backend.keyOf(user, short)) > 0);
     assert.ok(await pttl(backend.keyOf(user, short)) <= 400);
+    // Its changelog is in the same hash, so it goes with the record below.
+    assert.equal(await srv.cli("HEXISTS", backend.keyOf(user, short), "e1"), "1");
     const weekTtl = await pttl(backend.keyOf(user, week));
     assert.ok(weekTtl > 8 * DAY - 5000 && weekTtl <= 8 * DAY, `ttl+grace, got ${weekTtl}`);
     assert.equal(await pttl(backend.keyOf(user, keep)), -1);
@@ -407,19 +444,227 @@ Deno.test("redis: Redis reclaims expired records after the grace period; indexes
   }
 });
 
-Deno.test("redis: kill -9 mid write-loop with appendfsync always loses no acknowledged write", async () => {
+Deno.test("redis: the changelog lives and expires in the record's hash; revoke renames both to a trash key that Redis drops at trashUntil", async () => {
+  const srv = await server();
+  const prefix = `log-${crypto.randomUUID()}:`;
+  const url = `${srv.url}?prefix=${prefix}`;
+  const clock = new FakeClock();
+  await using store = await HandleStore.fromUrl(url, {
+    clock: clock.fn,
+    history: { maxEntries: 3 },
+  });
+  await using off = await HandleStore.fromUrl(url, { clock: clock.fn, history: false });
+  const backend = backendOf(store);
+  const pttl = (key: string) => srv.cli("PTTL", key).then(Number);
+  const user = freshUser();
+  const h = await store.mint("doc", { n: 0 }, { user, ttlDays: 2 });
+  for (let i = 0; i < 5; i++) await store.patch(h, [Increment("", "n")], { user });
+  const key = backend.keyOf(user, h);
+  const trashKey = key.replace(/:r:([^:]+)$/, ":t:$1");
+  // m, d, x, l and two fields for each of entries 4..6: one key, one TTL
+  // (2 days plus the 7-day grace), nothing else for the user but the index
+  // and the expiry set.
+  assert.equal(await srv.cli("HLEN", key), "10");
+  assert.deepEqual((await backend.changes(user, h, 0)).map((e) => e.version), [4, 5, 6]);
+  assert.deepEqual((await backend.changes(user, h, 5)).map((e) => e.version), [6]);
+  const ttl = await pttl(key);
+  assert.ok(ttl > 9 * DAY - 5000 && ttl <= 9 * DAY, `ttl ${ttl}`);
+  const keys = (await srv.cli("--scan", "--pattern", `${prefix}*`)).split("\n").sort();
+  assert.deepEqual(keys, [backend.keyOf(user), key, key.replace(/:r:[^:]+$/, ":x")].sort());
+  // A write without an entry drops the log, none of which could be used again.
+  await off.save(h, { n: 9 }, { user, expectVersion: 6 });
+  assert.equal(await srv.cli("HLEN", key), "3");
+  assert.deepEqual(await backend.changes(user, h, 0), []);
+  assert.equal((await store.changesSince(h, 5, { user })).truncated, true);
+  await store.patch(h, [Increment("", "n")], { user });
+  assert.deepEqual((await backend.changes(user, h, 0)).map((e) => e.version), [8]);
+  const before = await store.get(h, { user });
+  await assertConsistent([srv], prefix);
+
+  // revoke renames the hash, log included; Redis drops it at trashUntil.
+  await store.revoke(h, { user });
+  assert.equal(await srv.cli("EXISTS", key), "0");
+  const trashTtl = await pttl(trashKey);
+  assert.ok(trashTtl > 7 * DAY - 5000 && trashTtl <= 7 * DAY, `trash ttl ${trashTtl}`);
+  assert.equal(await srv.cli("HGET", trashKey, "u"), String(clock.now + 7 * DAY));
+  assert.equal(await srv.cli("ZCARD", backend.keyOf(user)), "0");
+  assert.deepEqual(await backend.changes(user, h, 0), []);
+  assert.equal(await backend.read(user, h), null);
+  const now = clock.now;
+  const blocked = await backend.insert(user, {
+    handle: h,
+    kind: "doc",
+    state: "{}",
+    version: 1,
+    createdAt: now,
+    updatedAt: now,
+    expiresAt: null,
+    lastWriter: null,
+  }, { now, graceMs: 0 });
+  assert.deepEqual(blocked, { inserted: false }, "a trashed handle blocks an insert of it");
+  await assertConsistent([srv], prefix);
+
+  // restore renames it back with the record's own TTL, log and index.
+  clock.advance(DAY);
+  assert.deepEqual(await store.restore(h, { user }), before);
+  assert.equal(await srv.cli("EXISTS", trashKey), "0");
+  const back = await pttl(key);
+  assert.ok(back > 8 * DAY - 5000 && back <= 8 * DAY, `ttl after restore ${back}`);
+  assert.deepEqual((await backend.changes(user, h, 0)).map((e) => e.version), [8]);
+  assert.deepEqual((await store.list(user)).map((i) => i.handle), [h]);
+  await assertConsistent([srv], prefix);
+
+  // A short undo window: Redis itself empties the trash, no sweep needed.
+  await using brief = await HandleStore.fromUrl(url, { clock: clock.fn, trashDays: 300 / DAY });
+  await brief.revoke(h, { user });
+  assert.ok(await pttl(trashKey) <= 300);
+  await sleep(400);
+  assert.equal(await srv.cli("EXISTS", trashKey), "0");
+  await rejectsWith(() => store.restore(h, { user }), "handle_not_found");
+  assert.equal(await srv.cli("EXISTS", backend.keyOf(user)), "0", "the user's keys are all gone");
+});
+
+/** A small seeded PRNG (mulberry32): the same seed gives the same run. */
+function prng(seed: number): (n: number) => number {
+  let a = seed >>> 0;
+  return (n) => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * n);
+  };
+}
+
+/**
+ * What the store makes of a changelog: the entries `after < v <= upTo` when
+ * every one of them is there, else `null` (truncated).
+ */
+function logView(entries: ChangeEntry[], after: number, upTo: number): ChangeEntry[] | null {
+  if (after === upTo) return [];
+  const out: ChangeEntry[] = [];
+  for (const e of entries) {
+    if (e.version <= after) continue;
+    if (e.version > upTo || e.version !== after + 1 + out.length) break;
+    out.push(e);
+  }
+  return out.length === upTo - after ? out : null;
+}
+
+Deno.test("redis: the changelog answers as the memory reference does, through retention, skewed clocks, writes without entries, trash and raw restores", async () => {
+  const srv = await server();
+  const prefix = `diff-${crypto.randomUUID()}:`;
+  const redis = await RedisBackend.fromUrl(`${srv.url}?prefix=${prefix}`);
+  const memory = new MemoryBackend();
+  const seed = Date.now() % 1_000_000;
+  const rnd = prng(seed);
+  const users = [freshUser(), freshUser()], handles = ["d_aaaaaaaa", "d_bbbbbbbb", "d_cccccccc"];
+  let now = Date.UTC(2026, 6, 28, 12), text = 0;
+  try {
+    for (let step = 0; step < 600; step++) {
+      now += rnd(4) * 1000 - 500;
+      const user = users[rnd(users.length)]!, handle = handles[rnd(handles.length)]!;
+      // Entries stamped by writers whose clocks disagree by up to 3 s.
+      const at = now + rnd(6001) - 3000;
+      const ctx = {
+        now,
+        graceMs: 0,
+        retention: { maxEntries: 1 + rnd(6), maxAgeMs: 1000 + rnd(8000) },
+      };
+      const t = text++;
+      const entry = (version: number): ChangeEntry => ({ version, at, text: `{"t":${t}}` });
+      const where = `seed ${seed}, step ${step}`;
+      const op = rnd(100);
+      const both = async <T>(f: (b: Backend) => Promise<T>): Promise<T> => {
+        const [m, r] = await Promise.allSettled([f(memory), f(redis)]);
+        assert.equal(r.status, m.status, `${where}: ${m.status} vs ${r.status}`);
+        if (m.status === "rejected") throw m.reason;
+        assert.deepEqual((r as PromiseFulfilledResult<T>).value, m.value, where);
+        return m.value;
+      };
+      if (op < 12) {
+        await both((b) =>
+          b.insert(user, {
+            handle,
+            kind: "d",
+            state: `{"v":1}`,
+            version: 1,
+            createdAt: now,
+            updatedAt: now,
+            expiresAt: null,
+            lastWriter: null,
+          }, { ...ctx, entry: entry(1) })
+        );
+      } else if (op < 70) {
+        // A write with its entry, without one (a store with history off), or a throw.
+        const kind = op < 60 ? "entry" : op < 66 ? "bare" : "throw";
+        await both((b) =>
+          b.update(user, handle, (cur) => {
+            if (!cur) return null;
+            if (kind === "throw") throw new Error("aborted");
+            const version = cur.version + 1;
+            const record = { ...cur, version, state: `{"v":${version}}`, updatedAt: now };
+            return kind === "entry" ? { record, entry: entry(version) } : { record };
+          }, ctx)
+        ).catch((e) => {
+          if (!(e instanceof Error && e.message === "aborted")) throw e;
+        });
+      } else if (op < 80) {
+        const trash = rnd(3) > 0 ? { trashUntil: now + 60_000 + rnd(5000) } : {};
+        await both((b) => b.remove(user, handle, { ...ctx, ...trash }));
+      } else if (op < 92) {
+        await both((b) => b.untrash(user, handle, ctx));
+      } else {
+        const cur = await memory.read(user, handle);
+        const version = Math.max(1, (cur?.version ?? 1) + rnd(3) - 1);
+        await both((b) =>
+          b.restore!(user, {
+            handle,
+            kind: "d",
+            state: `{"r":${version}}`,
+            version,
+            createdAt: now,
+            updatedAt: now,
+            expiresAt: null,
+            lastWriter: null,
+          }, ctx)
+        );
+      }
+      const record = await both((b) => b.read(user, handle));
+      const [m, r] = [await memory.changes(user, handle, 0), await redis.changes(user, handle, 0)];
+      if (record === null) {
+        assert.deepEqual([m, r], [[], []], where);
+        continue;
+      }
+      for (let after = 0; after <= record.version; after++) {
+        assert.deepEqual(
+          logView(r, after, record.version),
+          logView(m, after, record.version),
+          `${where}: changes after ${after} of version ${record.version}`,
+        );
+      }
+    }
+    await assertConsistent([srv], prefix);
+  } finally {
+    await redis.close();
+  }
+});
+
+Deno.test("redis: kill -9 mid write-loop with appendfsync always loses no acknowledged write, and no write lost its changelog entry", async () => {
   await using srv = await startRedis({ config: { appendfsync: "always" } });
-  const store = await HandleStore.fromUrl(srv.url);
+  // A log long enough for every write of the test: nothing is trimmed, so a
+  // gap could only be a write that lost its entry.
+  const store = await HandleStore.fromUrl(srv.url, { history: { maxEntries: 1_000_000 } });
   try {
     const user = freshUser();
-    const counter = await store.mint("counter", { n: 0 }, { user });
+    const counter = await store.mint("counter", { n: 0, log: [] }, { user });
     const minted = new Map<string, number>();
     let acked = 0, tried = 0, failures = 0, afterRestart = 0, restarted = false, stop = false;
     const worker = async (w: number) => {
       for (let i = 0; !stop; i++) {
         try {
           tried++;
-          await store.patch(counter, [Increment("", "n")], { user });
+          await store.patch(counter, [Increment("", "n"), Append("log", `${w}:${i}`)], { user });
           acked++;
           const h = await store.mint("item", { w, i }, { user });
           minted.set(h, w * 1e6 + i);
@@ -443,11 +688,32 @@ Deno.test("redis: kill -9 mid write-loop with appendfsync always loses no acknow
     await workers;
     assert.ok(before > 20, `only ${before} writes before the kill`);
     assert.ok(failures > 0, "the outage was not observed");
-    const n = (await store.get<{ n: number }>(counter, { user })).state.n;
+    const s = await store.get<{ n: number; log: string[] }>(counter, { user });
+    const n = s.state.n;
     assert.ok(n >= acked && n <= tried, `counter ${n}, acknowledged ${acked}, tried ${tried}`);
+    // The changelog holds one entry per write that survived, no more, no
+    // fewer: replaying its ops from version 1 gives the state.
+    const since = await store.changesSince(counter, 1, { user });
+    assert.ok(!since.truncated, "the changelog has a gap: a write without its entry");
+    assert.equal(since.version, s.version);
+    assert.deepEqual(
+      since.changes.map((c) => c.version),
+      Array.from({ length: s.version - 1 }, (_, i) => i + 2),
+    );
+    const replayed = since.changes.map((c) => {
+      assert.equal(c.op, "patch");
+      return (c.ops as { value: string }[])[1]!.value;
+    });
+    assert.deepEqual(replayed, s.state.log);
+    assert.equal(n, s.state.log.length);
     for (const [h, v] of minted) {
-      const s = await store.get<{ w: number; i: number }>(h, { user });
-      assert.equal(s.state.w * 1e6 + s.state.i, v);
+      const m = await store.get<{ w: number; i: number }>(h, { user });
+      assert.equal(m.state.w * 1e6 + m.state.i, v);
+      const log = await store.changesSince(h, 0, { user });
+      assert.ok(!log.truncated && log.changes.length === 1 && log.changes[0]!.op === "mint");
+      const rebuilt = {};
+      assert.ok(applyPatch(rebuilt, log.changes[0]!.patch as Operation[]).every((r) => !r));
+      assert.deepEqual(rebuilt, m.state);
     }
     await assertConsistent([srv], "mcpstate:");
   } finally {
@@ -596,6 +862,16 @@ Deno.test("redis: 16 writers in 2 OS processes patching one handle all land, thr
   assert.equal(s.state.log.length, 800);
   assert.equal(new Set(s.state.log).size, 800);
   assert.equal(s.version, 801);
+  // Each landed patch appended its entry in its own compare-and-set, exactly
+  // once however often it was retried: the last 100 match the state.
+  const tail = await store.changesSince(h, 701, { user });
+  assert.ok(!tail.truncated);
+  assert.deepEqual(
+    tail.changes.map((c) => c.version),
+    Array.from({ length: 100 }, (_, i) => 702 + i),
+  );
+  const appended = tail.changes.map((c) => (c.ops as { value: string }[])[1]!.value);
+  assert.deepEqual(appended, s.state.log.slice(700));
   // More scripts ran than patches landed: the processes really did race.
   const stats = await srv.cli("INFO", "commandstats");
   const calls = Number(/cmdstat_evalsha:calls=(\d+)/.exec(stats)?.[1] ?? 0);

@@ -48,6 +48,8 @@ function switchable(inner: MemoryBackend): { backend: Backend; set(mode: Mode): 
     save: (...a) => mode === "throw" ? fail() : inner.save(...a),
     update: (...a) => mode === "throw" ? fail() : inner.update(...a),
     remove: (...a) => mode === "throw" ? fail() : inner.remove(...a),
+    untrash: (...a) => mode === "throw" ? fail() : inner.untrash(...a),
+    changes: (...a) => mode === "throw" ? fail() : inner.changes(...a),
     list: (...a) => mode === "throw" ? fail() : inner.list(...a),
     sweep: (...a) => inner.sweep(...a),
     close: () => Promise.resolve(),
@@ -156,10 +158,12 @@ Deno.test("registerStateTools inside another server: its own tools, identity and
       const names = (await client.listTools()).tools.map((x) => x.name).sort();
       assert.deepEqual(names, [
         "echo",
+        "state_changes",
         "state_delete",
         "state_list",
         "state_load",
         "state_patch",
+        "state_restore",
         "state_save",
         "state_touch",
       ]);

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { constants, DatabaseSync } from "node:sqlite";
 import { HandleStore, Increment, Merge, SetKey } from "../mod.ts";
-import type { HandleRecord, WriteContext } from "../src/backend.ts";
+import type { ChangesSince } from "../src/store.ts";
+import type { ConditionalWrite, HandleRecord, WriteContext } from "../src/backend.ts";
 import { SQLITE_SCHEMA_VERSION, SqliteBackend } from "../src/backends/sqlite.ts";
 import { backendContract, FakeClock, freshUser, rejectsWith } from "./contract.ts";
 import { restoreContract } from "./_cli_restore_contract.ts";
@@ -48,6 +49,8 @@ backendContract("sqlite :memory:", (opts) =>
       save: (...a) => memory.save(...a),
       update: (...a) => memory.update(...a),
       remove: (...a) => memory.remove(...a),
+      untrash: (...a) => memory.untrash(...a),
+      changes: (...a) => memory.changes(...a),
       list: (...a) => memory.list(...a),
       sweep: (...a) => memory.sweep(...a),
       close: () => Promise.resolve(),
@@ -80,6 +83,11 @@ Deno.test("sqlite: restore contract (listUsers and restore)", async (t) => {
 function pragma(db: DatabaseSync, name: string): unknown {
   const row = db.prepare(`PRAGMA ${name}`).get();
   return row ? Object.values(row)[0] : undefined;
+}
+
+function tablesOf(db: DatabaseSync): string[] {
+  return db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all()
+    .map((r) => r.name as string);
 }
 
 function integrityOk(path: string): void {
@@ -116,6 +124,30 @@ class Lines {
   }
 }
 
+/**
+ * Checks a changelog answer of patches made with `Append("log", x)` as their
+ * last op: not truncated, contiguous up to the current version, and entry
+ * `v` appended `log[v - 2]` (the mint is version 1).
+ */
+function assertLogMatches(answer: ChangesSince, log: unknown[]): void {
+  assert.equal(answer.truncated, false, "the log no longer reaches back");
+  if (answer.truncated) return;
+  const { changes, version } = answer;
+  assert.ok(changes.length > 0);
+  assert.deepEqual(
+    changes.map((c) => c.version),
+    Array.from({ length: changes.length }, (_, i) => version - changes.length + 1 + i),
+  );
+  for (const c of changes) {
+    assert.equal(c.op, "patch");
+    const ops = c.ops as { value?: unknown }[];
+    assert.deepEqual(ops[ops.length - 1]!.value, log[c.version - 2], `entry ${c.version}`);
+    if (typeof c.writer === "string") {
+      assert.ok(String(log[c.version - 2]).startsWith(`${c.writer}:`));
+    }
+  }
+}
+
 function child(args: string[]): Deno.ChildProcess {
   return new Deno.Command(Deno.execPath(), {
     args: ["run", "--allow-all", new URL("./_sqlite_child.ts", import.meta.url).pathname, ...args],
@@ -140,10 +172,16 @@ Deno.test("sqlite: a new file is WAL, synchronous=FULL, busy timeout set, curren
   const indexes = db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name")
     .all().map((r) => r.name);
   for (
-    const name of ["handles_by_user_updated", "handles_by_user_kind_updated", "handles_by_expiry"]
+    const name of [
+      "handles_by_user_updated",
+      "handles_by_user_kind_updated",
+      "handles_by_expiry",
+      "trash_by_until",
+    ]
   ) {
     assert.ok(indexes.includes(name), name);
   }
+  assert.deepEqual(tablesOf(db), ["changes", "handles", "idempotency", "trash"]);
   await backend.close();
   await backend.close();
   assert.equal(db.isOpen, false);
@@ -230,6 +268,13 @@ Deno.test("sqlite: files that are not mcpstate databases are backend_error", asy
   const e3 = await rejectsWith(() => HandleStore.fromUrl(urlOf(newer)), "backend_error");
   assert.match(e3.message, /newer/);
 
+  const foreignLog = freshPath("foreign-log");
+  const g = new DatabaseSync(foreignLog);
+  g.exec("CREATE TABLE changes (id INTEGER PRIMARY KEY, body TEXT)");
+  g.close();
+  const e4 = await rejectsWith(() => HandleStore.fromUrl(urlOf(foreignLog)), "backend_error");
+  assert.match(e4.message, /"changes" table that mcpstate did not create/);
+
   const dirAsFile = `${dir}/a-directory`;
   await Deno.mkdir(dirAsFile);
   await rejectsWith(() => HandleStore.fromUrl(urlOf(dirAsFile)), "backend_error");
@@ -291,6 +336,7 @@ Deno.test("sqlite: listing reads covering indexes only, never the state column",
   assert.equal(lists.length, 8, "every filter combination was prepared once");
   assert.ok(reads.includes("handles.handle") && reads.includes("handles.updated_ms"));
   assert.ok(!reads.includes("handles.state"), `state was read: ${reads.join(", ")}`);
+  assert.ok(reads.every((r) => r.startsWith("handles.")), `not only handles: ${reads.join(", ")}`);
   for (const sql of lists) {
     assert.doesNotMatch(sql.split(" FROM ")[0]!, /\bstate\b/);
     const plan = raw.prepare(`EXPLAIN QUERY PLAN ${sql}`).all().map((r) => String(r.detail));
@@ -314,18 +360,21 @@ Deno.test("sqlite: a write that fails after its row was written rolls back entir
     // A claim the driver cannot bind: it fails after the UPDATE ran.
     idempotency: { key: "k", scope: h, fingerprint: "f", expiresAt: {} as never },
   };
+  const entry = { version: 2, at: ctx.now, text: '{"version":2}' };
   await assert.rejects(() =>
     backend.update(
       user,
       h,
-      (cur) => ({ ...cur!, state: '{"n":2}', version: cur!.version + 1 }),
-      ctx,
+      (cur) => ({ record: { ...cur!, state: '{"n":2}', version: cur!.version + 1 }, entry }),
+      { ...ctx, retention: { maxEntries: 1, maxAgeMs: DAY } },
     )
   );
   assert.equal(backend.database.isTransaction, false);
   const after = await store.get(h, { user });
   assert.deepEqual(after.state, { n: 1 });
   assert.equal(after.version, 1);
+  // Neither the entry nor the retention's trim of the mint's entry stayed.
+  assert.deepEqual((await backend.changes(user, h, 0)).map((e) => e.version), [1]);
   // A throwing change function rolls back as well, and the connection stays usable.
   await assert.rejects(
     () =>
@@ -337,6 +386,7 @@ Deno.test("sqlite: a write that fails after its row was written rolls back entir
   assert.equal(backend.database.isTransaction, false);
   await store.patch(h, [Increment("", "n")], { user });
   assert.equal((await store.get(h, { user })).version, 2);
+  assert.deepEqual((await backend.changes(user, h, 0)).map((e) => e.version), [1, 2]);
   await store.close();
 });
 
@@ -395,6 +445,9 @@ for (const pauseMs of [0, 1]) {
       const mine = s.state.log.filter((x) => x.startsWith(`${tag}:`));
       assert.deepEqual(mine, Array.from({ length: per }, (_, i) => `${tag}:${i}`), "in order");
     }
+    // Each process appended its entries in its own write transactions: the
+    // last 100 (the default retention) match the state, writer and value.
+    assertLogMatches(await store.changesSince(h, s.version - 100, { user }), s.state.log);
     await store.close();
     integrityOk(path);
   });
@@ -466,9 +519,217 @@ for (const mode of ["full", "normal"] as const) {
       s.state.log.slice(0, lastI + 1),
       Array.from({ length: lastI + 1 }, (_, i) => i),
     );
+    // Never a write without its entry, nor an entry without its write: the
+    // log ends exactly at the state's version and holds the retention's 100.
+    const db = new DatabaseSync(path, { readOnly: true });
+    const log = db.prepare(
+      "SELECT max(version) AS top, min(version) AS low, count(*) AS n FROM changes " +
+        "WHERE user = ? AND handle = ?",
+    ).get(user, h)!;
+    db.close();
+    assert.equal(log.top, s.version);
+    assert.equal(log.n, Math.min(100, s.version));
+    assert.equal(log.low, s.version - (log.n as number) + 1);
+    // (The mint's entry, with its 64 KB state, is only an "omitted" marker.)
+    const since = Math.max(1, s.version - 100);
+    assertLogMatches(await reopened.changesSince(h, since, { user }), s.state.log);
+    assert.equal((await reopened.changesSince(h, since - 1, { user })).truncated, true);
     await reopened.close();
   });
 }
+
+/** The schema of version 2 (mcpstate 0.3 before history), as it was written. */
+const SCHEMA_V2 = `
+CREATE TABLE handles (
+  user TEXT NOT NULL, handle TEXT NOT NULL, kind TEXT NOT NULL, state TEXT NOT NULL,
+  version INTEGER NOT NULL, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,
+  expires_ms INTEGER, last_writer TEXT, PRIMARY KEY (user, handle)
+);
+CREATE INDEX handles_by_user_updated
+  ON handles (user, updated_ms DESC, handle, kind, version, created_ms, expires_ms, last_writer);
+CREATE INDEX handles_by_user_kind_updated
+  ON handles (user, kind, updated_ms DESC, handle, version, created_ms, expires_ms, last_writer);
+CREATE INDEX handles_by_expiry ON handles (expires_ms) WHERE expires_ms IS NOT NULL;
+CREATE TABLE idempotency (
+  user TEXT NOT NULL, scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL,
+  result TEXT, expires_ms INTEGER NOT NULL, PRIMARY KEY (user, scope, key)
+);
+CREATE INDEX idempotency_by_expiry ON idempotency (expires_ms);
+PRAGMA user_version = 2;
+`;
+
+Deno.test("sqlite: a schema 2 database gains the changelog and the trash in place", async () => {
+  const path = freshPath("v2");
+  const old = new DatabaseSync(path);
+  old.exec("PRAGMA journal_mode = WAL");
+  old.exec(SCHEMA_V2);
+  const now = Date.now();
+  old.prepare(
+    "INSERT INTO handles VALUES ('u', 'note_aaaaaaaa', 'note', '{\"n\":1}', 3, ?, ?, NULL, 'w')",
+  ).run(now - 1000, now - 500);
+  old.prepare("INSERT INTO idempotency VALUES ('u', '', 'k', 'f', NULL, ?)").run(now + DAY);
+  old.close();
+  const layout = () => {
+    const db = new DatabaseSync(path, { readOnly: true });
+    try {
+      return {
+        version: pragma(db, "user_version"),
+        tables: tablesOf(db),
+        // Same root pages and definitions: no existing table or index was rebuilt.
+        old: JSON.stringify(
+          db.prepare(
+            "SELECT name, rootpage, sql FROM sqlite_master WHERE tbl_name IN ('handles', " +
+              "'idempotency') ORDER BY name",
+          ).all(),
+        ),
+        rows: JSON.stringify(db.prepare("SELECT * FROM handles").all()),
+        schema: pragma(db, "schema_version"),
+      };
+    } finally {
+      db.close();
+    }
+  };
+  const before = layout();
+  const store = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
+  const after = layout();
+  assert.equal(after.version, SQLITE_SCHEMA_VERSION);
+  assert.deepEqual(after.tables, ["changes", "handles", "idempotency", "trash"]);
+  assert.equal(after.old, before.old);
+  assert.equal(after.rows, before.rows);
+  const h = "note_aaaaaaaa";
+  // A handle from before history has no log: asking before its first logged write truncates.
+  const first = await store.changesSince(h, 2, { user: "u" });
+  assert.ok(first.truncated && first.current.version === 3);
+  await store.patch(h, [Increment("", "n")], { user: "u", writer: "v3" });
+  const since = await store.changesSince(h, 3, { user: "u" });
+  assert.ok(!since.truncated && since.changes.length === 1 && since.changes[0]!.writer === "v3");
+  assert.equal((await store.changesSince(h, 2, { user: "u" })).truncated, true);
+  await store.revoke(h, { user: "u" });
+  assert.equal((await store.restore(h, { user: "u" })).version, 4);
+  await store.close();
+  // Reopening is a no-op.
+  const again = layout();
+  const s2 = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
+  await s2.close();
+  assert.equal(layout().schema, again.schema);
+  integrityOk(path);
+});
+
+Deno.test("sqlite: trash and changelog, row by row", async () => {
+  const backend = await SqliteBackend.fromUrl(urlOf(freshPath("trash")));
+  const db = backend.database;
+  const count = (table: string, user: string, handle: string) =>
+    db.prepare(`SELECT count(*) AS n FROM ${table} WHERE user = ? AND handle = ?`)
+      .get(user, handle)!.n as number;
+  const rows = (user: string, handle: string) =>
+    ["handles", "trash", "changes"].map((t) => count(t, user, handle));
+  const user = freshUser();
+  const retention = { maxEntries: 100, maxAgeMs: DAY };
+  const ctx = (now: number, extra: Partial<WriteContext> = {}): WriteContext => ({
+    now,
+    graceMs: 0,
+    retention,
+    ...extra,
+  });
+  const rec = (handle: string, version: number, extra: Partial<HandleRecord> = {}) => ({
+    ...SAMPLE,
+    handle,
+    version,
+    ...extra,
+  });
+  const entry = (version: number, at = 1000) => ({ version, at, text: `{"version":${version}}` });
+  const mint = (handle: string, extra: Partial<HandleRecord> = {}) =>
+    backend.insert(user, rec(handle, 1, extra), ctx(1000, { entry: entry(1) }));
+  const bump = (handle: string, e: { version: number; at: number; text: string }, now = 1000) =>
+    backend.update(
+      user,
+      handle,
+      (cur) => cur && { record: { ...cur, version: e.version }, entry: e },
+      ctx(now),
+    );
+  const versions = async (handle: string) =>
+    (await backend.changes(user, handle, 0)).map((e) => e.version);
+
+  // Revoked: the record moves to the trash, its changelog stays, nothing live sees it.
+  const a = "n_aaaaaaaa";
+  await mint(a);
+  await bump(a, entry(2));
+  assert.deepEqual(await backend.remove(user, a, ctx(1000, { trashUntil: 5000 })), {
+    removed: true,
+  });
+  assert.deepEqual(rows(user, a), [0, 1, 2]);
+  assert.equal(await backend.read(user, a), null);
+  assert.deepEqual(await backend.changes(user, a, 0), []);
+  assert.deepEqual(await backend.list(user, { limit: 10 }), []);
+  assert.ok(!(await backend.listUsers({ limit: 1000 })).includes(user));
+  assert.deepEqual(await bump(a, entry(3)), { record: null, written: false });
+  assert.deepEqual(await mint(a), { inserted: false });
+  const save: ConditionalWrite = {
+    expectVersion: 2,
+    state: "{}",
+    updatedAt: 1,
+    expiresAt: "keep",
+    lastWriter: null,
+  };
+  assert.deepEqual(await backend.save(user, a, save, ctx(1000)), {
+    ok: false,
+    current: null,
+  });
+  assert.deepEqual(await backend.remove(user, a, ctx(1000)), { removed: false });
+  assert.equal(await backend.sweep(user, 10_000, 4999), 0);
+  assert.deepEqual(rows(user, a), [0, 1, 2]);
+  // Restored unchanged within the window, with its changelog; only once.
+  assert.equal(await backend.untrash(user, a, ctx(5000)), null);
+  assert.deepEqual(await backend.untrash(user, a, ctx(4999)), rec(a, 2));
+  assert.deepEqual(rows(user, a), [1, 0, 2]);
+  assert.deepEqual(await versions(a), [1, 2]);
+  assert.equal(await backend.untrash(user, a, ctx(4999)), null);
+  // Deleted at once: the changelog goes with it.
+  await backend.remove(user, a, ctx(1000));
+  assert.deepEqual(rows(user, a), [0, 0, 0]);
+
+  // Sweep: an expired record and a trashed one past its window, with their logs.
+  const b = "n_bbbbbbbb", c = "n_cccccccc";
+  await mint(b);
+  await backend.remove(user, b, ctx(1000, { trashUntil: 2000 }));
+  await mint(c, { expiresAt: 1500 });
+  assert.equal(await backend.sweep(user, 1500, 2000), 1);
+  assert.deepEqual([...rows(user, b), ...rows(user, c)], [0, 0, 0, 0, 0, 0]);
+
+  // restore() over a trashed handle: the trashed copy stays (without its
+  // log), the live record owns the log, and sweeping the copy leaves it.
+  const d = "n_dddddddd";
+  await mint(d);
+  await backend.remove(user, d, ctx(1000, { trashUntil: 3000 }));
+  assert.equal(await backend.restore(user, rec(d, 7), ctx(1000)), "inserted");
+  assert.deepEqual(rows(user, d), [1, 1, 0]);
+  await bump(d, entry(8));
+  assert.equal(await backend.untrash(user, d, ctx(1000)), null);
+  await backend.sweep(user, 0, 3000);
+  assert.deepEqual(rows(user, d), [1, 0, 1]);
+  assert.deepEqual(await versions(d), [8]);
+  assert.equal(await backend.restore(user, rec(d, 9), ctx(1000)), "replaced");
+  assert.deepEqual(rows(user, d), [1, 0, 0]);
+
+  // Entries are kept byte for byte, up to the store's 32 KiB.
+  const text = JSON.stringify({ s: "é☕\u{1F600}\\u0000\\ud800", pad: "x".repeat(32_700) });
+  await bump(d, { version: 10, at: 1000, text });
+  assert.deepEqual(await backend.changes(user, d, 9), [{ version: 10, at: 1000, text }]);
+
+  // Retention is exact: by count, and by age even when the clock went back.
+  await bump(d, entry(11, 100));
+  await bump(d, entry(12, 1000), 1000 + DAY - 500);
+  assert.deepEqual(await versions(d), [10, 12]);
+  const small = { ...ctx(1000 + DAY), retention: { maxEntries: 2, maxAgeMs: DAY } };
+  await backend.update(
+    user,
+    d,
+    (cur) => ({ record: { ...cur!, version: 13 }, entry: entry(13, 1000 + DAY) }),
+    small,
+  );
+  assert.deepEqual(await versions(d), [12, 13]);
+  await backend.close();
+});
 
 Deno.test("sqlite: the background reclaim removes rows only after the grace period", async () => {
   const path = freshPath("reclaim");
@@ -581,6 +842,7 @@ Deno.test("sqlite: a Python mcpstate 0.2 database opens, reads back unchanged an
         cols.includes("created_ms INTEGER") && !cols.some((c) => c.startsWith("created_at")),
       );
       assert.equal(db.prepare("SELECT count(*) AS n FROM handles").get()?.n, SAMPLE_ROWS.length);
+      assert.deepEqual(tablesOf(db), ["changes", "handles", "idempotency", "trash"]);
       const rows = db.prepare("SELECT typeof(created_ms) AS t FROM handles").all();
       assert.ok(rows.every((r) => r.t === "integer"));
     } finally {

@@ -10,6 +10,18 @@
  *   updatedAt, expiresAt (`""`: never) and writer (JSON text, `""`: none),
  *   joined by tabs (JSON text holds no raw tab or newline). Reading a record
  *   is one `HGET` of `d`; listing reads only `m`.
+ *
+ *   The same hash holds the record's changelog, so the two are written by one
+ *   script and expire, move and go together. `l` = `lo`, `hi`, the `at` of
+ *   entry `hi` and a floor of `a<lo>`, tab-joined, is there while entries
+ *   are; `hi` is always the record's version (a write without an entry drops
+ *   the log: the store could never use those entries again). For every `v`
+ *   from `lo` to `hi`: `e<v>` = at + tab + the entry's text, and `a<v>` =
+ *   the least `at` of entries `v` to `hi`, which makes trimming by age a walk
+ *   from `lo` that stops at the first entry to keep.
+ * - `P{T}:t:H` — a trashed record: the record hash, changelog included,
+ *   renamed, with `u` = trashUntil (store clock); Redis drops it then.
+ *   Not indexed; it blocks inserts of the handle.
  * - `P{T}:i` — sorted set, every score 0, of members `X` = 14 hex digits of
  *   `2^53 - updatedAt` followed by `H`: lexicographic order is the listing
  *   order (updatedAt descending, then handle ascending).
@@ -21,14 +33,15 @@
  *
  * Scalar arguments travel tab-joined in one string and the common replies
  * are a number or one string (every argument and reply element costs the
- * client time): a script gets the state text, if any, and one header.
+ * client time): a script gets the state text, if any, one header and, when
+ * it appends to the changelog, the entry.
  *
  * Needs Redis 7.0 or later (or Valkey): `PEXPIRE … GT`.
  *
- * Scripts never parse state text and never turn a stored number into a Lua
- * number except versions and times, which are integers below 2^53 (exact
- * in a double). Numbers go back to Redis as strings (`tostring` of an integer
- * below 10^14 is exact) or arithmetic results passed to `redis.call`.
+ * Scripts never parse state or entry text and never turn a stored number into
+ * a Lua number except versions and times, which are integers below 2^53
+ * (exact in a double). Numbers go back to Redis as strings (`tostring` of an
+ * integer below 10^14 is exact) or arithmetic results passed to `redis.call`.
  *
  * @module
  */
@@ -39,20 +52,28 @@
 // all go once their records have.
 const PRELUDE = `
 local PATTERNS = {${
-  [4, 5, 6, 9, 11, 12].map((n) => `[${n}] = '^${"([^\\t]*)\\t".repeat(n - 1)}(.*)$'`).join(", ")
+  [2, 4, 5, 6, 11, 13, 16].map((n) => `[${n}] = '^${"([^\\t]*)\\t".repeat(n - 1)}(.*)$'`)
+    .join(", ")
 }}
 -- Splits a on tabs into n fields (the last takes the rest).
 local function split(a, n)
   return {string.match(a, PATTERNS[n])}
 end
 local function getrec(key)
-  local r = redis.call('HMGET', key, 'm', 'x')
+  local r = redis.call('HMGET', key, 'm', 'x', 'l')
   if not r[1] then return false end
   local f = split(r[1], 6)
-  return {m = r[1], x = r[2], k = f[1], v = f[2], c = f[3], u = f[4], e = f[5]}
+  return {m = r[1], x = r[2], l = r[3], k = f[1], v = f[2], c = f[3], u = f[4], e = f[5]}
 end
-local function putrec(key, s, m, x, e, ttl, olde)
-  redis.call('HSET', key, 'm', m, 'd', m .. '\\n' .. s, 'x', x)
+-- Writes a record's fields and, when log (from append) is given, its new
+-- changelog entry in the same HSET.
+local function putrec(key, s, m, x, e, ttl, olde, log)
+  if log then
+    redis.call('HSET', key, 'm', m, 'd', m .. '\\n' .. s, 'x', x,
+      log.ef, log.et, log.af, log.at, 'l', log.l)
+  else
+    redis.call('HSET', key, 'm', m, 'd', m .. '\\n' .. s, 'x', x)
+  end
   if e ~= '' then
     redis.call('PEXPIRE', key, ttl)
   elseif olde and olde ~= '' then
@@ -107,27 +128,116 @@ local function conflict(key, cur)
   if not cur then return {'C'} end
   return {'C', redis.call('HGET', key, 'd')}
 end
+-- The changelog bounds from an 'l' field: lo, hi (numbers), the at of hi,
+-- and a floor no higher than a<lo> (strings).
+local function bounds(l)
+  local f = split(l, 4)
+  return tonumber(f[1]), tonumber(f[2]), f[3], f[4]
+end
+local function dropentries(key, lo, hi)
+  if lo == hi then
+    redis.call('HDEL', key, 'e' .. lo, 'a' .. lo)
+    return
+  end
+  local fields = {}
+  for v = lo, hi do
+    fields[#fields + 1] = 'e' .. v
+    fields[#fields + 1] = 'a' .. v
+    if #fields >= 1000 then
+      redis.call('HDEL', key, unpack(fields))
+      fields = {}
+    end
+  end
+  if #fields > 0 then redis.call('HDEL', key, unpack(fields)) end
+end
+-- Drops the whole changelog (l: the 'l' field read before, or false).
+local function droplog(key, l)
+  if not l then return end
+  local lo, hi = bounds(l)
+  dropentries(key, lo, hi)
+  redis.call('HDEL', key, 'l')
+end
+-- Makes room for entry ver (et = at, tab, text) in the changelog of record
+-- hash key (l: its 'l' field read before, or false) and returns the fields
+-- that putrec writes with the record. The older entries are trimmed: those
+-- with version <= ver - maxn (maxn '' = no limit), then, from the oldest,
+-- while some entry at or after it has at < cutoff ('' = none); the new entry
+-- is always kept. An entry that does not follow the last one (hi + 1) starts
+-- a new log. In the steady state this costs one HDEL.
+local function append(key, l, ver, at, et, maxn, cutoff)
+  local lo, hi, last, floor
+  if l then
+    lo, hi, last, floor = bounds(l)
+    if hi ~= ver - 1 then
+      droplog(key, l)
+      lo = nil
+    end
+  end
+  local atn = tonumber(at)
+  if lo then
+    if maxn ~= '' then
+      local keep = math.max(lo, ver - tonumber(maxn) + 1)
+      if keep > lo then
+        dropentries(key, lo, math.min(keep, ver) - 1)
+        lo = keep
+      end
+    end
+    -- a<v> only grows with v, so floor (<= a<lo>) stays a floor of the rest.
+    if cutoff ~= '' and lo <= hi and tonumber(floor) < tonumber(cutoff) then
+      local c = tonumber(cutoff)
+      while lo <= hi do
+        local a = redis.call('HGET', key, 'a' .. lo)
+        if tonumber(a) >= c then
+          floor = a
+          break
+        end
+        redis.call('HDEL', key, 'e' .. lo, 'a' .. lo)
+        lo = lo + 1
+      end
+    end
+    -- Keep a<v> the least at of entries v..ver (only clock skew lowers it).
+    if lo <= hi and tonumber(last) > atn then
+      for v = hi, lo, -1 do
+        if tonumber(redis.call('HGET', key, 'a' .. v)) <= atn then break end
+        redis.call('HSET', key, 'a' .. v, at)
+      end
+    end
+    if lo > hi then
+      lo, floor = ver, at
+    elseif atn < tonumber(floor) then
+      floor = at
+    end
+  else
+    lo, floor = ver, at
+  end
+  return {ef = 'e' .. ver, et = et, af = 'a' .. ver, at = at,
+    l = lo .. '\\t' .. ver .. '\\t' .. at .. '\\t' .. floor}
+end
 `;
 
 /**
- * insert. KEYS: record, index, expiry[, idempotency].
- * ARGV: s, then tab-joined now, x, e, ttl, fp, till, ittl, h, m.
- * Replies 1 (inserted), 0 (the handle exists) or a replay.
+ * insert. KEYS: record, index, expiry, trash[, idempotency].
+ * ARGV: s, then tab-joined now, x, e, ttl, fp, till, ittl, h, entry version
+ * ("" = no entry), entry at, maxEntries, cutoff (entries older go), m; then
+ * the entry (at, tab, text) when there is one.
+ * Replies 1 (inserted), 0 (the handle exists, live or trashed) or a replay.
  */
 export const INSERT: string = PRELUDE + `
-local a = split(ARGV[2], 9)
-local r = replay(KEYS[4], tonumber(a[1]))
+local a = split(ARGV[2], 13)
+local r = replay(KEYS[5], tonumber(a[1]))
 if r then return r end
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if redis.call('EXISTS', KEYS[1], KEYS[4]) > 0 then return 0 end
 local ttl = tonumber(a[4])
-putrec(KEYS[1], ARGV[1], a[9], a[2], a[3], ttl, false)
+local log = a[9] ~= '' and append(KEYS[1], false, tonumber(a[9]), a[10], ARGV[3], a[11], a[12])
+putrec(KEYS[1], ARGV[1], a[13], a[2], a[3], ttl, false, log)
 reindex(KEYS[2], KEYS[3], false, a[2], a[3], ttl)
-remember(KEYS[4], a[5], a[6], a[7], a[8], KEYS[4] and a[9] .. '\\n' .. ARGV[1])
+remember(KEYS[5], a[5], a[6], a[7], a[8], KEYS[5] and a[13] .. '\\n' .. ARGV[1])
 return 1
 `;
 
 /**
- * save: the conditional write. KEYS: record, index, expiry[, idempotency].
+ * save: the conditional write (of a store without history: it drops the
+ * changelog). KEYS: record, index, expiry[, idempotency].
  * ARGV: s, then tab-joined now, graceMs, expectVersion, updatedAt, e (a time,
  * "" or "keep"), x, fp, till, ittl, h, w.
  * Replies the new `m` (a string), `{'C'[, d]}` or a replay.
@@ -149,6 +259,7 @@ if e ~= '' then ttl = math.max(tonumber(e) + tonumber(a[2]) - now, 1) end
 local m = cur.k .. '\\t' .. tostring(tonumber(cur.v) + 1) .. '\\t' .. cur.c .. '\\t' .. a[4]
   .. '\\t' .. e .. '\\t' .. a[11]
 putrec(KEYS[1], ARGV[1], m, a[6], e, ttl, cur.e)
+droplog(KEYS[1], cur.l)
 reindex(KEYS[2], KEYS[3], cur, a[6], e, ttl)
 remember(KEYS[4], a[7], a[8], a[9], a[10], KEYS[4] and m .. '\\n' .. ARGV[1])
 return m
@@ -158,11 +269,13 @@ return m
  * update's compare-and-set. KEYS: record, index, expiry[, idempotency].
  * ARGV: s, then tab-joined now, mode ('W' write / 'N' nothing to write),
  * expectVersion ("" = absent), expectCreatedAt, x, e, ttl, fp, till, ittl,
- * h, m. Mode 'N' only checks that the record is still the one read and
- * stores the idempotency result. Replies 1, `{'C'[, d]}` or a replay.
+ * h, entry version ("" = no entry), entry at, maxEntries, cutoff, m; then the
+ * entry (at, tab, text) when there is one. Mode 'N' only checks that the
+ * record is still the one read and stores the idempotency result; a write
+ * without an entry drops the changelog. Replies 1, `{'C'[, d]}` or a replay.
  */
 export const CAS: string = PRELUDE + `
-local a = split(ARGV[2], 12)
+local a = split(ARGV[2], 16)
 local r = replay(KEYS[4], tonumber(a[1]))
 if r then return r end
 local cur = getrec(KEYS[1])
@@ -173,9 +286,15 @@ elseif not cur or tonumber(cur.v) ~= tonumber(a[3]) or cur.c ~= a[4] then
 end
 if a[2] == 'W' then
   local ttl = tonumber(a[7])
-  putrec(KEYS[1], ARGV[1], a[12], a[5], a[6], ttl, cur and cur.e)
+  local log = false
+  if a[12] ~= '' then
+    log = append(KEYS[1], cur and cur.l, tonumber(a[12]), a[13], ARGV[3], a[14], a[15])
+  elseif cur then
+    droplog(KEYS[1], cur.l)
+  end
+  putrec(KEYS[1], ARGV[1], a[16], a[5], a[6], ttl, cur and cur.e, log)
   reindex(KEYS[2], KEYS[3], cur, a[5], a[6], ttl)
-  remember(KEYS[4], a[8], a[9], a[10], a[11], KEYS[4] and a[12] .. '\\n' .. ARGV[1])
+  remember(KEYS[4], a[8], a[9], a[10], a[11], KEYS[4] and a[16] .. '\\n' .. ARGV[1])
 elseif cur then
   remember(KEYS[4], a[8], a[9], a[10], a[11], redis.call('HGET', KEYS[1], 'd'))
 else
@@ -185,25 +304,83 @@ return 1
 `;
 
 /**
- * remove. KEYS: record, index, expiry[, idempotency].
- * ARGV: tab-joined now, fp, till, ittl, (unused).
+ * remove: deletes a record with its changelog, or renames the record hash
+ * (changelog included) to the trash key, kept until trashUntil.
+ * KEYS: record, index, expiry, trash[, idempotency].
+ * ARGV: tab-joined now, fp, till, ittl, (unused), trashUntil ("" = delete).
  * Replies 1 (removed), 0 (no such record) or a replay.
  */
 export const REMOVE: string = PRELUDE + `
-local a = split(ARGV[1], 5)
-local r = replay(KEYS[4], tonumber(a[1]))
+local a = split(ARGV[1], 6)
+local now = tonumber(a[1])
+local r = replay(KEYS[5], now)
 if r then return r end
 local cur = getrec(KEYS[1])
 if not cur then return 0 end
-redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], cur.x)
 if cur.e ~= '' then redis.call('ZREM', KEYS[3], cur.x) end
-remember(KEYS[4], a[2], a[3], a[4], '', false)
+if a[6] == '' then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('RENAME', KEYS[1], KEYS[4])
+  redis.call('HSET', KEYS[4], 'u', a[6])
+  redis.call('PEXPIRE', KEYS[4], math.max(tonumber(a[6]) - now, 1))
+end
+remember(KEYS[5], a[2], a[3], a[4], '', false)
 return 1
 `;
 
 /**
- * restore: writes a record exactly as given when absent or older.
+ * untrash: renames a trashed record (changelog included) back, unchanged,
+ * when its trashUntil is after now and no live record has the handle.
+ * KEYS: record, index, expiry, trash. ARGV: tab-joined now, graceMs.
+ * Replies the record's `d`, or nil.
+ */
+export const UNTRASH: string = PRELUDE + `
+local a = split(ARGV[1], 2)
+local now = tonumber(a[1])
+local u = redis.call('HGET', KEYS[4], 'u')
+if not u or tonumber(u) <= now or redis.call('EXISTS', KEYS[1]) == 1 then return false end
+redis.call('RENAME', KEYS[4], KEYS[1])
+redis.call('HDEL', KEYS[1], 'u')
+local cur = getrec(KEYS[1])
+local ttl = -1
+if cur.e == '' then
+  redis.call('PERSIST', KEYS[1])
+else
+  ttl = math.max(tonumber(cur.e) + tonumber(a[2]) - now, 1)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+end
+reindex(KEYS[2], KEYS[3], false, cur.x, cur.e, ttl)
+return redis.call('HGET', KEYS[1], 'd')
+`;
+
+/**
+ * changes: the changelog entries of a live record after a version.
+ * KEYS: record. ARGV: afterVersion.
+ * Replies `{}` or `{first, e<first>, …, e<hi>}` (each entry: at, tab, text).
+ */
+export const CHANGES: string = PRELUDE + `
+local l = redis.call('HGET', KEYS[1], 'l')
+if not l then return {} end
+local lo, hi = bounds(l)
+local from = math.max(lo, tonumber(ARGV[1]) + 1)
+if from > hi then return {} end
+local out = {tostring(from)}
+local fields = {}
+for v = from, hi do
+  fields[#fields + 1] = 'e' .. v
+  if #fields >= 1000 or v == hi then
+    for _, e in ipairs(redis.call('HMGET', KEYS[1], unpack(fields))) do out[#out + 1] = e end
+    fields = {}
+  end
+end
+return out
+`;
+
+/**
+ * restore: writes a record exactly as given when absent or older; a replaced
+ * record's changelog is dropped (the hash is rewritten).
  * KEYS: record, index, expiry. ARGV: s, then tab-joined x, e, version, ttl, m.
  * Replies 'inserted', 'replaced' or 'kept'.
  */
@@ -212,7 +389,8 @@ local a = split(ARGV[2], 5)
 local cur = getrec(KEYS[1])
 if cur and tonumber(cur.v) >= tonumber(a[3]) then return 'kept' end
 local ttl = tonumber(a[4])
-putrec(KEYS[1], ARGV[1], a[5], a[1], a[2], ttl, cur and cur.e)
+if cur then redis.call('DEL', KEYS[1]) end
+putrec(KEYS[1], ARGV[1], a[5], a[1], a[2], ttl, false)
 reindex(KEYS[2], KEYS[3], cur, a[1], a[2], ttl)
 if cur then return 'replaced' end
 return 'inserted'

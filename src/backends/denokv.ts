@@ -32,6 +32,35 @@
  * - Expiry is judged by the store from `expiresAt`. Expired records are
  *   reclaimed by `sweep` (the store runs it in the background), which uses
  *   an expiry index, so {@link DenoKvBackend.reclaimsExpired} is `false`.
+ * - The changelog: one key per entry, `[…, "u", user, "log", handle, logId,
+ *   version]`, set in the same atomic commit as the head swap of its write,
+ *   so an entry never exists without its write nor a write without its
+ *   entry. The head names its log (`logId`, fresh whenever a log starts) and
+ *   its first live version; entries from there to the head's version are
+ *   all present, and reads never look below it. Retention trims the oldest
+ *   end in that same commit: entries more than `maxEntries` behind, then
+ *   those older than `maxAgeMs` (the head keeps a lower bound of its
+ *   entries' ages, so the log is only read when one may be too old). Up to
+ *   64 trimmed entries are deleted in the commit; a longer run (after
+ *   `maxEntries` was lowered, or a long idle spell) is handed to the
+ *   collector and is invisible meanwhile, so `changes` never returns an
+ *   entry the last append's retention let go. Age is trimmed from the
+ *   oldest end only, which keeps the log contiguous (with writers' clocks
+ *   skewed, an entry just past the cutoff may wait behind a younger one);
+ *   as the interface defines it, a log is trimmed when it is appended to,
+ *   not while it sits idle. An entry larger than one KV value (65,280
+ *   bytes; the store's default cap is 32 KiB) is stored as its
+ *   `{"version","at","writer","op","omitted":true}` marker, which the store
+ *   reads as a log that no longer reaches back. A write without an entry
+ *   (a store with `history: false`, an imported replacement) drops the log,
+ *   which could no longer be contiguous; removing or reclaiming a record
+ *   drops it too.
+ * - The trash: a revoke with an undo window moves the head to a trash key in
+ *   one commit (chunks and changelog stay where they are, under ids no
+ *   other record uses); the handle then reads as absent but cannot be
+ *   minted again. Bringing it back moves the head back in one commit that
+ *   checks both keys. `sweep` purges trash past its window, with its chunks
+ *   and changelog, through a trash index ordered by time.
  *
  * `Deno.openKv` needs `--unstable-kv` (or `"unstable": ["kv"]` in
  * `deno.json`); importing this module does not.
@@ -65,12 +94,14 @@ import { dirname } from "node:path";
 import type {
   Backend,
   Change,
+  ChangeEntry,
   ConditionalWrite,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
   ListQuery,
   Replayed,
+  Retention,
   SaveOutcome,
   UpdateOutcome,
   WriteContext,
@@ -82,13 +113,16 @@ import { compareListOrder } from "./_shared.ts";
 export type {
   Backend,
   Change,
+  ChangeEntry,
   ConditionalWrite,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
   ListQuery,
   Replayed,
+  Retention,
   SaveOutcome,
+  Step,
   UpdateOutcome,
   WriteContext,
 } from "../backend.ts";
@@ -103,6 +137,15 @@ const CHUNKS_PER_COMMIT = 12;
 const DELETE_IN_COMMIT = 48;
 /** Keys deleted per commit when collecting a large chunk set. */
 const DELETE_BATCH = 100;
+/** Changelog entries deleted inside a write's commit; a longer run is handed to the collector. */
+const LOG_DELETE_IN_COMMIT = 64;
+/**
+ * Largest changelog entry text (bytes) kept as it is: one entry is one KV
+ * value. A larger one is stored as an `omitted` marker.
+ */
+const ENTRY_MAX = 65_280;
+/** Changelog entries read per batch when retention looks for the first one young enough. */
+const AGE_SCAN_BATCH = 16;
 /** A user name longer than this (UTF-8 bytes) is keyed by its SHA-256. */
 const USER_PART_MAX = 400;
 /** A handle or idempotency key longer than this (UTF-8 bytes) is keyed by its SHA-256. */
@@ -174,6 +217,34 @@ interface Head {
   z: number;
   /** The bytes are UTF-16LE (the text was not well-formed Unicode), not UTF-8. */
   x?: true;
+  /**
+   * Id of the changelog: entries `g`…`v` all exist under it. Absent: no
+   * changelog. A fresh id starts every new log, so a dropped one is collected
+   * without ever touching a later one.
+   */
+  L?: string;
+  /** First live changelog version (entries below it are being collected). */
+  g?: number;
+  /** No live entry is older than this (epoch ms), up to clock skew between writers. */
+  ga?: number;
+}
+
+/** A trashed record: its head as it was, and the end of its undo window. */
+interface Trashed {
+  /** The head, unchanged (its chunks and changelog stay where they are). */
+  h: Head;
+  /** Epoch ms until which it can be brought back. */
+  t: number;
+}
+
+/** One changelog entry's value (its version is the last key part). */
+interface LogValue {
+  /** Epoch ms of the write. */
+  a: number;
+  /** The entry text. */
+  b: Uint8Array;
+  /** The bytes are UTF-16LE, not UTF-8. */
+  x?: true;
 }
 
 /** A list index entry: metadata only. */
@@ -204,10 +275,26 @@ interface IdemValue {
   x?: true;
 }
 
-/** An intent: a chunk set that no head has adopted yet, or one to collect. */
+/**
+ * An intent: a chunk set that no head has adopted yet, or keys to collect —
+ * `n` chunks, or, with `l`, the changelog entries `f`…`f + n - 1` of log `l`.
+ */
 interface Intent {
   n: number;
   dead?: true;
+  l?: string;
+  f?: number;
+}
+
+/** What a write does to the changelog: the head's log fields after it, and the keys to write or drop. */
+interface LogPlan {
+  L?: string;
+  g?: number;
+  ga?: number;
+  /** The entry to append. */
+  entry?: { version: number; value: LogValue };
+  /** Runs of entries to drop: `[log id, first version, last version]`. */
+  drops: [string, number, number][];
 }
 
 /** Encoded state text. */
@@ -400,6 +487,18 @@ export class DenoKvBackend implements Backend {
 
   #userNameKey(u: Deno.KvKeyPart): Deno.KvKey {
     return [...this.#p, "n", u];
+  }
+
+  #logKey(u: Deno.KvKeyPart, h: Deno.KvKeyPart, log: string, version: number): Deno.KvKey {
+    return [...this.#p, "u", u, "log", h, log, version];
+  }
+
+  #trashKey(u: Deno.KvKeyPart, h: Deno.KvKeyPart): Deno.KvKey {
+    return [...this.#p, "u", u, "t", h];
+  }
+
+  #trashExpiryKey(at: number, u: Deno.KvKeyPart, h: Deno.KvKeyPart): Deno.KvKey {
+    return [...this.#p, "xt", at, u, h];
   }
 
   // ---------------------------------------------------------------- I/O
@@ -603,28 +702,35 @@ export class DenoKvBackend implements Backend {
     }
   }
 
-  /** Deletes a chunk set whose intent is still at `vs`; `false` when someone else owns it now. */
-  async #collect(intent: Deno.KvKey, vs: string, n: number): Promise<boolean> {
+  /**
+   * Deletes what an intent still at `vs` stands for (a chunk set, or a run of
+   * changelog entries); `false` when someone else owns it now.
+   */
+  async #collect(intent: Deno.KvKey, vs: string, it: Intent): Promise<boolean> {
     const base = this.#p.length;
     const u = intent[base + 2]!, h = intent[base + 3]!, d = intent[base + 4] as string;
+    const n = it.n;
+    const keyOf = (i: number): Deno.KvKey =>
+      it.l !== undefined ? this.#logKey(u, h, it.l, (it.f ?? 0) + i) : this.#chunkKey(u, h, d, i);
     if (n <= DELETE_IN_COMMIT) {
       const res = await this.#commit((op) => {
         op.check({ key: intent, versionstamp: vs }).delete(intent);
-        for (let i = 0; i < n; i++) op.delete(this.#chunkKey(u, h, d, i));
+        for (let i = 0; i < n; i++) op.delete(keyOf(i));
       });
       return res.ok;
     }
     // Too many for one commit: mark the intent dead first (a writer checking
-    // it can no longer adopt the set), then delete chunks, then the intent.
+    // it can no longer adopt the set), then delete the keys, then the intent.
     const res = await this.#commit((op) => {
-      op.check({ key: intent, versionstamp: vs }).set(intent, { n, dead: true } satisfies Intent);
+      op.check({ key: intent, versionstamp: vs }).set(
+        intent,
+        { ...it, dead: true } satisfies Intent,
+      );
     });
     if (!res.ok) return false;
     for (let i = 0; i < n; i += DELETE_BATCH) {
       await this.#commit((op) => {
-        for (let j = i; j < Math.min(n, i + DELETE_BATCH); j++) {
-          op.delete(this.#chunkKey(u, h, d, j));
-        }
+        for (let j = i; j < Math.min(n, i + DELETE_BATCH); j++) op.delete(keyOf(j));
       });
     }
     await this.#commit((op) => {
@@ -636,13 +742,14 @@ export class DenoKvBackend implements Backend {
   /** Releases a chunk set this call wrote but did not get adopted. Errors are left to `sweep`. */
   async #release(body: BodyRef | null | undefined): Promise<void> {
     if (!body || !("set" in body) || !body.set) return;
-    await this.#collect(body.set.intent, body.set.intentVs, body.set.n).catch(() => false);
+    await this.#collect(body.set.intent, body.set.intentVs, { n: body.set.n }).catch(() => false);
   }
 
   /**
    * Adds the mutations that make `next` the head: head, list index, expiry
-   * index, adoption of its chunk set, release of the superseded one.
-   * Returns an intent to collect after the commit (a large superseded set).
+   * index, adoption of its chunk set, release of the superseded one, and the
+   * changelog as `log` plans it. Returns the intents to collect after the
+   * commit (a large superseded chunk set, a long run of dropped entries).
    */
   #putHead(
     op: Deno.AtomicOperation,
@@ -652,7 +759,9 @@ export class DenoKvBackend implements Backend {
     next: HandleRecord,
     body: BodyRef,
     w: string,
-  ): Deno.KvKey | null {
+    log: LogPlan,
+  ): Deno.KvKey[] {
+    const after: Deno.KvKey[] = [];
     const head: Head = {
       k: next.kind,
       v: next.version,
@@ -669,7 +778,17 @@ export class DenoKvBackend implements Backend {
       head.n = body.n;
     }
     if (body.utf16) head.x = true;
+    if (log.L !== undefined) {
+      head.L = log.L;
+      head.g = log.g!;
+      head.ga = log.ga!;
+    }
     op.set(this.#headKey(u, h), head);
+    if (log.entry) op.set(this.#logKey(u, h, log.L!, log.entry.version), log.entry.value);
+    for (const [l, from, to] of log.drops) {
+      const intent = this.#dropLog(op, u, h, l, from, to);
+      if (intent) after.push(intent);
+    }
     op.set(this.#indexKey(u, next.updatedAt, h), indexOf(next));
     if (old && old.u !== next.updatedAt) op.delete(this.#indexKey(u, old.u, h));
     if (old && old.e !== null && old.e !== next.expiresAt) {
@@ -682,22 +801,143 @@ export class DenoKvBackend implements Backend {
       op.check({ key: body.set.intent, versionstamp: body.set.intentVs }).delete(body.set.intent);
     }
     if (old?.d !== undefined && !("d" in body && body.d === old.d)) {
-      return this.#dropChunks(op, u, h, old);
+      const intent = this.#dropChunks(op, u, h, old);
+      if (intent) after.push(intent);
     }
-    return null;
+    return after;
   }
 
-  /** Deletes the mutations of a head and its keys; returns an intent to collect after the commit. */
+  /**
+   * Adds the deletion of a live head with its keys (list and expiry index,
+   * chunks, changelog); returns the intents to collect after the commit.
+   */
   #dropHead(
     op: Deno.AtomicOperation,
     u: Deno.KvKeyPart,
     h: Deno.KvKeyPart,
     old: Head,
-  ): Deno.KvKey | null {
+  ): Deno.KvKey[] {
     op.delete(this.#headKey(u, h));
     op.delete(this.#indexKey(u, old.u, h));
     if (old.e !== null) op.delete(this.#expiryKey(old.e, u, h));
-    return old.d === undefined ? null : this.#dropChunks(op, u, h, old);
+    return this.#dropBody(op, u, h, old);
+  }
+
+  /** Adds the deletion of a head's chunks and changelog; returns the intents to collect after the commit. */
+  #dropBody(
+    op: Deno.AtomicOperation,
+    u: Deno.KvKeyPart,
+    h: Deno.KvKeyPart,
+    old: Head,
+  ): Deno.KvKey[] {
+    const after: Deno.KvKey[] = [];
+    if (old.d !== undefined) {
+      const intent = this.#dropChunks(op, u, h, old);
+      if (intent) after.push(intent);
+    }
+    if (old.L !== undefined && old.g !== undefined && old.g <= old.v) {
+      const intent = this.#dropLog(op, u, h, old.L, old.g, old.v);
+      if (intent) after.push(intent);
+    }
+    return after;
+  }
+
+  /**
+   * Adds the deletion of the changelog entries `from`…`to` of log `l`: in
+   * this commit when few, else through a dead intent the collector empties
+   * (nobody reads them meanwhile: reads start at the head's `g`, or the log
+   * id is no longer any head's). Returns that intent.
+   */
+  #dropLog(
+    op: Deno.AtomicOperation,
+    u: Deno.KvKeyPart,
+    h: Deno.KvKeyPart,
+    l: string,
+    from: number,
+    to: number,
+  ): Deno.KvKey | null {
+    const n = to - from + 1;
+    if (n <= 0) return null;
+    if (n <= LOG_DELETE_IN_COMMIT) {
+      for (let v = from; v <= to; v++) op.delete(this.#logKey(u, h, l, v));
+      return null;
+    }
+    const intent = this.#intentKey(0, u, h, `${l}.${from}`);
+    op.set(intent, { n, dead: true, l, f: from } satisfies Intent);
+    return intent;
+  }
+
+  /**
+   * What a write producing `next` does to the changelog. With an entry: the
+   * entry continues the head's log (or starts a new one), and retention trims
+   * the log from its oldest end — entries more than `maxEntries` behind, then
+   * entries older than `maxAgeMs` (read only when the head's `ga` says one
+   * may be). Without one: a log that would now have a gap is dropped.
+   */
+  async #plan(
+    u: Deno.KvKeyPart,
+    h: Deno.KvKeyPart,
+    old: Head | null,
+    entry: ChangeEntry | undefined,
+    ctx: WriteContext,
+  ): Promise<LogPlan> {
+    const live = old?.L !== undefined && old.g !== undefined ? old : null;
+    if (!entry) {
+      return { drops: live ? [[live.L!, live.g!, live.v]] : [] };
+    }
+    const value = logValueOf(entry);
+    if (!live || entry.version !== live.v + 1 || live.g! > live.v) {
+      return {
+        L: newId(),
+        g: entry.version,
+        ga: entry.at,
+        entry: { version: entry.version, value },
+        drops: live ? [[live.L!, live.g!, live.v]] : [],
+      };
+    }
+    const l = live.L!, oldG = live.g!;
+    let g = oldG, ga = live.ga ?? entry.at;
+    const r: Retention | undefined = ctx.retention;
+    if (r) {
+      g = Math.max(g, entry.version - r.maxEntries + 1);
+      const cutoff = ctx.now - r.maxAgeMs;
+      if (ga < cutoff && g < entry.version) {
+        const young = await this.#firstYoung(u, h, l, g, live.v, cutoff);
+        g = young?.version ?? entry.version;
+        ga = young?.at ?? entry.at;
+      }
+    }
+    if (g >= entry.version) ga = entry.at;
+    ga = Math.min(ga, entry.at);
+    return {
+      L: l,
+      g,
+      ga,
+      entry: { version: entry.version, value },
+      drops: g > oldG ? [[l, oldG, g - 1]] : [],
+    };
+  }
+
+  /** The first changelog entry of `from`…`to` written at or after `cutoff`, if any. */
+  async #firstYoung(
+    u: Deno.KvKeyPart,
+    h: Deno.KvKeyPart,
+    l: string,
+    from: number,
+    to: number,
+    cutoff: number,
+  ): Promise<{ version: number; at: number } | null> {
+    let found: { version: number; at: number } | null = null;
+    await this.#range<LogValue>(
+      { start: this.#logKey(u, h, l, from), end: this.#logKey(u, h, l, to + 1) },
+      { batchSize: AGE_SCAN_BATCH },
+      (e) => {
+        if (e.value.a < cutoff) return false;
+        found = { version: e.key[e.key.length - 1] as number, at: e.value.a };
+        return true;
+      },
+    );
+    return found;
   }
 
   #dropChunks(
@@ -716,11 +956,12 @@ export class DenoKvBackend implements Backend {
     return intent;
   }
 
-  /** Collects a large superseded chunk set right after its head commit (else `sweep` will). */
-  async #afterCommit(intent: Deno.KvKey | null, vs: string): Promise<void> {
-    if (!intent) return;
-    const n = (await this.#get<Intent>(intent).catch(() => null))?.value?.n;
-    if (n !== undefined) await this.#collect(intent, vs, n).catch(() => false);
+  /** Collects what a head commit handed to the collector, right after it (else `sweep` will). */
+  async #afterCommit(intents: readonly Deno.KvKey[], vs: string): Promise<void> {
+    for (const intent of intents) {
+      const it = (await this.#get<Intent>(intent).catch(() => null))?.value;
+      if (it) await this.#collect(intent, vs, it).catch(() => false);
+    }
   }
 
   // ---------------------------------------------------------------- idempotency
@@ -737,6 +978,31 @@ export class DenoKvBackend implements Backend {
       this.#kv.getMany<[Head, IdemValue]>([this.#headKey(u, h), this.#idemKey(u, c)])
     );
     return [head, idem];
+  }
+
+  /** Like {@link DenoKvBackend.#heads}, with the trash entry of the handle in the same snapshot. */
+  async #headsAndTrash(
+    u: Deno.KvKeyPart,
+    h: Deno.KvKeyPart,
+    ctx: WriteContext,
+  ): Promise<
+    [Deno.KvEntryMaybe<Head>, Deno.KvEntryMaybe<IdemValue> | null, Deno.KvEntryMaybe<Trashed>]
+  > {
+    const c = ctx.idempotency;
+    if (!c) {
+      const [head, trash] = await this.#io(() =>
+        this.#kv.getMany<[Head, Trashed]>([this.#headKey(u, h), this.#trashKey(u, h)])
+      );
+      return [head, null, trash];
+    }
+    const [head, trash, idem] = await this.#io(() =>
+      this.#kv.getMany<[Head, Trashed, IdemValue]>([
+        this.#headKey(u, h),
+        this.#trashKey(u, h),
+        this.#idemKey(u, c),
+      ])
+    );
+    return [head, idem, trash];
   }
 
   /** The replay answer when a live idempotency record exists. */
@@ -865,20 +1131,22 @@ export class DenoKvBackend implements Backend {
     const u = this.#user(user), h = keyPart(record.handle, NAME_PART_MAX);
     const deadline = Date.now() + this.#timeoutMs;
     for (let attempt = 0;; attempt++) {
-      const [head, idem] = await this.#heads(u, h, ctx);
+      const [head, idem, trash] = await this.#headsAndTrash(u, h, ctx);
       const replay = await this.#replay(u, idem, ctx);
       if (replay) return replay;
-      if (head.value !== null) return { inserted: false };
+      // A trashed handle stays taken until it is restored or purged.
+      if (head.value !== null || trash.value !== null) return { inserted: false };
       const w = newId();
       const body = await this.#body(u, h, record.state);
+      const log = await this.#plan(u, h, null, ctx.entry, ctx);
       let idemPart: IdemPart | undefined;
       let ok = false;
       try {
         if (body) {
           idemPart = await this.#idem(u, ctx, idem, record, body);
           const res = await this.#commit((op) => {
-            op.check(head);
-            this.#putHead(op, u, h, null, record, body, w);
+            op.check(head).check(trash);
+            this.#putHead(op, u, h, null, record, body, w, log);
             op.set(this.#userNameKey(u), user);
             idemPart?.add(op);
           });
@@ -949,10 +1217,12 @@ export class DenoKvBackend implements Backend {
         }
         const w = newId();
         const idemPart = await this.#idem(u, ctx, idem, next, body);
-        let after: Deno.KvKey | null = null;
+        // A write without an entry would leave a gap: the log is dropped.
+        const log = await this.#plan(u, h, cur, undefined, ctx);
+        let after: Deno.KvKey[] = [];
         const res = await this.#commit((op) => {
           op.check(first);
-          after = this.#putHead(op, u, h, cur, next, body!, w);
+          after = this.#putHead(op, u, h, cur, next, body!, w, log);
           idemPart.add(op);
         });
         if (res.ok || await this.#landed(u, h, w)) {
@@ -1002,7 +1272,8 @@ export class DenoKvBackend implements Backend {
       const loaded = await this.#load(u, h, handle, read);
       const first = loaded.entry;
       const current = loaded.record;
-      const next = change(current && { ...current });
+      const step = change(current && { ...current });
+      const next = step?.record ?? null;
       if (!next && !ctx.idempotency) return { record: current, written: false };
       const w = newId();
       let body: BodyRef | null = null;
@@ -1023,10 +1294,12 @@ export class DenoKvBackend implements Backend {
           const result = next ?? current;
           const idemPart = await this.#idem(u, ctx, idem, result, next ? body : null);
           copy = idemPart.copy;
-          let after: Deno.KvKey | null = null;
+          // Read under the same head versionstamp the commit checks.
+          const log = next ? await this.#plan(u, h, first.value, step?.entry, ctx) : null;
+          let after: Deno.KvKey[] = [];
           const res = await this.#commit((op) => {
             op.check(first);
-            if (next) after = this.#putHead(op, u, h, first.value, next, body!, w);
+            if (next) after = this.#putHead(op, u, h, first.value, next, body!, w, log!);
             idemPart.add(op);
           });
           ok = res.ok || (next !== null && await this.#landed(u, h, w));
@@ -1053,17 +1326,36 @@ export class DenoKvBackend implements Backend {
   ): Promise<{ removed: boolean } | Replayed> {
     const u = this.#user(user), h = keyPart(handle, NAME_PART_MAX);
     const deadline = Date.now() + this.#timeoutMs;
+    const until = ctx.trashUntil;
     for (let attempt = 0;; attempt++) {
-      const [head, idem] = await this.#heads(u, h, ctx);
+      let head: Deno.KvEntryMaybe<Head>, idem: Deno.KvEntryMaybe<IdemValue> | null;
+      let trash: Deno.KvEntryMaybe<Trashed> | null = null;
+      if (until === undefined) [head, idem] = await this.#heads(u, h, ctx);
+      else [head, idem, trash] = await this.#headsAndTrash(u, h, ctx);
       const replay = await this.#replay(u, idem, ctx);
       if (replay) return replay;
       const old = head.value;
       if (!old) return { removed: false };
       const idemPart = await this.#idem(u, ctx, idem, null, null);
-      let after: Deno.KvKey | null = null;
+      let after: Deno.KvKey[] = [];
       const res = await this.#commit((op) => {
         op.check(head);
-        after = this.#dropHead(op, u, h, old);
+        if (until === undefined || trash === null) after = this.#dropHead(op, u, h, old);
+        else {
+          // Into the trash: the head moves, its chunks and changelog stay.
+          op.check(trash);
+          const prev = trash.value;
+          if (prev) {
+            // An older trashed copy (a restore() imported the handle meanwhile) gives way.
+            op.delete(this.#trashExpiryKey(prev.t, u, h));
+            after = this.#dropBody(op, u, h, prev.h);
+          }
+          op.delete(this.#headKey(u, h));
+          op.delete(this.#indexKey(u, old.u, h));
+          if (old.e !== null) op.delete(this.#expiryKey(old.e, u, h));
+          op.set(this.#trashKey(u, h), { h: old, t: until } satisfies Trashed);
+          op.set(this.#trashExpiryKey(until, u, h), 0);
+        }
         idemPart.add(op);
       });
       if (res.ok) {
@@ -1072,6 +1364,65 @@ export class DenoKvBackend implements Backend {
       }
       await this.#again(attempt, deadline, handle);
     }
+  }
+
+  /** {@inheritDoc Backend.untrash} */
+  async untrash(user: string, handle: string, ctx: WriteContext): Promise<HandleRecord | null> {
+    const u = this.#user(user), h = keyPart(handle, NAME_PART_MAX);
+    const deadline = Date.now() + this.#timeoutMs;
+    for (let attempt = 0;; attempt++) {
+      const [head, trash] = await this.#io(() =>
+        this.#kv.getMany<[Head, Trashed]>([this.#headKey(u, h), this.#trashKey(u, h)])
+      );
+      const t = trash.value;
+      if (!t || t.t <= ctx.now || head.value !== null) return null;
+      // The state is read before the commit: its chunks stay while the trash entry does.
+      let text: string;
+      try {
+        text = await this.#text(u, h, t.h);
+      } catch (e) {
+        if (!(e instanceof Raced)) throw e;
+        const again = await this.#get<Trashed>(this.#trashKey(u, h));
+        if (again.versionstamp === trash.versionstamp) {
+          throw new BackendError(
+            `The state of the trashed "${handle}" is incomplete in Deno KV (chunks are missing); it cannot be restored.`,
+          );
+        }
+        await this.#again(attempt, deadline, handle);
+        continue;
+      }
+      const record = recordOf(handle, t.h, text);
+      const res = await this.#commit((op) => {
+        op.check(head).check(trash);
+        op.delete(this.#trashKey(u, h));
+        op.delete(this.#trashExpiryKey(t.t, u, h));
+        op.set(this.#headKey(u, h), t.h);
+        op.set(this.#indexKey(u, t.h.u, h), indexOf(record));
+        if (t.h.e !== null) op.set(this.#expiryKey(t.h.e, u, h), 0);
+        op.set(this.#userNameKey(u), user);
+      });
+      if (res.ok) return record;
+      await this.#again(attempt, deadline, handle);
+    }
+  }
+
+  /** {@inheritDoc Backend.changes} */
+  async changes(user: string, handle: string, afterVersion: number): Promise<ChangeEntry[]> {
+    const u = this.#user(user), h = keyPart(handle, NAME_PART_MAX);
+    const head = (await this.#get<Head>(this.#headKey(u, h))).value;
+    if (!head || head.L === undefined || head.g === undefined) return [];
+    const from = Math.max(afterVersion + 1, head.g);
+    if (from > head.v) return [];
+    // Up to the head's version only: an entry is never seen before its write.
+    const rows = await this.#range<LogValue>({
+      start: this.#logKey(u, h, head.L, from),
+      end: this.#logKey(u, h, head.L, head.v + 1),
+    }, { batchSize: Math.min(1000, head.v - from + 1) });
+    return rows.map((e) => ({
+      version: e.key[e.key.length - 1] as number,
+      at: e.value.a,
+      text: decodeBytes(e.value.b, e.value.x === true),
+    }));
   }
 
   /** {@inheritDoc Backend.list} */
@@ -1135,7 +1486,22 @@ export class DenoKvBackend implements Backend {
         t: e.key[n + 1] as number,
       }));
     for (const { key, t } of idems) await this.#dropIdem(key, t, now);
-    // 3. Chunk sets of writers that crashed before their head swap.
+    // 3. Trashed records past their undo window, with their chunks and changelogs.
+    if (u !== null) {
+      const rows = await this.#range<Trashed>({ prefix: [...this.#p, "u", u, "t"] });
+      for (const row of rows) {
+        if (row.value.t <= now) await this.#purge(u, row.key[n + 3]!, now, null);
+      }
+    } else {
+      const due = await this.#range<number>(
+        { prefix: [...this.#p, "xt"] },
+        { batchSize: 500 },
+        (e) => (e.key[n + 1] as number) > now,
+      );
+      for (const row of due) await this.#purge(row.key[n + 2]!, row.key[n + 3]!, now, row);
+    }
+    // 4. Chunk sets of writers that crashed before their head swap, and
+    //    collections (chunks, changelog runs) a commit handed over.
     const cutoff = Date.now() - this.#orphanAgeMs;
     const intents = await this.#range<Intent>(
       { prefix: [...this.#p, "xw"] },
@@ -1144,7 +1510,7 @@ export class DenoKvBackend implements Backend {
     );
     for (const e of intents) {
       if (u !== null && !samePart(e.key[n + 2]!, u)) continue;
-      await this.#collect(e.key, e.versionstamp, e.value.n);
+      await this.#collect(e.key, e.versionstamp, e.value);
     }
     return count;
   }
@@ -1167,7 +1533,7 @@ export class DenoKvBackend implements Backend {
         }
         return false;
       }
-      let after: Deno.KvKey | null = null;
+      let after: Deno.KvKey[] = [];
       const res = await this.#commit((op) => {
         op.check(head);
         after = this.#dropHead(op, u, h, old);
@@ -1179,6 +1545,39 @@ export class DenoKvBackend implements Backend {
       await backoff(attempt);
     }
     return false;
+  }
+
+  /** Purges one trashed record if its undo window ended by `now`; drops a stale trash-index row. */
+  async #purge(
+    u: Deno.KvKeyPart,
+    h: Deno.KvKeyPart,
+    now: number,
+    dueRow: Deno.KvEntry<number> | null,
+  ): Promise<void> {
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const trash = await this.#get<Trashed>(this.#trashKey(u, h));
+      const t = trash.value;
+      if (!t || t.t > now) {
+        if (dueRow && t?.t !== dueRow.key[this.#p.length + 1]) {
+          await this.#commit((op) => {
+            op.check(trash).check(dueRow).delete(dueRow.key);
+          });
+        }
+        return;
+      }
+      let after: Deno.KvKey[] = [];
+      const res = await this.#commit((op) => {
+        op.check(trash);
+        op.delete(this.#trashKey(u, h));
+        op.delete(this.#trashExpiryKey(t.t, u, h));
+        after = this.#dropBody(op, u, h, t.h);
+      });
+      if (res.ok) {
+        await this.#afterCommit(after, res.versionstamp);
+        return;
+      }
+      await backoff(attempt);
+    }
   }
 
   async #dropIdem(key: Deno.KvKey, t: number, now: number): Promise<void> {
@@ -1239,17 +1638,18 @@ export class DenoKvBackend implements Backend {
 
   /**
    * Writes `record` exactly as given when this user has no record with that
-   * handle, or an older version of it; otherwise writes nothing.
+   * handle, or an older version of it (whose changelog is then dropped);
+   * otherwise writes nothing.
    *
    * @param user The user.
    * @param record The record to restore.
-   * @param _ctx The write context (idempotency is ignored).
+   * @param ctx The write context (idempotency is ignored).
    * @returns What happened.
    */
   async restore(
     user: string,
     record: HandleRecord,
-    _ctx: WriteContext,
+    ctx: WriteContext,
   ): Promise<"inserted" | "replaced" | "kept"> {
     const u = this.#user(user), h = keyPart(record.handle, NAME_PART_MAX);
     const deadline = Date.now() + this.#timeoutMs;
@@ -1262,10 +1662,12 @@ export class DenoKvBackend implements Backend {
       let ok = false;
       try {
         if (body) {
-          let after: Deno.KvKey | null = null;
+          // A replaced record's changelog is dropped: its history is unknown.
+          const log = await this.#plan(u, h, old, undefined, ctx);
+          let after: Deno.KvKey[] = [];
           const res = await this.#commit((op) => {
             op.check(head);
-            after = this.#putHead(op, u, h, old, record, body, w);
+            after = this.#putHead(op, u, h, old, record, body, w, log);
             op.set(this.#userNameKey(u), user);
           });
           ok = res.ok || await this.#landed(u, h, w);
@@ -1404,6 +1806,35 @@ function decodeBytes(bytes: Uint8Array, utf16: boolean): string {
     out += String.fromCharCode(bytes[i]! | (bytes[i + 1]! << 8));
   }
   return out;
+}
+
+/**
+ * The stored value of a changelog entry: its text byte for byte, or, when
+ * that is more than one KV value holds, an `omitted` marker built from it
+ * (the store reads a marker as a log that no longer reaches back).
+ */
+function logValueOf(entry: ChangeEntry): LogValue {
+  let enc = encodeText(entry.text);
+  if (enc.bytes.length > ENTRY_MAX) enc = encodeText(markerOf(entry));
+  const value: LogValue = { a: entry.at, b: enc.bytes };
+  if (enc.utf16) value.x = true;
+  return value;
+}
+
+/** `{"version","at","writer","op","omitted":true}` from an entry's JSON (from its fields when that is not JSON). */
+function markerOf(entry: ChangeEntry): string {
+  let o: Record<string, unknown> = {};
+  try {
+    const parsed: unknown = JSON.parse(entry.text);
+    if (typeof parsed === "object" && parsed !== null) o = parsed as Record<string, unknown>;
+  } catch { /* opaque text: fall back to the entry's own fields */ }
+  return JSON.stringify({
+    version: o.version ?? entry.version,
+    at: o.at ?? new Date(entry.at).toISOString(),
+    writer: o.writer ?? null,
+    op: o.op ?? null,
+    omitted: true,
+  });
 }
 
 function recordOf(handle: string, head: Head, state: string): HandleRecord {

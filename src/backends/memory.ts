@@ -16,6 +16,7 @@
 import type {
   Backend,
   Change,
+  ChangeEntry,
   ConditionalWrite,
   HandleMeta,
   HandleRecord,
@@ -28,6 +29,12 @@ import type {
 import { metaOf } from "../backend.ts";
 import { compareListOrder } from "./_shared.ts";
 
+interface Trashed {
+  record: HandleRecord;
+  log: ChangeEntry[];
+  until: number;
+}
+
 interface IdemEntry {
   fingerprint: string;
   result: HandleRecord | null;
@@ -38,6 +45,8 @@ interface IdemEntry {
 export class MemoryBackend implements Backend {
   #users = new Map<string, Map<string, HandleRecord>>();
   #idem = new Map<string, IdemEntry>();
+  #logs = new Map<string, ChangeEntry[]>();
+  #trash = new Map<string, Trashed>();
 
   /**
    * Opens a memory backend from a `memory://` URL (the URL carries no options).
@@ -53,6 +62,17 @@ export class MemoryBackend implements Backend {
     let m = this.#users.get(user);
     if (!m) this.#users.set(user, m = new Map());
     return m;
+  }
+
+  #append(user: string, handle: string, entry: ChangeEntry | undefined, ctx: WriteContext): void {
+    if (!entry) return;
+    const key = JSON.stringify([user, handle]);
+    const r = ctx.retention;
+    const log = (this.#logs.get(key) ?? []).filter((e) =>
+      !r || (e.version > entry.version - r.maxEntries && e.at >= ctx.now - r.maxAgeMs)
+    );
+    log.push({ ...entry });
+    this.#logs.set(key, log);
   }
 
   #replay(user: string, ctx: WriteContext): Replayed | undefined {
@@ -82,8 +102,11 @@ export class MemoryBackend implements Backend {
     const replay = this.#replay(user, ctx);
     if (replay) return Promise.resolve(replay);
     const records = this.#records(user);
-    if (records.has(record.handle)) return Promise.resolve({ inserted: false });
+    if (records.has(record.handle) || this.#trash.has(JSON.stringify([user, record.handle]))) {
+      return Promise.resolve({ inserted: false });
+    }
     records.set(record.handle, { ...record });
+    this.#append(user, record.handle, ctx.entry, ctx);
     this.#remember(user, ctx, record);
     return Promise.resolve({ inserted: true });
   }
@@ -134,8 +157,12 @@ export class MemoryBackend implements Backend {
       const replay = this.#replay(user, ctx);
       if (replay) return Promise.resolve(replay);
       const current = this.#users.get(user)?.get(handle) ?? null;
-      const next = change(current ? { ...current } : null);
-      if (next) this.#records(user).set(handle, { ...next });
+      const step = change(current ? { ...current } : null);
+      const next = step?.record ?? null;
+      if (step) {
+        this.#records(user).set(handle, { ...step.record });
+        this.#append(user, handle, step.entry, ctx);
+      }
       const record = next ?? current;
       this.#remember(user, ctx, record);
       return Promise.resolve({ record: record && { ...record }, written: next !== null });
@@ -152,9 +179,40 @@ export class MemoryBackend implements Backend {
   ): Promise<{ removed: boolean } | Replayed> {
     const replay = this.#replay(user, ctx);
     if (replay) return Promise.resolve(replay);
-    const removed = this.#users.get(user)?.delete(handle) ?? false;
-    if (removed) this.#remember(user, ctx, null);
-    return Promise.resolve({ removed });
+    const current = this.#users.get(user)?.get(handle);
+    if (!current) return Promise.resolve({ removed: false });
+    this.#users.get(user)?.delete(handle);
+    const key = JSON.stringify([user, handle]);
+    if (ctx.trashUntil !== undefined) {
+      this.#trash.set(key, {
+        record: current,
+        log: this.#logs.get(key) ?? [],
+        until: ctx.trashUntil,
+      });
+    }
+    this.#logs.delete(key);
+    this.#remember(user, ctx, null);
+    return Promise.resolve({ removed: true });
+  }
+
+  /** {@inheritDoc Backend.untrash} */
+  untrash(user: string, handle: string, ctx: WriteContext): Promise<HandleRecord | null> {
+    const key = JSON.stringify([user, handle]);
+    const t = this.#trash.get(key);
+    if (!t || t.until <= ctx.now || this.#users.get(user)?.has(handle)) {
+      return Promise.resolve(null);
+    }
+    this.#trash.delete(key);
+    this.#records(user).set(handle, t.record);
+    this.#logs.set(key, t.log);
+    return Promise.resolve({ ...t.record });
+  }
+
+  /** {@inheritDoc Backend.changes} */
+  changes(user: string, handle: string, afterVersion: number): Promise<ChangeEntry[]> {
+    if (!this.#users.get(user)?.has(handle)) return Promise.resolve([]);
+    const log = this.#logs.get(JSON.stringify([user, handle])) ?? [];
+    return Promise.resolve(log.filter((e) => e.version > afterVersion).map((e) => ({ ...e })));
   }
 
   /** {@inheritDoc Backend.list} */
@@ -178,11 +236,15 @@ export class MemoryBackend implements Backend {
       for (const [h, r] of records) {
         if (r.expiresAt !== null && r.expiresAt <= expiredAtOrBefore) {
           records.delete(h);
+          this.#logs.delete(JSON.stringify([u, h]));
           n++;
         }
       }
     }
     for (const [k, e] of this.#idem) if (e.expiresAt <= now) this.#idem.delete(k);
+    for (const [k, t] of this.#trash) {
+      if (t.until <= now && (user === null || JSON.parse(k)[0] === user)) this.#trash.delete(k);
+    }
     return Promise.resolve(n);
   }
 
@@ -208,6 +270,7 @@ export class MemoryBackend implements Backend {
     const current = records.get(record.handle);
     if (current && current.version >= record.version) return Promise.resolve("kept");
     records.set(record.handle, { ...record });
+    this.#logs.delete(JSON.stringify([user, record.handle]));
     return Promise.resolve(current ? "replaced" : "inserted");
   }
 

@@ -4,20 +4,33 @@
  * with its backups, replicas and point-in-time recovery.
  *
  * Every handle is one row keyed by `(user_id, handle)`, and every primitive
- * takes its atomicity from the engine: `save` is one conditional `UPDATE`,
- * `update` runs in a transaction that holds the row lock (`SELECT … FOR
- * UPDATE`), mint collisions are caught by the primary key (`INSERT … ON
- * CONFLICT DO NOTHING`), and an idempotency record is written in the same
- * transaction as the write it remembers. Listing reads an index on
+ * takes its atomicity from the engine: `save` without history is one
+ * conditional `UPDATE`, `update` runs in a transaction that holds the row
+ * lock (`SELECT … FOR UPDATE`), mint collisions are caught by the primary key
+ * (`INSERT … ON CONFLICT DO NOTHING`), and an idempotency record is written in
+ * the same transaction as the write it remembers. Listing reads an index on
  * `(user_id, updated_at)` that carries every metadata column, so it never
  * reads a state.
  *
- * The backend creates and migrates its own tables — `handles`,
+ * The changelog is a table of its own, `changes`, keyed by
+ * `(user_id, handle, version)`: a mint's entry is inserted by the same
+ * statement as the row, and an update's entry, with the retention trim, by
+ * the statement that writes the new row inside the row-locking transaction.
+ * A revoked handle stays in `handles` with `trashed_until` set, its changelog
+ * beside it, until the undo window closes: every live query leaves such rows
+ * out (listing through a partial index), and the primary key keeps its handle
+ * from being minted again.
+ *
+ * The backend creates and migrates its own tables — `handles`, `changes`,
  * `idempotency` and `meta` (which holds the schema version) — in one
  * PostgreSQL schema, `mcpstate` unless told otherwise. Migrations run in a
  * transaction under `pg_advisory_xact_lock`, so any number of instances may
- * start at the same moment. Expired rows are reclaimed by the store's own
- * periodic sweep once their grace period is over.
+ * start at the same moment; stop instances of an older mcpstate before
+ * starting a newer one on the same schema, as they would not know the newer
+ * layout. Going from schema version 1 to 2 rebuilds the listing index, and
+ * calls wait while it builds, which on a large table takes a while. Expired
+ * rows, trashed rows past their undo window and their changelogs are
+ * reclaimed by the store's own periodic sweep.
  *
  * URL form: `postgres://[user[:password]@]host[:port]/database[?schema=name]`.
  * `schema` (letters, digits and `_`, at most 63) picks the PostgreSQL schema;
@@ -64,6 +77,7 @@ import postgres from "postgres";
 import type {
   Backend,
   Change,
+  ChangeEntry,
   ConditionalWrite,
   HandleMeta,
   HandleRecord,
@@ -76,7 +90,7 @@ import type {
 import { BackendError, InvalidArgument, McpStateError, redact } from "../errors.ts";
 
 /** The schema version this module creates and understands. */
-export const POSTGRES_SCHEMA_VERSION = 1;
+export const POSTGRES_SCHEMA_VERSION = 2;
 
 /** The PostgreSQL schema used when none is named. */
 export const DEFAULT_POSTGRES_SCHEMA = "mcpstate";
@@ -130,7 +144,8 @@ const META_COLUMNS = "handle, kind, version, created_at, updated_at, expires_at,
  * surrogate escapes such as `\ud800` outright. `json` would keep the text,
  * but the server parses it on every write and the driver parses it again on
  * every read. `text` stores exactly what it is given at no cost; the store
- * has validated the JSON already.
+ * has validated the JSON already. Changelog entries are `text` for the same
+ * reason.
  *
  * Times are `bigint` epoch milliseconds and versions `bigint`; both are read
  * back as JavaScript numbers whatever type parsers the client has.
@@ -147,7 +162,8 @@ const META_COLUMNS = "handle, kind, version, created_at, updated_at, expires_at,
 export class PostgresBackend implements Backend {
   /**
    * Always `false`: PostgreSQL has no native TTL, so the store's periodic
-   * sweep deletes rows once `expiresAt` plus the grace period has passed.
+   * sweep deletes rows (with their changelogs) once `expiresAt` plus the grace
+   * period has passed, and trashed rows once their undo window has closed.
    */
   readonly reclaimsExpired = false;
 
@@ -314,25 +330,19 @@ export class PostgresBackend implements Backend {
     record: HandleRecord,
     ctx: WriteContext,
   ): Promise<{ inserted: boolean } | Replayed> {
-    const params = [
-      user,
-      record.handle,
-      record.kind,
-      record.state,
-      record.version,
-      record.createdAt,
-      record.updatedAt,
-      record.expiresAt,
-      record.lastWriter,
-    ];
+    const params = [user, ...recordParams(record)];
+    // With an entry, one statement inserts the row and, only when it went in,
+    // the entry: both or neither.
+    const text = ctx.entry ? this.#q.insertLogged : this.#q.insert;
+    if (ctx.entry) params.push(ctx.entry.version, ctx.entry.at, ctx.entry.text);
     if (!ctx.idempotency) {
       return this.#op(async (sql) => {
-        const res = await sql.unsafe(this.#q.insert, params);
+        const res = await sql.unsafe(text, params);
         return { inserted: res.count === 1 };
       });
     }
     return this.#idempotent(user, ctx, async (tx, remember) => {
-      const res = await tx.unsafe(this.#q.insert, params);
+      const res = await tx.unsafe(text, params);
       // A collision is not remembered: the store retries with a new handle.
       if (res.count !== 1) throw new Rollback({ inserted: false });
       await remember(record);
@@ -405,24 +415,28 @@ export class PostgresBackend implements Backend {
       // queue here and each one reads the row its predecessor committed.
       const [row] = await tx.unsafe(this.#q.lock, [user, handle]).values();
       const current = row ? recordOf(row) : null;
+      // A change that throws ends the transaction here: nothing is written.
       const next = change(current ? { ...current } : null);
+      const record = next?.record ?? null;
       const writes: Promise<unknown>[] = [];
-      if (next) {
-        writes.push(tx.unsafe(current ? this.#q.write : this.#q.insert, [
-          user,
-          next.handle,
-          next.kind,
-          next.state,
-          next.version,
-          next.createdAt,
-          next.updatedAt,
-          next.expiresAt,
-          next.lastWriter,
-        ]));
+      if (next && record && current) {
+        const params: unknown[] = [user, ...recordParams(record)];
+        if (next.entry) params.push(...entryParams(next.entry, ctx));
+        writes.push(tx.unsafe(next.entry ? this.#q.writeLogged : this.#q.write, params as never[]));
+      } else if (next && record) {
+        // No live row to change: the step creates one, unless the handle is
+        // taken (by a trashed row).
+        const params: unknown[] = [user, ...recordParams(record)];
+        if (next.entry) params.push(next.entry.version, next.entry.at, next.entry.text);
+        const res = await tx.unsafe(
+          next.entry ? this.#q.insertLogged : this.#q.insert,
+          params as never[],
+        );
+        if (res.count !== 1) throw new Rollback<UpdateOutcome>({ record: null, written: false });
       }
-      if (remember) writes.push(remember(next ?? current));
+      if (remember) writes.push(remember(record ?? current));
       await Promise.all(writes); // pipelined on the transaction's connection
-      return { record: next ?? current, written: next !== null };
+      return { record: record ?? current, written: record !== null };
     };
     if (!ctx.idempotency) return this.#op((sql) => this.#begin(sql, (tx) => step(tx)));
     return this.#idempotent(user, ctx, step);
@@ -434,17 +448,54 @@ export class PostgresBackend implements Backend {
     handle: string,
     ctx: WriteContext,
   ): Promise<{ removed: boolean } | Replayed> {
-    if (!ctx.idempotency) {
-      return this.#op(async (sql) => {
-        const res = await sql.unsafe(this.#q.remove, [user, handle]);
-        return { removed: res.count > 0 };
+    const key = [user, handle];
+    if (ctx.trashUntil !== undefined) {
+      // Into the trash: the row stays, its changelog with it; one statement.
+      const params = [user, handle, ctx.trashUntil];
+      if (!ctx.idempotency) {
+        return this.#op(async (sql) => {
+          const res = await sql.unsafe(this.#q.trash, params);
+          return { removed: res.count > 0 };
+        });
+      }
+      return this.#idempotent(user, ctx, async (tx) => {
+        const res = await tx.unsafe(this.#q.trash, params);
+        // The claim already holds a null result, which is what a removal returns.
+        if (res.count === 0) throw new Rollback({ removed: false });
+        return { removed: true };
       });
     }
+    // The changelog goes in a second statement of the same transaction: its
+    // snapshot is taken after the row's deletion waited for any writer that
+    // held the row, so that writer's entry goes too.
+    const drop = async (tx: Queryable): Promise<{ removed: boolean }> => {
+      const [res] = await Promise.all([
+        tx.unsafe(this.#q.remove, key),
+        tx.unsafe(this.#q.removeLog, key),
+      ]);
+      return { removed: res.count > 0 };
+    };
+    if (!ctx.idempotency) return this.#op((sql) => this.#begin(sql, drop));
     return this.#idempotent(user, ctx, async (tx) => {
-      const res = await tx.unsafe(this.#q.remove, [user, handle]);
-      // The claim already holds a null result, which is what a removal returns.
-      if (res.count === 0) throw new Rollback({ removed: false });
-      return { removed: true };
+      const res = await drop(tx);
+      if (!res.removed) throw new Rollback(res);
+      return res;
+    });
+  }
+
+  /** {@inheritDoc Backend.untrash} */
+  untrash(user: string, handle: string, ctx: WriteContext): Promise<HandleRecord | null> {
+    return this.#op(async (sql) => {
+      const [row] = await sql.unsafe(this.#q.untrash, [user, handle, ctx.now]).values();
+      return row ? recordOf(row) : null;
+    });
+  }
+
+  /** {@inheritDoc Backend.changes} */
+  changes(user: string, handle: string, afterVersion: number): Promise<ChangeEntry[]> {
+    return this.#op(async (sql) => {
+      const rows = await sql.unsafe(this.#q.changes, [user, handle, afterVersion]).values();
+      return rows.map((r) => ({ version: Number(r[0]), at: Number(r[1]), text: String(r[2]) }));
     });
   }
 
@@ -468,10 +519,10 @@ export class PostgresBackend implements Backend {
   /** {@inheritDoc Backend.sweep} */
   sweep(user: string | null, expiredAtOrBefore: number, now: number): Promise<number> {
     return this.#op(async (sql) => {
-      const res = user === null
-        ? await sql.unsafe(this.#q.sweepAll, [expiredAtOrBefore, now])
-        : await sql.unsafe(this.#q.sweepUser, [expiredAtOrBefore, now, user]);
-      return res.count;
+      const [row] = user === null
+        ? await sql.unsafe(this.#q.sweepAll, [expiredAtOrBefore, now]).values()
+        : await sql.unsafe(this.#q.sweepUser, [expiredAtOrBefore, now, user]).values();
+      return Number(row?.[0] ?? 0);
     });
   }
 
@@ -489,20 +540,21 @@ export class PostgresBackend implements Backend {
     record: HandleRecord,
     _ctx: WriteContext,
   ): Promise<"inserted" | "replaced" | "kept"> {
-    return this.#op(async (sql) => {
-      const [row] = await sql.unsafe(this.#q.restore, [
-        user,
-        record.handle,
-        record.kind,
-        record.state,
-        record.version,
-        record.createdAt,
-        record.updatedAt,
-        record.expiresAt,
-        record.lastWriter,
-      ]).values();
-      return row === undefined ? "kept" : row[0] === true ? "inserted" : "replaced";
-    });
+    const key = [user, record.handle];
+    return this.#op((sql) =>
+      this.#begin(sql, async (tx) => {
+        // The lock tells a trashed row (overwritten as if absent) from a live
+        // one, and keeps writers off the handle until the changelog is gone.
+        const [[prev], [row]] = await Promise.all([
+          tx.unsafe(this.#q.lockAny, key).values(),
+          tx.unsafe(this.#q.restore, [user, ...recordParams(record)]).values(),
+        ]);
+        if (row === undefined) return "kept";
+        // A new statement: it sees every entry committed before the lock.
+        await tx.unsafe(this.#q.dropLog, key);
+        return row[0] === true || prev?.[0] === true ? "inserted" : "replaced";
+      })
+    );
   }
 
   /** {@inheritDoc Backend.close} */
@@ -616,10 +668,18 @@ export class PostgresBackend implements Backend {
 interface Statements {
   read: string;
   lock: string;
+  lockAny: string;
   insert: string;
+  insertLogged: string;
   save: string;
   write: string;
+  writeLogged: string;
   remove: string;
+  removeLog: string;
+  dropLog: string;
+  trash: string;
+  untrash: string;
+  changes: string;
   sweepAll: string;
   sweepUser: string;
   claim: string;
@@ -630,29 +690,86 @@ interface Statements {
 }
 
 function statements(s: string): Statements {
-  const h = `${s}.handles`, i = `${s}.idempotency`;
+  const h = `${s}.handles`, c = `${s}.changes`, i = `${s}.idempotency`;
+  const live = "trashed_until IS NULL";
+  const sweep = (byUser: string) =>
+    `WITH idem AS (DELETE FROM ${i} WHERE expires_at <= $2::bigint),
+     expired AS (DELETE FROM ${h} WHERE expires_at <= $1::bigint AND ${live}${byUser}
+                 RETURNING user_id, handle),
+     trashed AS (DELETE FROM ${h} WHERE trashed_until <= $2::bigint${byUser}
+                 RETURNING user_id, handle),
+     gone AS (SELECT user_id, handle FROM expired UNION ALL SELECT user_id, handle FROM trashed),
+     log AS (DELETE FROM ${c} AS e USING gone
+             WHERE e.user_id = gone.user_id AND e.handle = gone.handle)
+     SELECT count(*)::int FROM expired`;
   return {
-    read: `SELECT ${RECORD_COLUMNS} FROM ${h} WHERE user_id = $1 AND handle = $2`,
-    lock: `SELECT ${RECORD_COLUMNS} FROM ${h} WHERE user_id = $1 AND handle = $2 FOR UPDATE`,
+    read: `SELECT ${RECORD_COLUMNS} FROM ${h} WHERE user_id = $1 AND handle = $2 AND ${live}`,
+    lock: `SELECT ${RECORD_COLUMNS} FROM ${h} WHERE user_id = $1 AND handle = $2 AND ${live}
+           FOR UPDATE`,
+    lockAny: `SELECT trashed_until IS NOT NULL FROM ${h} WHERE user_id = $1 AND handle = $2
+              FOR UPDATE`,
+    // A trashed row holds its handle too: the primary key stops the insert.
     insert: `INSERT INTO ${h} (user_id, ${RECORD_COLUMNS})
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
              ON CONFLICT (user_id, handle) DO NOTHING`,
+    // The entry goes in only with the row. An entry left by an older instance
+    // that deleted a row without its changelog is overwritten, never in the way.
+    insertLogged: `WITH ins AS (
+                     INSERT INTO ${h} (user_id, ${RECORD_COLUMNS})
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                     ON CONFLICT (user_id, handle) DO NOTHING
+                     RETURNING user_id, handle
+                   )
+                   INSERT INTO ${c} (user_id, handle, version, at, text)
+                   SELECT user_id, handle, $10::bigint, $11::bigint, $12::text FROM ins
+                   ON CONFLICT (user_id, handle, version) DO UPDATE
+                     SET at = EXCLUDED.at, text = EXCLUDED.text`,
     save: `UPDATE ${h}
            SET state = $3, version = version + 1, updated_at = $4,
                expires_at = CASE WHEN $5::boolean THEN expires_at ELSE $6::bigint END,
                last_writer = $7
-           WHERE user_id = $1 AND handle = $2 AND version = $8::bigint
+           WHERE user_id = $1 AND handle = $2 AND version = $8::bigint AND ${live}
              AND (expires_at IS NULL OR expires_at > $9::bigint)
            RETURNING ${RECORD_COLUMNS}`,
     write: `UPDATE ${h}
             SET kind = $3, state = $4, version = $5, created_at = $6, updated_at = $7,
                 expires_at = $8, last_writer = $9
             WHERE user_id = $1 AND handle = $2`,
-    remove: `DELETE FROM ${h} WHERE user_id = $1 AND handle = $2`,
-    sweepAll: `WITH idem AS (DELETE FROM ${i} WHERE expires_at <= $2::bigint)
-               DELETE FROM ${h} WHERE expires_at <= $1::bigint`,
-    sweepUser: `WITH idem AS (DELETE FROM ${i} WHERE expires_at <= $2::bigint)
-                DELETE FROM ${h} WHERE expires_at <= $1::bigint AND user_id = $3`,
+    // The new row, the entry and the retention trim in one statement (one
+    // message where three would cost a server round each). The trim leaves
+    // the new version alone, so that no row is both deleted and upserted.
+    writeLogged: `WITH w AS (
+                    UPDATE ${h}
+                    SET kind = $3, state = $4, version = $5, created_at = $6, updated_at = $7,
+                        expires_at = $8, last_writer = $9
+                    WHERE user_id = $1 AND handle = $2
+                  ),
+                  cut AS (
+                    DELETE FROM ${c}
+                    WHERE user_id = $1 AND handle = $2 AND version < $10::bigint
+                      AND (version <= $13::bigint OR at < $14::bigint)
+                  )
+                  INSERT INTO ${c} (user_id, handle, version, at, text)
+                  VALUES ($1, $2, $10::bigint, $11::bigint, $12::text)
+                  ON CONFLICT (user_id, handle, version) DO UPDATE
+                    SET at = EXCLUDED.at, text = EXCLUDED.text`,
+    remove: `DELETE FROM ${h} WHERE user_id = $1 AND handle = $2 AND ${live}`,
+    // Runs after `remove` in its transaction: the changelog goes when no row
+    // (live or trashed) is left to own it.
+    removeLog: `DELETE FROM ${c} WHERE user_id = $1 AND handle = $2
+                AND NOT EXISTS (SELECT 1 FROM ${h} WHERE user_id = $1 AND handle = $2)`,
+    dropLog: `DELETE FROM ${c} WHERE user_id = $1 AND handle = $2`,
+    trash: `UPDATE ${h} SET trashed_until = $3::bigint
+            WHERE user_id = $1 AND handle = $2 AND ${live}`,
+    untrash: `UPDATE ${h} SET trashed_until = NULL
+              WHERE user_id = $1 AND handle = $2 AND trashed_until > $3::bigint
+              RETURNING ${RECORD_COLUMNS}`,
+    changes: `SELECT version, at, text FROM ${c}
+              WHERE user_id = $1 AND handle = $2 AND version > $3::bigint
+                AND EXISTS (SELECT 1 FROM ${h} WHERE user_id = $1 AND handle = $2 AND ${live})
+              ORDER BY version`,
+    sweepAll: sweep(""),
+    sweepUser: sweep(" AND user_id = $3"),
     // A live record stops the claim (and is then read by `replay`); an expired
     // one that no sweep has removed yet is taken over.
     claim: `INSERT INTO ${i} AS old (user_id, scope, key, fingerprint, result, expires_at)
@@ -663,7 +780,8 @@ function statements(s: string): Statements {
     replay: `SELECT fingerprint, result FROM ${i} WHERE user_id = $1 AND scope = $2 AND key = $3`,
     remember: `UPDATE ${i} SET result = $4 WHERE user_id = $1 AND scope = $2 AND key = $3`,
     // A loose index scan over the primary key: one probe per user, however
-    // many handles each has. "C" collation: UTF-8 byte order.
+    // many handles each has, and one more for a live row (a user whose rows
+    // are all in the trash is left out). "C" collation: UTF-8 byte order.
     users: `WITH RECURSIVE u (user_id) AS (
               (SELECT user_id FROM ${h} WHERE user_id > $1::text ORDER BY user_id LIMIT 1)
               UNION ALL
@@ -671,22 +789,28 @@ function statements(s: string): Statements {
                       ORDER BY n.user_id LIMIT 1)
               FROM u WHERE u.user_id IS NOT NULL
             )
-            SELECT user_id FROM u WHERE user_id IS NOT NULL LIMIT $2::int`,
-    // `xmax = 0` tells a fresh insert from an update of a conflicting row.
+            SELECT user_id FROM u
+            WHERE user_id IS NOT NULL
+              AND EXISTS (SELECT 1 FROM ${h} l WHERE l.user_id = u.user_id AND l.${live})
+            LIMIT $2::int`,
+    // `xmax = 0` tells a fresh insert from an update of a conflicting row. A
+    // trashed row gives way to any version and leaves the trash.
     restore: `INSERT INTO ${h} AS old (user_id, ${RECORD_COLUMNS})
               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
               ON CONFLICT (user_id, handle) DO UPDATE
                 SET kind = EXCLUDED.kind, state = EXCLUDED.state, version = EXCLUDED.version,
                     created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
-                    expires_at = EXCLUDED.expires_at, last_writer = EXCLUDED.last_writer
-                WHERE old.version < EXCLUDED.version
+                    expires_at = EXCLUDED.expires_at, last_writer = EXCLUDED.last_writer,
+                    trashed_until = NULL
+                WHERE old.version < EXCLUDED.version OR old.trashed_until IS NOT NULL
               RETURNING old.xmax = 0`,
   };
 }
 
 /** The listing query for a combination of filters (bit 1 kind, 2 live, 4 cursor). */
 function listStatement(s: string, shape: number): string {
-  const where = ["user_id = $1"];
+  // `trashed_until IS NULL` is the predicate of the partial index listing reads.
+  const where = ["user_id = $1", "trashed_until IS NULL"];
   let n = 3;
   if (shape & 1) where.push(`kind = $${n++}`);
   if (shape & 2) where.push(`(expires_at IS NULL OR expires_at > $${n++}::bigint)`);
@@ -734,7 +858,56 @@ const MIGRATIONS: readonly ((s: string) => string[])[] = [
      )`,
     `CREATE INDEX idempotency_expires ON ${s}.idempotency (expires_at)`,
   ],
+  // 2: the changelog and the trash. Adding a nullable column rewrites nothing;
+  // the listing index is rebuilt as a partial index of the live rows, so that
+  // listing stays an index-only scan that never sees a trashed row.
+  (s) => [
+    `ALTER TABLE ${s}.handles ADD COLUMN trashed_until bigint`,
+    `DROP INDEX ${s}.handles_user_updated`,
+    `CREATE INDEX handles_user_updated ON ${s}.handles (user_id, updated_at DESC, handle)
+       INCLUDE (kind, version, created_at, expires_at, last_writer)
+       WHERE trashed_until IS NULL`,
+    `CREATE INDEX handles_trashed ON ${s}.handles (trashed_until)
+       WHERE trashed_until IS NOT NULL`,
+    `CREATE TABLE ${s}.changes (
+       user_id text COLLATE "C" NOT NULL,
+       handle  text COLLATE "C" NOT NULL,
+       version bigint NOT NULL,
+       at      bigint NOT NULL,
+       text    text NOT NULL,
+       PRIMARY KEY (user_id, handle, version)
+     )`,
+  ],
 ];
+
+/**
+ * An entry's parameters of `writeLogged`: the entry, then the retention
+ * bounds (delete `version <=` the first, or `at <` the second).
+ */
+function entryParams(e: ChangeEntry, ctx: WriteContext): (string | number)[] {
+  const r = ctx.retention;
+  return [
+    e.version,
+    e.at,
+    e.text,
+    r ? e.version - r.maxEntries : 0,
+    r ? ctx.now - r.maxAgeMs : Number.MIN_SAFE_INTEGER,
+  ];
+}
+
+/** A record's columns after `user_id`, in the order of {@link RECORD_COLUMNS}. */
+function recordParams(r: HandleRecord): (string | number | null)[] {
+  return [
+    r.handle,
+    r.kind,
+    r.state,
+    r.version,
+    r.createdAt,
+    r.updatedAt,
+    r.expiresAt,
+    r.lastWriter,
+  ];
+}
 
 function recordOf(row: readonly unknown[]): HandleRecord {
   return {

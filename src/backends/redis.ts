@@ -19,6 +19,12 @@
  * index keys go with their last record; idempotency records expire after
  * 24 hours. Needs Redis 7.0 or later, or Valkey.
  *
+ * A record's changelog lives in the record's own hash: the script that writes
+ * the record appends the entry and trims the log, and the two expire, move to
+ * the trash and are deleted together. A revoked record (with its changelog)
+ * is renamed to a trash key that Redis drops at `trashUntil`; `sweep` leaves
+ * the trash to that expiry.
+ *
  * URL forms:
  * - `redis://[user:pass@]host:port/db` — one server (`rediss://`: TLS).
  * - `redis+cluster://[user:pass@]host1:7000,host2:7001` — a Redis Cluster;
@@ -54,17 +60,29 @@ import { Cluster, Redis } from "ioredis";
 import type {
   Backend,
   Change,
+  ChangeEntry,
   ConditionalWrite,
   HandleMeta,
   HandleRecord,
   ListQuery,
   Replayed,
   SaveOutcome,
+  Step,
   UpdateOutcome,
   WriteContext,
 } from "../backend.ts";
 import { BackendError, InvalidArgument, McpStateError, redact } from "../errors.ts";
-import { CAS, INSERT, LIST, REMOVE, RESTORE, SAVE, SWEEP } from "./_redis_scripts.ts";
+import {
+  CAS,
+  CHANGES,
+  INSERT,
+  LIST,
+  REMOVE,
+  RESTORE,
+  SAVE,
+  SWEEP,
+  UNTRASH,
+} from "./_redis_scripts.ts";
 
 /** Options of {@link RedisBackend}. */
 export interface RedisBackendOptions {
@@ -106,6 +124,8 @@ interface Keys {
   idx: string;
   /** The expiry sorted set. */
   exp: string;
+  /** The trashed record hash. */
+  trash: string;
   /** The encoded handle. */
   enc: string;
 }
@@ -149,6 +169,8 @@ const S = {
   save: script(SAVE),
   cas: script(CAS),
   remove: script(REMOVE),
+  untrash: script(UNTRASH),
+  changes: script(CHANGES),
   restore: script(RESTORE),
   list: script(LIST),
   sweep: script(SWEEP),
@@ -234,6 +256,24 @@ function recordOfD(handle: string, d: string | null | undefined): HandleRecord |
 
 function expiresText(e: number | null): string {
   return e === null ? "" : String(e);
+}
+
+/**
+ * The changelog fields of a script header — entry version, at, maxEntries,
+ * and the cutoff below which entries are too old — empty without an entry.
+ */
+function logHead(entry: ChangeEntry | undefined, ctx: WriteContext): string {
+  if (!entry) return "\t\t\t";
+  const r = ctx.retention;
+  const cutoff = r ? ctx.now - r.maxAgeMs : NaN;
+  return `${entry.version}\t${entry.at}\t${r ? r.maxEntries : ""}\t${
+    Number.isFinite(cutoff) ? cutoff : ""
+  }`;
+}
+
+/** The script arguments after the header: the entry as stored (`at`, tab, text), if any. */
+function logArgs(entry: ChangeEntry | undefined): string[] {
+  return entry ? [`${entry.at}\t${entry.text}`] : [];
 }
 
 /** Milliseconds until Redis may drop a record (`-1`: never), relative to the store's clock. */
@@ -457,7 +497,14 @@ export class RedisBackend implements Backend {
   #keys(user: string, handle: string): Keys {
     const base = this.#base(user);
     const enc = encodeHandle(handle);
-    return { base, rec: `${base}r:${enc}`, idx: `${base}i`, exp: `${base}x`, enc };
+    return {
+      base,
+      rec: `${base}r:${enc}`,
+      idx: `${base}i`,
+      exp: `${base}x`,
+      trash: `${base}t:${enc}`,
+      enc,
+    };
   }
 
   #idemKey(k: Keys, ctx: WriteContext): string | undefined {
@@ -579,11 +626,13 @@ export class RedisBackend implements Backend {
     const ik = this.#idemKey(k, ctx);
     const head = `${ctx.now}\t${member(record.updatedAt, k.enc)}\t${
       expiresText(record.expiresAt)
-    }\t${ttlOf(record.expiresAt, ctx)}\t${this.#idemArgs(ctx, k.enc)}\t${metaText(record)}`;
-    const args = [record.state, head];
+    }\t${ttlOf(record.expiresAt, ctx)}\t${this.#idemArgs(ctx, k.enc)}\t${
+      logHead(ctx.entry, ctx)
+    }\t${metaText(record)}`;
+    const args = [record.state, head, ...logArgs(ctx.entry)];
     const reply = await this.#run(
       S.insert,
-      ik ? [k.rec, k.idx, k.exp, ik] : [k.rec, k.idx, k.exp],
+      ik ? [k.rec, k.idx, k.exp, k.trash, ik] : [k.rec, k.idx, k.exp, k.trash],
       args,
       wroteOne,
     );
@@ -667,13 +716,17 @@ export class RedisBackend implements Backend {
       confirmed = true;
     }
     for (let attempt = 1;; attempt++) {
-      let next: HandleRecord | null | undefined;
+      let step: Step | null | undefined;
       try {
-        next = change(current === null ? null : { ...current });
+        step = change(current === null ? null : { ...current });
       } catch (e) {
         if (confirmed) throw e;
-        next = undefined; // decided below, on a fresh read
+        step = undefined; // decided below, on a fresh read
       }
+      // The step's entry was made from `current`, which the compare-and-set
+      // checks: it is appended exactly when this record is written.
+      const next = step && step.record;
+      const entry = step ? step.entry : undefined;
       if (!confirmed && (next === undefined || (next === null && !ik))) {
         // The guess may be stale: decide on a fresh read.
         const fresh = await this.#readForUpdate(k, handle, ik, ctx);
@@ -690,10 +743,10 @@ export class RedisBackend implements Backend {
         : `W\t${expect}\t${member(next.updatedAt, k.enc)}\t${expiresText(next.expiresAt)}\t${
           ttlOf(next.expiresAt, ctx)
         }`;
-      const head = `${ctx.now}\t${write}\t${this.#idemArgs(ctx, k.enc)}\t${
+      const head = `${ctx.now}\t${write}\t${this.#idemArgs(ctx, k.enc)}\t${logHead(entry, ctx)}\t${
         next === null ? "" : metaText(next)
       }`;
-      const args = [next === null ? "" : next.state, head];
+      const args = [next === null ? "" : next.state, head, ...logArgs(entry)];
       const answer = await this.#run(
         S.cas,
         ik ? [k.rec, k.idx, k.exp, ik] : [k.rec, k.idx, k.exp],
@@ -806,16 +859,47 @@ export class RedisBackend implements Backend {
   ): Promise<{ removed: boolean } | Replayed> {
     const k = this.#keys(user, handle);
     const ik = this.#idemKey(k, ctx);
-    const args = [`${ctx.now}\t${this.#idemArgs(ctx, "")}`];
+    const args = [`${ctx.now}\t${this.#idemArgs(ctx, "")}\t${ctx.trashUntil ?? ""}`];
     const reply = await this.#run(
       S.remove,
-      ik ? [k.rec, k.idx, k.exp, ik] : [k.rec, k.idx, k.exp],
+      ik ? [k.rec, k.idx, k.exp, k.trash, ik] : [k.rec, k.idx, k.exp, k.trash],
       args,
       wroteOne,
     );
     this.#guess(k.rec, null);
     if (Array.isArray(reply)) return this.#replayOf(reply, handle);
     return { removed: reply === 1 };
+  }
+
+  /** {@inheritDoc Backend.untrash} */
+  async untrash(user: string, handle: string, ctx: WriteContext): Promise<HandleRecord | null> {
+    const k = this.#keys(user, handle);
+    const d = await this.#run(
+      S.untrash,
+      [k.rec, k.idx, k.exp, k.trash],
+      [`${ctx.now}\t${ctx.graceMs}`],
+      (r) => r !== null,
+    ) as string | null;
+    const record = recordOfD(handle, d);
+    if (record !== null) this.#guess(k.rec, { ...record });
+    return record;
+  }
+
+  /** {@inheritDoc Backend.changes} */
+  async changes(user: string, handle: string, afterVersion: number): Promise<ChangeEntry[]> {
+    const k = this.#keys(user, handle);
+    if (Number.isNaN(afterVersion) || afterVersion === Infinity) return [];
+    const after = Math.max(Math.floor(afterVersion), -1);
+    const reply = await this.#run(S.changes, [k.rec], [String(after)]) as Reply;
+    const out: ChangeEntry[] = [];
+    const first = Number(reply[0]);
+    for (let i = 1; i < reply.length; i++) {
+      const e = reply[i];
+      if (typeof e !== "string") break; // cannot happen: entries lo..hi all exist
+      const tab = e.indexOf("\t");
+      out.push({ version: first + i - 1, at: Number(e.slice(0, tab)), text: e.slice(tab + 1) });
+    }
+    return out;
   }
 
   /** {@inheritDoc Backend.list} */
@@ -839,7 +923,17 @@ export class RedisBackend implements Backend {
     return rows;
   }
 
-  /** {@inheritDoc Backend.sweep} */
+  /**
+   * Deletes records whose `expiresAt <= expiredAtOrBefore`, with their
+   * changelogs (of one user, or of every user when `user` is `null`), and
+   * returns how many. Trashed records and idempotency records need no sweep:
+   * Redis drops them at their expiry.
+   *
+   * @param user The user, or `null` for all.
+   * @param expiredAtOrBefore The expiry cutoff, epoch ms.
+   * @param _now Unused: the trash and idempotency records expire natively.
+   * @returns How many records were deleted.
+   */
   async sweep(user: string | null, expiredAtOrBefore: number, _now: number): Promise<number> {
     if (user !== null) return await this.#sweepBase(this.#base(user), expiredAtOrBefore);
     let n = 0;

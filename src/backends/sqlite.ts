@@ -10,9 +10,16 @@
  *   `kill -9` but may lose the last commits on power loss, for a higher
  *   write rate.
  * - Listing reads covering indexes only: it never touches a state.
+ * - The changelog lives in a `changes` table keyed by
+ *   `(user, handle, version)`; an entry is inserted, and the handle's log
+ *   trimmed to the retention, in the same transaction as its write.
+ * - A revoked handle moves to a `trash` table, so every live query (read,
+ *   save, list, sweep) reads `handles` exactly as before; its changelog
+ *   stays where it is and comes back with it.
  * - A database written by the Python mcpstate 0.2 (times in REAL epoch
  *   seconds) is migrated in place to millisecond columns the first time it
- *   is opened.
+ *   is opened; one written by mcpstate 0.3 before history gains the
+ *   changelog and trash tables the same way.
  *
  * @example Open through a URL
  * ```ts
@@ -49,6 +56,7 @@ import { dirname } from "node:path";
 import type {
   Backend,
   Change,
+  ChangeEntry,
   ConditionalWrite,
   HandleMeta,
   HandleRecord,
@@ -64,13 +72,16 @@ import { filePathOf } from "../url.ts";
 export type {
   Backend,
   Change,
+  ChangeEntry,
   ConditionalWrite,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
   ListQuery,
   Replayed,
+  Retention,
   SaveOutcome,
+  Step,
   UpdateOutcome,
   WriteContext,
 } from "../backend.ts";
@@ -78,9 +89,11 @@ export type {
 /**
  * The schema version this backend writes to `PRAGMA user_version`. The
  * Python mcpstate 0.2 layout (REAL epoch seconds, no `user_version`) counts
- * as version 1.
+ * as version 1; version 2 is the millisecond layout without history;
+ * version 3 adds the `changes` and `trash` tables. Older files are brought
+ * forward in place when opened.
  */
-export const SQLITE_SCHEMA_VERSION = 2;
+export const SQLITE_SCHEMA_VERSION = 3;
 
 /** How commits reach the disk. */
 export type SqliteSynchronous = "full" | "normal";
@@ -135,7 +148,36 @@ CREATE TABLE IF NOT EXISTS idempotency (
   PRIMARY KEY (user, scope, key)
 );
 CREATE INDEX IF NOT EXISTS idempotency_by_expiry ON idempotency (expires_ms);
+CREATE TABLE IF NOT EXISTS changes (
+  user TEXT NOT NULL,
+  handle TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  at INTEGER NOT NULL,
+  text TEXT NOT NULL,
+  PRIMARY KEY (user, handle, version)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS trash (
+  user TEXT NOT NULL,
+  handle TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  state TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  created_ms INTEGER NOT NULL,
+  updated_ms INTEGER NOT NULL,
+  expires_ms INTEGER,
+  last_writer TEXT,
+  trashed_until INTEGER NOT NULL,
+  PRIMARY KEY (user, handle)
+);
+CREATE INDEX IF NOT EXISTS trash_by_until ON trash (trashed_until);
 `;
+
+/** The columns of the tables schema 3 adds, to recognize a foreign table of the same name. */
+const HISTORY_TABLES: Record<string, string> = {
+  changes: "user handle version at text",
+  trash:
+    "user handle kind state version created_ms updated_ms expires_ms last_writer trashed_until",
+};
 
 /** Copies a Python 0.2 table (REAL seconds) into the current layout (INTEGER ms). */
 const MIGRATE_FROM_V1 = `
@@ -187,6 +229,17 @@ export class SqliteBackend implements Backend {
   readonly #versionOf: StatementSync;
   readonly #usersFirst: StatementSync;
   readonly #usersAfter: StatementSync;
+  readonly #logAdd: StatementSync;
+  readonly #logTrim: StatementSync;
+  readonly #logDrop: StatementSync;
+  readonly #logDropOrphan: StatementSync;
+  readonly #logRead: StatementSync;
+  readonly #inTrash: StatementSync;
+  readonly #toTrash: StatementSync;
+  readonly #fromTrash: StatementSync;
+  readonly #trashDelete: StatementSync;
+  readonly #sweepTrashUser: StatementSync;
+  readonly #sweepTrashAll: StatementSync;
 
   /**
    * Opens a backend from a URL: `sqlite:///~/.mcpstate/state.db` (under the
@@ -301,14 +354,45 @@ export class SqliteBackend implements Backend {
       "INSERT OR REPLACE INTO idempotency (user, scope, key, fingerprint, result, expires_ms) " +
         "VALUES (?, ?, ?, ?, ?, ?)",
     );
-    this.#sweepUser = p(
-      "DELETE FROM handles WHERE rowid IN (SELECT rowid FROM handles " +
-        `WHERE user = ? AND expires_ms <= ? LIMIT ${SWEEP_BATCH})`,
+    // The swept rows come back, so that their changelogs go in the same transaction.
+    const sweep = (table: string, column: string, user: string) =>
+      returnArrays(p(
+        `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} ` +
+          `WHERE ${user}${column} <= ? LIMIT ${SWEEP_BATCH}) RETURNING user, handle`,
+      ));
+    this.#sweepUser = sweep("handles", "expires_ms", "user = ? AND ");
+    this.#sweepAll = sweep("handles", "expires_ms", "");
+    this.#sweepTrashUser = sweep("trash", "trashed_until", "user = ? AND ");
+    this.#sweepTrashAll = sweep("trash", "trashed_until", "");
+    this.#logAdd = p(
+      "INSERT OR REPLACE INTO changes (user, handle, version, at, text) VALUES (?, ?, ?, ?, ?)",
     );
-    this.#sweepAll = p(
-      "DELETE FROM handles WHERE rowid IN (SELECT rowid FROM handles " +
-        `WHERE expires_ms <= ? LIMIT ${SWEEP_BATCH})`,
+    this.#logTrim = p(
+      "DELETE FROM changes WHERE user = ? AND handle = ? AND (version <= ? OR at < ?)",
     );
+    this.#logDrop = p("DELETE FROM changes WHERE user = ? AND handle = ?");
+    // A trashed record's changelog, unless a live record of that handle owns it now.
+    this.#logDropOrphan = p(
+      "DELETE FROM changes WHERE user = ?1 AND handle = ?2 " +
+        "AND NOT EXISTS (SELECT 1 FROM handles WHERE user = ?1 AND handle = ?2)",
+    );
+    // One statement, so the live check and the entries come from one snapshot.
+    this.#logRead = returnArrays(p(
+      "SELECT version, at, text FROM changes WHERE user = ?1 AND handle = ?2 AND version > ?3 " +
+        "AND EXISTS (SELECT 1 FROM handles WHERE user = ?1 AND handle = ?2) ORDER BY version",
+    ));
+    this.#inTrash = p("SELECT 1 AS x FROM trash WHERE user = ? AND handle = ?");
+    this.#toTrash = p(
+      "INSERT OR REPLACE INTO trash (user, handle, kind, state, version, created_ms, " +
+        "updated_ms, expires_ms, last_writer, trashed_until) SELECT user, handle, kind, state, " +
+        "version, created_ms, updated_ms, expires_ms, last_writer, ? FROM handles " +
+        "WHERE user = ? AND handle = ?",
+    );
+    this.#fromTrash = returnArrays(p(
+      "SELECT kind, state, version, created_ms, updated_ms, expires_ms, last_writer " +
+        "FROM trash WHERE user = ? AND handle = ? AND trashed_until > ?",
+    ));
+    this.#trashDelete = p("DELETE FROM trash WHERE user = ? AND handle = ?");
     this.#versionOf = p("SELECT version FROM handles WHERE user = ? AND handle = ?");
     const users = (start: string) =>
       p(
@@ -340,6 +424,8 @@ export class SqliteBackend implements Backend {
     return this.#write(() => {
       const replay = this.#replay(user, ctx);
       if (replay) return replay;
+      // A trashed handle stays taken until it is restored or swept.
+      if (this.#inTrash.get(user, record.handle)) return { inserted: false };
       const { changes } = this.#insert.run(
         user,
         record.handle,
@@ -352,7 +438,14 @@ export class SqliteBackend implements Backend {
         record.lastWriter,
       );
       const inserted = Number(changes) === 1;
-      if (inserted) this.#remember(user, ctx, record);
+      if (inserted) {
+        if (ctx.entry) {
+          // A new record starts a new log.
+          this.#logDrop.run(user, record.handle);
+          this.#logAdd.run(user, record.handle, ctx.entry.version, ctx.entry.at, ctx.entry.text);
+        }
+        this.#remember(user, ctx, record);
+      }
       return { inserted };
     });
   }
@@ -421,7 +514,8 @@ export class SqliteBackend implements Backend {
       if (replay) return replay;
       const current = this.#readRow(user, handle);
       // A throwing change propagates out of #write, which rolls back.
-      const next = change(current && { ...current });
+      const step = change(current && { ...current });
+      const next = step?.record ?? null;
       if (next) {
         const values = [
           next.kind,
@@ -432,8 +526,14 @@ export class SqliteBackend implements Backend {
           next.expiresAt,
           next.lastWriter,
         ] as const;
-        if (current) this.#updateRow.run(...values, user, handle);
-        else this.#insertRow.run(user, handle, ...values);
+        if (current) {
+          this.#updateRow.run(...values, user, handle);
+        } else {
+          // A record made from nothing has no history before it.
+          this.#logDrop.run(user, handle);
+          this.#insertRow.run(user, handle, ...values);
+        }
+        if (step?.entry) this.#append(user, handle, step.entry, ctx);
       }
       const record = next ? { ...next, handle } : current;
       this.#remember(user, ctx, record);
@@ -450,10 +550,48 @@ export class SqliteBackend implements Backend {
     return this.#write(() => {
       const replay = this.#replay(user, ctx);
       if (replay) return replay;
+      // To the trash: the record moves, its changelog stays where it is.
+      if (ctx.trashUntil !== undefined) this.#toTrash.run(ctx.trashUntil, user, handle);
       const removed = Number(this.#delete.run(user, handle).changes) === 1;
-      if (removed) this.#remember(user, ctx, null);
+      if (removed) {
+        if (ctx.trashUntil === undefined) this.#logDrop.run(user, handle);
+        this.#remember(user, ctx, null);
+      }
       return { removed };
     });
+  }
+
+  /** {@inheritDoc Backend.untrash} */
+  untrash(user: string, handle: string, ctx: WriteContext): Promise<HandleRecord | null> {
+    return this.#write(() => {
+      if (this.#versionOf.get(user, handle)) return null;
+      const row = this.#fromTrash.get(user, handle, ctx.now) as Row | undefined;
+      if (!row) return null;
+      const record = recordOf(handle, row);
+      this.#insertRow.run(
+        user,
+        handle,
+        record.kind,
+        record.state,
+        record.version,
+        record.createdAt,
+        record.updatedAt,
+        record.expiresAt,
+        record.lastWriter,
+      );
+      this.#trashDelete.run(user, handle);
+      return record;
+    });
+  }
+
+  /** {@inheritDoc Backend.changes} */
+  changes(user: string, handle: string, afterVersion: number): Promise<ChangeEntry[]> {
+    return this.#run(() =>
+      (this.#logRead.all(user, handle, afterVersion) as Row[]).map((r): ChangeEntry => {
+        const row = cells(r);
+        return { version: row[0] as number, at: row[1] as number, text: row[2] as string };
+      })
+    );
   }
 
   /** {@inheritDoc Backend.list} */
@@ -498,19 +636,38 @@ export class SqliteBackend implements Backend {
   sweep(user: string | null, expiredAtOrBefore: number, now: number): Promise<number> {
     return this.#run(() => {
       // Batches, each its own short transaction, so that a large backlog never
-      // holds the write lock for long against another process.
+      // holds the write lock for long against another process; each batch
+      // deletes its records' changelogs in the same transaction.
+      const batch = (swept: Row[], drop: StatementSync) => {
+        for (const r of swept) {
+          const [u, h] = cells(r);
+          drop.run(u as string, h as string);
+        }
+        return swept.length;
+      };
       let total = 0;
       for (;;) {
         const n = this.#tx(() =>
-          Number(
+          batch(
             (user === null
-              ? this.#sweepAll.run(expiredAtOrBefore)
-              : this.#sweepUser.run(user, expiredAtOrBefore)).changes,
+              ? this.#sweepAll.all(expiredAtOrBefore)
+              : this.#sweepUser.all(user, expiredAtOrBefore)) as Row[],
+            this.#logDrop,
           )
         );
         total += n;
         if (n < SWEEP_BATCH) break;
       }
+      while (
+        this.#tx(() =>
+          batch(
+            (user === null
+              ? this.#sweepTrashAll.all(now)
+              : this.#sweepTrashUser.all(user, now)) as Row[],
+            this.#logDropOrphan,
+          )
+        ) >= SWEEP_BATCH
+      );
       while (this.#tx(() => Number(this.#sweepIdem.run(now).changes)) >= SWEEP_BATCH);
       return total;
     });
@@ -537,6 +694,9 @@ export class SqliteBackend implements Backend {
     return this.#write(() => {
       const current = this.#versionOf.get(user, record.handle);
       if (current && (current.version as number) >= record.version) return "kept";
+      // Its history is unknown. A trashed copy of the handle stays in the trash
+      // (restorable once no live record holds the handle), without its log.
+      this.#logDrop.run(user, record.handle);
       const values = [
         record.kind,
         record.state,
@@ -629,6 +789,13 @@ export class SqliteBackend implements Backend {
       c.expiresAt,
     );
   }
+
+  /** Appends `entry` to the handle's changelog, first dropping what the retention no longer keeps. */
+  #append(user: string, handle: string, entry: ChangeEntry, ctx: WriteContext): void {
+    const r = ctx.retention;
+    if (r) this.#logTrim.run(user, handle, entry.version - r.maxEntries, ctx.now - r.maxAgeMs);
+    this.#logAdd.run(user, handle, entry.version, entry.at, entry.text);
+  }
 }
 
 function recordOf(handle: string, r: Row): HandleRecord {
@@ -675,7 +842,12 @@ function listSql(key: string): string {
     "ORDER BY updated_ms DESC, handle ASC LIMIT ?";
 }
 
-/** Creates the schema, or brings an older one (Python mcpstate 0.2) forward in place. */
+/**
+ * Creates the schema, or brings an older one forward in place, in one
+ * transaction: version 1 (Python mcpstate 0.2, REAL seconds) is copied into
+ * millisecond columns; versions 1 and 2 gain the `changes` and `trash`
+ * tables (new tables only: no existing row or index is rewritten).
+ */
 function migrate(db: DatabaseSync): void {
   const version = () => db.prepare("PRAGMA user_version").get()?.user_version as number;
   if (version() === SQLITE_SCHEMA_VERSION) return;
@@ -689,16 +861,25 @@ function migrate(db: DatabaseSync): void {
       );
     }
     if (v < SQLITE_SCHEMA_VERSION) {
-      const columns = new Set(
-        db.prepare("SELECT name FROM pragma_table_info('handles')").all().map((r) => r.name),
-      );
-      if (columns.has("created_at") && !columns.has("created_ms")) {
+      const columnsOf = (table: string) =>
+        db.prepare("SELECT name FROM pragma_table_info(?)").all(table).map((r) => r.name);
+      const handles = new Set(columnsOf("handles"));
+      if (handles.has("created_at") && !handles.has("created_ms")) {
         db.function("mcpstate_compact_json", { deterministic: true }, compactJson);
         db.exec(MIGRATE_FROM_V1);
-      } else if (columns.size > 0 && !columns.has("created_ms")) {
+      } else if (handles.size > 0 && !handles.has("created_ms")) {
         throw new BackendError(
           'This SQLite file has a "handles" table that mcpstate did not create. Point mcpstate at another file.',
         );
+      }
+      // A table of one of the new names with other columns was not made by mcpstate.
+      for (const [table, expected] of Object.entries(HISTORY_TABLES)) {
+        const columns = columnsOf(table);
+        if (columns.length > 0 && columns.join(" ") !== expected) {
+          throw new BackendError(
+            `This SQLite file has a "${table}" table that mcpstate did not create. Point mcpstate at another file.`,
+          );
+        }
       }
       db.exec(SCHEMA);
       db.exec(`PRAGMA user_version = ${SQLITE_SCHEMA_VERSION}`);

@@ -1,5 +1,5 @@
 /**
- * The mcpstate MCP server: six tools that give any agent durable memory
+ * The mcpstate MCP server: tools that give any agent durable memory
  * across conversations, clients and devices, over stdio or Streamable HTTP,
  * speaking MCP 2026-07-28 and, statelessly, the 2025 revisions.
  *

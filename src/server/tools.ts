@@ -1,6 +1,6 @@
 /**
- * The six mcpstate tools (`state_save`, `state_load`, `state_list`,
- * `state_patch`, `state_touch`, `state_delete`) on an `McpServer`, wire-compatible
+ * The mcpstate tools (`state_save`, `state_load`, `state_list`,
+ * `state_patch`, `state_touch`, `state_delete`, `state_changes`, `state_restore`) on an `McpServer`, wire-compatible
  * with the original Python mcpstate 0.2 server.
  *
  * @module
@@ -117,7 +117,8 @@ export function stateInstructions(anonymous = false): string {
     start,
     "- To start tracking something, call state_save without a handle (kind + state); keep the returned handle, tell the user, and pass it back in later calls.",
     "- Read with state_load. For additive edits use state_patch (never conflicts); to rewrite the whole state use state_save with handle and expect_version = the version you read.",
-    "- On a stale_write error nothing was saved: take error.current.state, re-apply your change, and save again with expect_version = error.current.version.",
+    "- On a stale_write error nothing was saved: error.changes lists what others changed since your version; take error.current.state, re-apply your change, and save again with expect_version = error.current.version.",
+    "- Resuming after time away: state_changes(handle, since_version) shows what happened since the version you remember. state_delete can be undone with state_restore for a few days.",
     `- ${RETENTION} state_touch renews or removes the expiry.`,
   ].join("\n");
 }
@@ -194,6 +195,15 @@ const touchInput = z.object({
 
 const deleteInput = z.object({ handle: handleArg, idempotency_key: idempotencyArg });
 
+const changesInput = z.object({
+  handle: handleArg,
+  since_version: z.number().int().describe(
+    "The version you last saw (from state_load, state_save, state_patch, or base_version of a stale_write).",
+  ),
+});
+
+const restoreInput = z.object({ handle: handleArg });
+
 const metaShape = {
   handle: z.string(),
   kind: z.string(),
@@ -215,6 +225,16 @@ const listOutput = z.object({
 const patchOutput = z.object({ ok, ...metaShape, state: z.unknown() });
 const touchOutput = z.object({ ok, ...metaShape });
 const deleteOutput = z.object({ ok, handle: z.string(), deleted: z.literal(true) });
+const changesOutput = z.object({
+  ok,
+  handle: z.string(),
+  since_version: z.number().int(),
+  truncated: z.boolean(),
+  version: z.number().int(),
+  changes: z.array(z.record(z.string(), z.unknown())).optional(),
+  current: z.unknown().optional(),
+});
+const restoreOutput = z.object({ ok, ...metaShape, state: z.unknown(), restored: z.literal(true) });
 
 /**
  * Wraps a zod schema as a Standard Schema whose JSON Schema is converted once
@@ -279,6 +299,8 @@ const SCHEMAS = {
   patch: schemas(patchInput, patchOutput),
   touch: schemas(touchInput, touchOutput),
   delete: schemas(deleteInput, deleteOutput),
+  changes: schemas(changesInput, changesOutput),
+  restore: schemas(restoreInput, restoreOutput),
 };
 
 // ---------------------------------------------------------------------------
@@ -366,7 +388,7 @@ type ToolRun<A> = (
 ) => Promise<Record<string, unknown>>;
 
 /**
- * Registers the six mcpstate tools on `server`, backed by `store`. Identity is
+ * Registers the mcpstate tools on `server`, backed by `store`. Identity is
  * resolved per call from the handler context, so one server instance (or one
  * per request) can serve many users.
  *
@@ -613,7 +635,7 @@ export function registerStateTools(
   register("state_delete", {
     title: "Delete state",
     description: [
-      "Permanently delete saved state and its handle. It cannot be undone.",
+      "Delete saved state and its handle. It goes to a trash for an undo window (7 days by default): state_restore brings it back exactly as it was; after that it is gone for good.",
       "Only do this when the user asks, or when the work it tracks is finished and the user agrees.",
       "Returns {ok, handle, deleted: true}.",
     ].join("\n"),
@@ -631,6 +653,49 @@ export function registerStateTools(
       ...(args.idempotency_key === undefined ? {} : { idempotencyKey: args.idempotency_key }),
     });
     return { handle: args.handle, deleted: true };
+  });
+
+  register("state_changes", {
+    title: "What changed",
+    description: [
+      "Show what happened to a handle after `since_version`: the change entries, oldest first — each with version, at, writer (device/client), op (mint, save, patch, touch) and what changed (`ops` for a patch, `patch` as an RFC 6902 JSON Patch for a save).",
+      "Use it when resuming after time away (you remember version N: what did other conversations or devices do since?), and after a stale_write to see exactly what the other writer changed before you re-apply your edit.",
+      "When the log no longer reaches back that far, `truncated` is true and `current` holds the whole current snapshot: start from it instead.",
+    ].join("\n"),
+    schemas: SCHEMAS.changes,
+    annotations: {
+      readOnlyHint: true,
+      destructiveHint: false,
+      idempotentHint: true,
+      openWorldHint: false,
+    },
+  }, async (args, _raw, { user }) => {
+    checkHandle(args.handle);
+    const r = await store.changesSince(args.handle, args.since_version, { user });
+    const head = { handle: args.handle, since_version: args.since_version };
+    return r.truncated
+      ? { ...head, truncated: true, version: r.current.version, current: toPayload(r.current) }
+      : { ...head, truncated: false, version: r.version, changes: r.changes };
+  });
+
+  register("state_restore", {
+    title: "Undo a delete",
+    description: [
+      "Bring back state deleted with state_delete, exactly at its last version, while it is still in the trash (7 days by default).",
+      "Use it when the user regrets a delete. handle_not_found means there is nothing to restore (never deleted, already restored, or past the undo window).",
+      "Returns the restored snapshot.",
+    ].join("\n"),
+    schemas: SCHEMAS.restore,
+    annotations: {
+      readOnlyHint: false,
+      destructiveHint: false,
+      idempotentHint: false,
+      openWorldHint: false,
+    },
+  }, async (args, _raw, { user }) => {
+    checkHandle(args.handle);
+    const snap = await store.restore(args.handle, { user });
+    return { ...toPayload(snap), restored: true };
   });
 }
 
@@ -663,7 +728,7 @@ class ExpectVersionRequired extends InvalidArgument {
 }
 
 /**
- * Creates an `McpServer` named `mcpstate` with the six tools registered, the
+ * Creates an `McpServer` named `mcpstate` with the mcpstate tools registered, the
  * server instructions, and cache hints for its list results.
  *
  * @param store The open store; the caller keeps ownership and closes it.
