@@ -986,7 +986,8 @@ function checkTtl(ttlDays: unknown, allowNull: boolean): number | null | undefin
       { field: "ttl_days" },
     );
   }
-  return Math.round(ttlDays * DAY_MS);
+  // At least 1 ms: a TTL that rounds to 0 would land already expired.
+  return Math.max(1, Math.round(ttlDays * DAY_MS));
 }
 
 function randomChars(n: number): string {

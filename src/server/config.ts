@@ -51,6 +51,8 @@ export interface ServeConfig {
   allowedOrigins: string[];
   /** Request body limit in bytes (HTTP). */
   maxBodyBytes: number;
+  /** HTTP: ms a request body may take to arrive in full before the answer is 408. */
+  bodyTimeoutMs: number;
   /** State size cap in bytes; `undefined`: the store's default. */
   maxStateBytes: number | undefined;
   /** The user of every call (stdio). */
@@ -105,6 +107,8 @@ HTTP transport:
   --allowed-hosts LIST     Extra Host names (comma list, * any) MCPSTATE_ALLOWED_HOSTS
   --allowed-origins LIST   Extra Origin names (comma list)      MCPSTATE_ALLOWED_ORIGINS
   --max-body-bytes N       Request body limit (default 4 MiB)   MCPSTATE_MAX_BODY_BYTES
+  --body-timeout-ms N      Time for a request body to arrive    MCPSTATE_BODY_TIMEOUT_MS
+                           in full, then 408 (default 30000)
 
   -h, --help               Show this help
 
@@ -129,6 +133,7 @@ const OPTIONS = {
   "allowed-hosts": { type: "string" },
   "allowed-origins": { type: "string" },
   "max-body-bytes": { type: "string" },
+  "body-timeout-ms": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -207,6 +212,8 @@ export function parseServeArgs(
   const maxStateBytes = int("max-state-bytes", "MCPSTATE_MAX_STATE_BYTES", 2, 2 ** 31);
   const maxBodyBytes = int("max-body-bytes", "MCPSTATE_MAX_BODY_BYTES", 1024, 2 ** 31) ??
     Math.max(DEFAULT_MAX_BODY_BYTES, 2 * (maxStateBytes ?? 0) + 65536);
+  const bodyTimeoutMs = int("body-timeout-ms", "MCPSTATE_BODY_TIMEOUT_MS", 100, 3_600_000) ??
+    30_000;
 
   const issuer = str("auth-issuer", "MCPSTATE_AUTH_ISSUER");
   const audience = str("auth-audience", "MCPSTATE_AUTH_AUDIENCE");
@@ -267,6 +274,7 @@ export function parseServeArgs(
     allowedHosts: list("allowed-hosts", "MCPSTATE_ALLOWED_HOSTS"),
     allowedOrigins: list("allowed-origins", "MCPSTATE_ALLOWED_ORIGINS"),
     maxBodyBytes,
+    bodyTimeoutMs,
     maxStateBytes,
     user,
     writer,

@@ -38,6 +38,11 @@ export interface HttpHandlerOptions {
   allowedOrigins?: string[];
   /** Largest request body in bytes. Default 4 MiB. */
   maxBodyBytes?: number;
+  /**
+   * Ms a request body may take to arrive in full; a body that trickles in or
+   * stalls gets 408 instead of holding its handler forever. Default 30,000.
+   */
+  bodyTimeoutMs?: number;
   /** Writer resolver (see `writerLabel`). */
   writer?: StateToolsOptions["writer"];
   /** Reports unexpected tool errors and rejected requests. Default: a line on stderr. */
@@ -93,6 +98,7 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
   const anyHost = hosts.includes("*");
   const anyOrigin = origins.includes("*");
   const maxBody = options.maxBodyBytes ?? 4 * 1024 * 1024;
+  const bodyTimeoutMs = options.bodyTimeoutMs ?? 30_000;
 
   const metadataUrl = getOAuthProtectedResourceMetadataUrl(publicUrl);
   const metadataPaths = new Set([
@@ -120,6 +126,13 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
     { legacy: "stateless", maxRequestBodySize: maxBody, onerror: report },
   );
 
+  const tooLarge = () =>
+    rpcError(
+      413,
+      -32000,
+      `Request body too large: this server accepts at most ${maxBody} bytes per request (--max-body-bytes). States are capped at ${store.maxStateBytes} bytes; store less or split it across several handles.`,
+    );
+
   const serve = async (request: Request, path: string): Promise<Response> => {
     if (path === "/healthz" && (request.method === "GET" || request.method === "HEAD")) {
       return Response.json({ ok: true, name: "mcpstate", version: SERVER_VERSION });
@@ -143,18 +156,17 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
       if (verdict instanceof Response) return verdict;
       authInfo = verdict;
     }
+    if (request.method === "POST" && request.body) {
+      const read = await readBody(request, maxBody, bodyTimeoutMs);
+      if (read === TOO_LARGE) return tooLarge();
+      if (read instanceof Response) return read;
+      // The text is valid UTF-8, re-encoded to the same bytes.
+      request = new Request(request, { body: read });
+    }
     const res = await mcp.fetch(request, authInfo ? { authInfo } : undefined);
     if (res.status === 413) {
       await res.body?.cancel();
-      return Response.json({
-        jsonrpc: "2.0",
-        id: null,
-        error: {
-          code: -32000,
-          message:
-            `Request body too large: this server accepts at most ${maxBody} bytes per request (--max-body-bytes). States are capped at ${store.maxStateBytes} bytes; store less or split it across several handles.`,
-        },
-      }, { status: 413 });
+      return tooLarge();
     }
     return res;
   };
@@ -202,6 +214,63 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
     },
     close: () => mcp.close(),
   };
+}
+
+const TOO_LARGE: unique symbol = Symbol("too large");
+
+/** A JSON-RPC error answer with no id. */
+function rpcError(status: number, code: number, message: string): Response {
+  return Response.json({ jsonrpc: "2.0", id: null, error: { code, message } }, { status });
+}
+
+/**
+ * Reads a request body within `timeoutMs` and `maxBytes`, and decodes it as
+ * strict UTF-8 (bytes that are not UTF-8 are a parse error, never replaced by
+ * U+FFFD and stored). Answers 408 or 400 as a `Response`, or
+ * {@link TOO_LARGE}, instead.
+ */
+async function readBody(
+  request: Request,
+  maxBytes: number,
+  timeoutMs: number,
+): Promise<string | Response | typeof TOO_LARGE> {
+  const reader = request.body!.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<"late">((r) => {
+      timer = setTimeout(() => r("late"), Math.max(0, deadline - Date.now()));
+    });
+    const next = await Promise.race([reader.read(), late]).finally(() => clearTimeout(timer));
+    if (next === "late") {
+      reader.cancel().catch(() => {});
+      return rpcError(
+        408,
+        -32000,
+        `The request body did not arrive within ${timeoutMs} ms (--body-timeout-ms); send it again.`,
+      );
+    }
+    if (next.done) break;
+    size += next.value.byteLength;
+    if (size > maxBytes) {
+      reader.cancel().catch(() => {});
+      return TOO_LARGE;
+    }
+    chunks.push(next.value);
+  }
+  const bytes = new Uint8Array(size);
+  let at = 0;
+  for (const c of chunks) {
+    bytes.set(c, at);
+    at += c.byteLength;
+  }
+  try {
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    return rpcError(400, -32700, "Parse error: the request body is not valid UTF-8.");
+  }
 }
 
 function jsonError(status: number, message: string, headers: HeadersInit = {}): Response {

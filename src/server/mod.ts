@@ -199,6 +199,7 @@ async function runHttp(store: HandleStore, config: ServeConfig): Promise<number>
     allowedHosts: config.allowedHosts,
     allowedOrigins: config.allowedOrigins,
     maxBodyBytes: config.maxBodyBytes,
+    bodyTimeoutMs: config.bodyTimeoutMs,
     writer: writerLabel(config.writer),
   });
   const abort = new AbortController();
