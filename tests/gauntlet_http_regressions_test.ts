@@ -2,7 +2,8 @@
  * Regression tests for the bugs the gauntlet found in the HTTP transport:
  *
  * - a request body that trickles in or stalls held its handler forever (no
- *   answer, ever): it must get 408 within `--body-timeout-ms` (default 30 s);
+ *   answer, ever): it must get 408 within `--body-timeout-ms` (default 30 s),
+ *   while a declared `Content-Length` over the limit stays an immediate 413;
  * - bytes that are not UTF-8 were silently replaced by U+FFFD and stored:
  *   they must be a JSON-RPC parse error, with nothing stored.
  *
@@ -58,6 +59,17 @@ Deno.test("HTTP: a body that trickles in or stalls gets 408 within --body-timeou
     assert.equal(r.status, 408, `answer: ${r.status} ${r.body}`);
     assert.ok(r.answeredMs !== null && r.answeredMs < 4000, `answered after ${r.answeredMs} ms`);
   });
+
+  await t.step(
+    "a declared Content-Length over the limit is 413 at once, before any body",
+    async () => {
+      const r = await exchange(server.port, [
+        concat([requestBytes("POST", "/mcp", headers(10_000_000_000), null), body.subarray(0, 11)]),
+      ], { maxMs: 6000 });
+      assert.equal(r.status, 413, `answer: ${r.status} ${r.body}`);
+      assert.ok(r.answeredMs !== null && r.answeredMs < 500, `answered after ${r.answeredMs} ms`);
+    },
+  );
 
   await t.step("a body that arrives slowly but in time is served", async () => {
     const parts = [

@@ -157,6 +157,12 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
       authInfo = verdict;
     }
     if (request.method === "POST" && request.body) {
+      // A declared length over the limit is refused at once, before any body.
+      const declared = Number(request.headers.get("content-length") ?? NaN);
+      if (declared > maxBody) {
+        request.body.cancel().catch(() => {});
+        return tooLarge();
+      }
       const read = await readBody(request, maxBody, bodyTimeoutMs);
       if (read === TOO_LARGE) return tooLarge();
       if (read instanceof Response) return read;
