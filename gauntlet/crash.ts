@@ -54,6 +54,10 @@ function envValue(name: string): string | undefined {
   return granted ? Deno.env.get(name) : undefined;
 }
 
+/** Driver messages of a server that is down or restarting. */
+const OUTAGE =
+  /unreachable or restarting|ECONNREFUSED|ECONNRESET|terminating connection|the database system is (starting up|shutting down|in recovery mode)|Connection terminated|CONNECTION_(CLOSED|ENDED|DESTROYED)/i;
+
 const CHILD = fileURLToPath(new URL("./_crash_child.ts", import.meta.url));
 const DAY = 86_400_000;
 
@@ -110,6 +114,11 @@ export interface CrashReport {
   integrityOk: number;
   /** Redis restarts whose log mentions a truncated or damaged AOF. */
   aofRepairs: number;
+  /**
+   * Kills redone because a server this test does not control was unreachable
+   * (another suite restarting the shared PostgreSQL), not counted in `iterations`.
+   */
+  externalOutages: number;
   /** Wall time, ms. */
   durationMs: number;
   /** Every violation, one line each; empty when everything held. */
@@ -781,12 +790,34 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
     reopenMs: { p50: 0, max: 0 },
     integrityOk: 0,
     aofRepairs: 0,
+    externalOutages: 0,
     durationMs: 0,
     failures,
   };
   const reopen: number[] = [];
   const allSeen: Seen[] = [];
   const backend = await setUp(options.backend);
+  /** Waits (up to a minute) for a server that went away; `false` when it did not come back. */
+  const outage = async (tag: string): Promise<boolean> => {
+    report.externalOutages++;
+    log(`${tag}: the server is unreachable (not this test's doing); waiting for it`);
+    if (report.externalOutages > 10) {
+      failures.push(`${tag}: the server went away more than 10 times; giving up`);
+      return false;
+    }
+    const deadline = performance.now() + 60_000;
+    while (performance.now() < deadline) {
+      try {
+        const s = await HandleStore.fromUrl(backend.url, { reclaimIntervalMs: 0 });
+        await s.close();
+        return true;
+      } catch {
+        await sleepMs(500);
+      }
+    }
+    failures.push(`${tag}: the server did not come back within a minute`);
+    return false;
+  };
   try {
     for (let i = 0; i < options.iterations; i++) {
       if (performance.now() - started > timeLimit) {
@@ -796,11 +827,13 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
       const tag = `${options.backend} #${i}`;
       const user = `crash-${i}-${crypto.randomUUID().slice(0, 8)}`;
       const childSeed = rng.int(1, 2 ** 30);
-      const early = rng.next() < 0.1;
+      // The first kill, and one in ten after it, is aimed at the child's start-up
+      // (loading, opening the store, and on the first run creating its schema).
+      const early = i === 0 || rng.next() < 0.1;
       const killServer = backend.redis !== undefined && serverKillEvery > 0 &&
         i % serverKillEvery === serverKillEvery - 1;
       const plan = {
-        beforeReadyMs: early ? rng.int(30, 500) : null,
+        beforeReadyMs: early ? rng.int(10, 300) : null,
         afterReadyMs: rng.int(0, maxRunMs),
       };
       let logBefore = 0;
@@ -809,6 +842,16 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
       const run = await runChild(backend.url, user, lanes, childSeed, plan, () => {
         if (killServer) serverKilled = backend.redis!.kill();
       }, options.brokenWriter ? "early-ack" : "honest");
+      // A server this test does not control went away (another suite restarting the
+      // shared PostgreSQL): that is not what is tested here; wait for it and redo the kill.
+      const refusedByOutage = run.lines.some((l) =>
+        l.t === "fail" && OUTAGE.test(String(l.message))
+      );
+      if (refusedByOutage || (!run.status.signal && OUTAGE.test(run.stderr))) {
+        if (!await outage(tag)) break;
+        i--;
+        continue;
+      }
       report.iterations++;
       if (run.beforeReady) report.killedDuringStartup++;
       if (serverKilled) {
@@ -831,18 +874,42 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
         if (opened === "timeout") throw new Error("it did not open within 30 s");
         store = opened;
       } catch (e) {
+        if (OUTAGE.test(messageOf(e))) {
+          report.iterations--;
+          if (!await outage(tag)) break;
+          i--;
+          continue;
+        }
         failures.push(`${tag}: the store did not open after the kill: ${messageOf(e)}`);
         continue;
       }
+      const before = failures.length;
+      const counted = structuredClone({
+        acknowledged: report.acknowledged,
+        inFlight: report.inFlight,
+        recordsChecked: report.recordsChecked,
+        changelogsChecked: report.changelogsChecked,
+      });
+      let redo = false;
       try {
         // A first read proves the store is usable as it is.
         await store.list(user, { includeExpired: true });
-        reopen.push(performance.now() - t0);
+        const reopened = performance.now() - t0;
         allSeen.push(...await verify(store, user, run, report, failures, tag));
+        reopen.push(reopened);
       } catch (e) {
-        failures.push(`${tag}: verification failed: ${messageOf(e)}`);
+        if (OUTAGE.test(messageOf(e))) redo = true;
+        else failures.push(`${tag}: verification failed: ${messageOf(e)}`);
       } finally {
-        await store.close();
+        await store.close().catch(() => {});
+      }
+      if (redo) {
+        failures.length = before;
+        Object.assign(report, counted);
+        report.iterations--;
+        if (!await outage(tag)) break;
+        i--;
+        continue;
       }
       if (backend.file) {
         const verdict = integrityCheck(backend.file);
@@ -857,21 +924,26 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
     }
 
     // Later kills must not have disturbed earlier iterations' records.
-    const store = await HandleStore.fromUrl(backend.url, { reclaimIntervalMs: 0 });
     try {
-      for (const seen of allSeen) {
-        const s = await getOrNull(store, seen.handle, seen.user);
-        report.finalRecheck++;
-        if (
-          (s?.version ?? null) !== seen.version || (s ? canonical(s.state) : null) !== seen.state
-        ) {
-          failures.push(
-            `final re-check: ${seen.handle} of ${seen.user} changed after its iteration`,
-          );
+      const store = await HandleStore.fromUrl(backend.url, { reclaimIntervalMs: 0 });
+      try {
+        for (const seen of allSeen) {
+          const s = await getOrNull(store, seen.handle, seen.user);
+          report.finalRecheck++;
+          if (
+            (s?.version ?? null) !== seen.version ||
+            (s ? canonical(s.state) : null) !== seen.state
+          ) {
+            failures.push(
+              `final re-check: ${seen.handle} of ${seen.user} changed after its iteration`,
+            );
+          }
         }
+      } finally {
+        await store.close();
       }
-    } finally {
-      await store.close();
+    } catch (e) {
+      failures.push(`final re-check failed: ${messageOf(e)}`);
     }
   } finally {
     await backend.cleanup().catch((e) => failures.push(`cleanup: ${messageOf(e)}`));

@@ -53,7 +53,12 @@ export interface GauntletResults {
  * reported as `handle_expired` (the bug the fuzzing found).
  */
 export async function probeTinyTtl(): Promise<"fixed" | "open"> {
-  const store = await HandleStore.fromUrl("memory://", { reclaimIntervalMs: 0 });
+  // A clock that stands still: a 1 ms lifetime must not run out between the calls.
+  const now = Date.now();
+  const store = await HandleStore.fromUrl("memory://", {
+    reclaimIntervalMs: 0,
+    clock: () => now,
+  });
   try {
     const h = await store.mint("probe", {}, { user: "probe" });
     try {
