@@ -911,8 +911,13 @@ Deno.test("redis cluster: with wait=1, killing the master right after acknowledg
     for (const [i, m] of minted.entries()) {
       assert.deepEqual((await store.get(m, { user })).state, { i });
     }
-    const promoted = await c.masterForSlot(await c.keySlot(backend.keyOf(user)));
-    assert.notEqual(promoted.address, master.address);
+    // Gossip reaches the node we ask a moment after the client already
+    // writes to the promoted replica: wait for its view to agree.
+    const slot = await c.keySlot(backend.keyOf(user));
+    await eventually(20_000, async () => {
+      const promoted = await c.masterForSlot(slot);
+      assert.notEqual(promoted.address, master.address);
+    });
     // The old master comes back as the new master's replica; waited writes resume.
     await master.restart();
     const after = await eventually(
