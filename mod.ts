@@ -38,6 +38,7 @@
  */
 
 export {
+  type ActiveLease,
   type ChangeInfo,
   type ChangesSince,
   type HandleInfo,
@@ -45,16 +46,20 @@ export {
   HandleStore,
   type HandleStoreOptions,
   type HistoryOptions,
+  type LeaseOptions,
+  type LeaseResult,
   type ListOptions,
   type ListPageOptions,
   type MintOptions,
   type PatchOptions,
+  type ReleaseOptions,
   type RevokeOptions,
   type SaveOptions,
   type Snapshot,
   toPayload,
   type TouchOptions,
   type UserOption,
+  type WatchOptions,
 } from "./src/store.ts";
 export * from "./src/ops.ts";
 export * from "./src/errors.ts";
@@ -67,6 +72,8 @@ export type {
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
+  LeaseOutcome,
+  LeaseRecord,
   ListQuery,
   Replayed,
   Retention,

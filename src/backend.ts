@@ -181,6 +181,31 @@ export interface ListQuery {
   after?: { updatedAt: number; handle: string };
 }
 
+/**
+ * An advisory lease on a handle, as a backend keeps it: who is at work on it
+ * and until when. It lives beside the record and never touches it.
+ *
+ * @since 0.4.0
+ */
+export interface LeaseRecord {
+  /** The holder's label (a writer label such as `laptop/claude-code`). */
+  holder: string;
+  /** Epoch ms when the lease lapses. */
+  expiresAt: number;
+}
+
+/**
+ * Result of {@link Backend.acquireLease}.
+ *
+ * @since 0.4.0
+ */
+export interface LeaseOutcome {
+  /** Whether the caller now holds the lease. */
+  acquired: boolean;
+  /** The lease in force after the call: the caller's, or the other holder's. */
+  lease: LeaseRecord;
+}
+
 /** The primitives a storage engine provides to `HandleStore`. */
 export interface Backend {
   /**
@@ -270,6 +295,48 @@ export interface Backend {
     record: HandleRecord,
     ctx: WriteContext,
   ): Promise<"inserted" | "replaced" | "kept">;
+  /**
+   * Optional (leases): in one atomic step, when `(user, handle)` has no lease,
+   * or one held by `lease.holder`, or one with `expiresAt <= now`, stores
+   * `lease` and answers `acquired: true`; otherwise changes nothing and
+   * answers the other holder's lease. It never reads or writes the record
+   * (no version moves). A lease may be dropped by the engine once it lapses
+   * (native expiry at `lease.expiresAt`, or {@link Backend.sweep}).
+   *
+   * @since 0.4.0
+   */
+  acquireLease?(
+    user: string,
+    handle: string,
+    lease: LeaseRecord,
+    now: number,
+  ): Promise<LeaseOutcome>;
+  /**
+   * Optional (leases): deletes the lease of `(user, handle)` when `holder`
+   * holds it; answers whether a lease with `expiresAt > now` was released.
+   *
+   * @since 0.4.0
+   */
+  releaseLease?(user: string, handle: string, holder: string, now: number): Promise<boolean>;
+  /**
+   * Optional (leases): the leases with `expiresAt > now` among `handles` of
+   * one user, by handle (handles without one are absent). One round trip.
+   *
+   * @since 0.4.0
+   */
+  leases?(user: string, handles: readonly string[], now: number): Promise<Map<string, LeaseRecord>>;
+  /**
+   * Optional (change feed): calls `listener` soon after any write to
+   * `(user, handle)` commits — insert, save, update, remove, untrash, restore,
+   * sweep — whether it went through this backend object, another connection,
+   * another process or another instance sharing the engine, until the
+   * returned function is called. Calls may be spurious or coalesced, never
+   * carry data (the store re-reads), and must not throw. Without it the
+   * store's `watch` polls.
+   *
+   * @since 0.4.0
+   */
+  subscribe?(user: string, handle: string, listener: () => void): Promise<() => void>;
   /** Releases connections and files. Idempotent. */
   close(): Promise<void>;
 }

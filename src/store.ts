@@ -13,6 +13,7 @@ import type {
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
+  LeaseRecord,
   Replayed,
   Retention,
   Step,
@@ -42,6 +43,7 @@ const ALPHABET = "abcdefghijklmnopqrstuvwxyz234567";
 const KIND_RE = /^[a-z][a-z0-9-]{0,31}$/;
 const IDEMPOTENCY_MS = DAY_MS;
 const MAX_TIMER_MS = 2 ** 31 - 1;
+const MAX_LEASE_SECONDS = 86_400;
 
 /** Metadata of a handle, as `list` returns it. */
 export interface HandleInfo {
@@ -59,6 +61,75 @@ export interface HandleInfo {
   expiresAt: Date | null;
   /** Label of the last writer. */
   lastWriter: string | null;
+  /**
+   * Present while someone holds an advisory lease on the handle (see
+   * {@link HandleStore.lease}): who is at work on it, and until when.
+   *
+   * @since 0.4.0
+   */
+  activeLease?: ActiveLease;
+}
+
+/**
+ * An advisory lease in force: another session (or this one) says it is at
+ * work on a handle. It never blocks a write.
+ *
+ * @since 0.4.0
+ */
+export interface ActiveLease {
+  /** The holder's label. */
+  holder: string;
+  /** When the lease lapses unless renewed. */
+  expiresAt: Date;
+}
+
+/**
+ * Answer of {@link HandleStore.lease}: whether the caller holds the lease
+ * now, and the lease in force (the caller's, or the other holder's).
+ *
+ * @since 0.4.0
+ */
+export interface LeaseResult extends ActiveLease {
+  /** `true` when the caller holds it; `false` when another holder does. */
+  acquired: boolean;
+}
+
+/**
+ * Options of {@link HandleStore.lease}.
+ *
+ * @since 0.4.0
+ */
+export interface LeaseOptions extends UserOption {
+  /** Who takes the lease (a writer label); the holder others will see. */
+  writer: string;
+  /** How long it lasts, 1 to 86400 seconds; taking it again renews it. */
+  seconds: number;
+}
+
+/**
+ * Options of {@link HandleStore.release}.
+ *
+ * @since 0.4.0
+ */
+export interface ReleaseOptions extends UserOption {
+  /** The holder that took the lease. */
+  writer: string;
+}
+
+/**
+ * Options of {@link HandleStore.watch}.
+ *
+ * @since 0.4.0
+ */
+export interface WatchOptions extends UserOption {
+  /** Ends the iteration when aborted. */
+  signal?: AbortSignal;
+  /**
+   * Re-read at least this often, in ms, even without a change event (a
+   * safety net for feeds that can drop events during a reconnect).
+   * Default 5,000; at least 10.
+   */
+  pollMs?: number;
 }
 
 /** A handle's metadata and state. */
@@ -395,8 +466,11 @@ export class HandleStore implements AsyncDisposable {
   async get<S = JsonObject>(handle: string, options: UserOption): Promise<Snapshot<S>> {
     const user = checkUser(options);
     checkHandle(handle);
-    const r = await this.#call(() => this.#backend.read(user, handle));
-    return snapshotOf<S>(this.#live(r, handle, this.#clock()));
+    const now = this.#clock();
+    const [r, leases] = await this.#call(() =>
+      Promise.all([this.#backend.read(user, handle), this.#leasesOf(user, [handle], now)])
+    );
+    return withLease(snapshotOf<S>(this.#live(r, handle, now)), leases);
   }
 
   /**
@@ -613,8 +687,11 @@ export class HandleStore implements AsyncDisposable {
     const more = rows.length > limit;
     const page = more ? rows.slice(0, limit) : rows;
     const last = page[page.length - 1];
+    const leases = page.length === 0
+      ? undefined
+      : await this.#call(() => this.#leasesOf(user, page.map((r) => r.handle), this.#clock()));
     return {
-      handles: page.map(infoOf),
+      handles: page.map((r) => withLease(infoOf(r), leases)),
       nextCursor: more && last ? encodeCursor(last) : null,
     };
   }
@@ -695,6 +772,169 @@ export class HandleStore implements AsyncDisposable {
     const changes = await this.#log(user, handle, version, current.version);
     if (changes) return { truncated: false, changes, version: current.version };
     return { truncated: true, current: snapshotOf<S>(current) };
+  }
+
+  /**
+   * Takes (or renews) an advisory lease on a live handle: "`writer` is at
+   * work on this for the next `seconds`". A lease never blocks a write and
+   * never moves the version; `get` and `list` show it as `activeLease` until
+   * it lapses or is released, so a resuming session sees who is at work.
+   * While another holder's lease is in force nothing changes and the answer
+   * has `acquired: false` with that holder.
+   *
+   * @param handle The handle.
+   * @param options The user, the holder (`writer`), the lease's length.
+   * @returns Whether the caller holds it, and the lease in force.
+   * @since 0.4.0
+   *
+   * @example Take a lease, see it, release it
+   * ```ts
+   * import { HandleStore } from "@mcpstate/core";
+   * await using store = await HandleStore.fromUrl("memory://");
+   * const h = await store.mint("task", { step: 1 }, { user: "u" });
+   * await store.lease(h, { user: "u", writer: "laptop/claude", seconds: 120 });
+   * (await store.get(h, { user: "u" })).activeLease?.holder; // "laptop/claude"
+   * await store.release(h, { user: "u", writer: "laptop/claude" });
+   * ```
+   */
+  async lease(handle: string, options: LeaseOptions): Promise<LeaseResult> {
+    const user = checkUser(options);
+    checkHandle(handle);
+    const holder = checkHolder(options.writer);
+    const seconds = options.seconds;
+    if (
+      typeof seconds !== "number" || !Number.isFinite(seconds) || seconds <= 0 ||
+      seconds > MAX_LEASE_SECONDS
+    ) {
+      throw new InvalidArgument(
+        `seconds must be a number greater than 0 and at most ${MAX_LEASE_SECONDS} (one day).`,
+        { field: "seconds" },
+      );
+    }
+    const acquire = this.#backend.acquireLease?.bind(this.#backend);
+    if (!acquire) throw noLeases();
+    const now = this.#clock();
+    this.#live(await this.#call(() => this.#backend.read(user, handle)), handle, now);
+    const expiresAt = now + Math.max(1, Math.round(seconds * 1000));
+    const res = await this.#call(() => acquire(user, handle, { holder, expiresAt }, now));
+    return {
+      acquired: res.acquired,
+      holder: res.lease.holder,
+      expiresAt: new Date(res.lease.expiresAt),
+    };
+  }
+
+  /**
+   * Releases the lease `writer` holds on a handle; another holder's lease is
+   * left alone.
+   *
+   * @param handle The handle.
+   * @param options The user and the holder.
+   * @returns Whether a lease in force was released.
+   * @since 0.4.0
+   */
+  async release(handle: string, options: ReleaseOptions): Promise<boolean> {
+    const user = checkUser(options);
+    checkHandle(handle);
+    const holder = checkHolder(options.writer);
+    const release = this.#backend.releaseLease?.bind(this.#backend);
+    if (!release) throw noLeases();
+    return await this.#call(() => release(user, handle, holder, this.#clock()));
+  }
+
+  /**
+   * Watches a handle: yields its current snapshot, then a snapshot each time
+   * its version moves — written through this store, another process or
+   * another instance on the same backend. Versions that follow each other
+   * quickly may be coalesced into the last one; `changesSince` recovers
+   * every step between two yielded versions. The iteration ends when
+   * `signal` aborts, and throws `handle_not_found` or `handle_expired` when
+   * the handle is revoked or expires.
+   *
+   * @param handle The handle.
+   * @param options The user, an abort signal, the safety-net poll interval.
+   * @returns An async iterable of snapshots.
+   * @since 0.4.0
+   *
+   * @example Follow a handle until aborted
+   * ```ts
+   * import { HandleStore, SetKey } from "@mcpstate/core";
+   * await using store = await HandleStore.fromUrl("memory://");
+   * const h = await store.mint("doc", { v: 0 }, { user: "u" });
+   * const stop = new AbortController();
+   * setTimeout(() => store.patch(h, [SetKey("", "v", 1)], { user: "u" }), 10);
+   * for await (const snap of store.watch(h, { user: "u", signal: stop.signal })) {
+   *   if (snap.version === 2) stop.abort();
+   * }
+   * ```
+   */
+  watch<S = JsonObject>(handle: string, options: WatchOptions): AsyncIterableIterator<Snapshot<S>> {
+    const user = checkUser(options);
+    checkHandle(handle);
+    const signal = options.signal;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) {
+      throw new InvalidArgument("signal must be an AbortSignal.", { field: "signal" });
+    }
+    const pollMs = options.pollMs ?? 5_000;
+    if (typeof pollMs !== "number" || !(pollMs >= 10 && pollMs <= MAX_TIMER_MS)) {
+      throw new InvalidArgument(`pollMs must be a number of ms from 10 to ${MAX_TIMER_MS}.`, {
+        field: "pollMs",
+      });
+    }
+    return this.#watch<S>(user, handle, signal, pollMs);
+  }
+
+  async *#watch<S>(
+    user: string,
+    handle: string,
+    signal: AbortSignal | undefined,
+    pollMs: number,
+  ): AsyncGenerator<Snapshot<S>> {
+    if (this.#closed) throw new BackendError("The store is closed; open a new one.");
+    let dirty = true;
+    let wake = Promise.withResolvers<void>();
+    const poke = () => {
+      dirty = true;
+      wake.resolve();
+    };
+    const onAbort = () => wake.resolve();
+    signal?.addEventListener("abort", onAbort);
+    const unsubscribe = this.#backend.subscribe
+      ? await this.#call(() => this.#backend.subscribe!(user, handle, poke))
+      : undefined;
+    const timer = setInterval(poke, pollMs);
+    Deno.unrefTimer(timer);
+    try {
+      let last = -1;
+      while (!signal?.aborted) {
+        if (dirty) {
+          dirty = false;
+          const snap = await this.get<S>(handle, { user });
+          if (signal?.aborted) return;
+          if (snap.version !== last) {
+            last = snap.version;
+            yield snap;
+          }
+          continue;
+        }
+        wake = Promise.withResolvers<void>();
+        if (dirty || signal?.aborted) continue;
+        await wake.promise;
+      }
+    } finally {
+      clearInterval(timer);
+      signal?.removeEventListener("abort", onAbort);
+      unsubscribe?.();
+    }
+  }
+
+  /** The active leases of `handles` (empty when the backend keeps none). */
+  async #leasesOf(
+    user: string,
+    handles: readonly string[],
+    now: number,
+  ): Promise<Map<string, LeaseRecord> | undefined> {
+    return await this.#backend.leases?.(user, handles, now);
   }
 
   /**
@@ -891,8 +1131,40 @@ export function toPayload(s: HandleInfo | Snapshot<unknown>): Record<string, unk
     expires_at: s.expiresAt ? s.expiresAt.toISOString() : null,
     last_writer: s.lastWriter,
   };
+  if (s.activeLease) {
+    out.active_lease = {
+      holder: s.activeLease.holder,
+      expires_at: s.activeLease.expiresAt.toISOString(),
+    };
+  }
   if ("state" in s) out.state = s.state;
   return out;
+}
+
+function withLease<T extends HandleInfo>(
+  info: T,
+  leases: Map<string, LeaseRecord> | undefined,
+): T {
+  const l = leases?.get(info.handle);
+  if (l) info.activeLease = { holder: l.holder, expiresAt: new Date(l.expiresAt) };
+  return info;
+}
+
+function noLeases(): InvalidArgument {
+  return new InvalidArgument(
+    "This store's backend keeps no leases; use a backend that does (every built-in one does).",
+  );
+}
+
+function checkHolder(writer: unknown): string {
+  const holder = checkWriter(writer);
+  if (holder === null || holder.length === 0) {
+    throw new InvalidArgument(
+      'A lease needs a holder: pass writer, the label others will see (e.g. "laptop/claude-code").',
+      { field: "writer" },
+    );
+  }
+  return holder;
 }
 
 function infoOf(r: HandleMeta): HandleInfo {

@@ -21,6 +21,7 @@ import {
   Merge,
   SetKey,
   StaleWrite,
+  toPayload,
 } from "../mod.ts";
 
 /** Opens a store on the backend under test; each call may be a new connection to the same data. */
@@ -779,6 +780,172 @@ async function contractSteps(
       } finally {
         await now.close();
       }
+    },
+  );
+
+  await t.step(
+    "lease(): advisory, shown by get and list, never bumps the version, lapses on time",
+    async () => {
+      const user = freshUser();
+      const h = await store.mint("task", { step: 1 }, { user, writer: "a" });
+      const other = await store.mint("task", {}, { user });
+      const taken = await store.lease(h, { user, writer: "laptop/a", seconds: 60 });
+      assert.deepEqual(taken, {
+        acquired: true,
+        holder: "laptop/a",
+        expiresAt: new Date(clock.now + 60_000),
+      });
+      const s = await store.get(h, { user });
+      assert.equal(s.version, 1);
+      assert.equal(s.lastWriter, "a");
+      assert.deepEqual(s.activeLease, {
+        holder: "laptop/a",
+        expiresAt: new Date(clock.now + 60_000),
+      });
+      assert.deepEqual(toPayload(s).active_lease, {
+        holder: "laptop/a",
+        expires_at: new Date(clock.now + 60_000).toISOString(),
+      });
+      assert.equal("activeLease" in (await store.get(other, { user })), false);
+      const listed = await store.list(user);
+      assert.equal(listed.find((i) => i.handle === h)?.activeLease?.holder, "laptop/a");
+      assert.equal(listed.find((i) => i.handle === other)?.activeLease, undefined);
+      // Another holder is told who is at work, and nothing changes.
+      const refused = await store.lease(h, { user, writer: "phone/b", seconds: 30 });
+      assert.deepEqual(refused, {
+        acquired: false,
+        holder: "laptop/a",
+        expiresAt: new Date(clock.now + 60_000),
+      });
+      // A lease never blocks a write, and a write never drops the lease.
+      const saved = await store.save(h, { step: 2 }, { user, expectVersion: 1, writer: "phone/b" });
+      assert.equal(saved.version, 2);
+      await store.patch(h, [Increment("", "step")], { user, writer: "phone/b" });
+      assert.equal((await store.get(h, { user })).activeLease?.holder, "laptop/a");
+      // A second store on the same backend sees it.
+      const second = await openStore({ clock: clock.fn });
+      try {
+        assert.equal((await second.get(h, { user })).activeLease?.holder, "laptop/a");
+        assert.equal((await second.lease(h, { user, writer: "x", seconds: 5 })).acquired, false);
+      } finally {
+        await second.close();
+      }
+      // The holder renews it.
+      clock.advance(30_000);
+      const renewed = await store.lease(h, { user, writer: "laptop/a", seconds: 60 });
+      assert.equal(renewed.acquired, true);
+      assert.equal(renewed.expiresAt.getTime(), clock.now + 60_000);
+      // It lapses on time; then another holder may take it.
+      clock.advance(60_000);
+      assert.equal((await store.get(h, { user })).activeLease, undefined);
+      assert.equal((await store.lease(h, { user, writer: "phone/b", seconds: 10 })).acquired, true);
+      // Only the holder releases it.
+      assert.equal(await store.release(h, { user, writer: "laptop/a" }), false);
+      assert.equal((await store.get(h, { user })).activeLease?.holder, "phone/b");
+      assert.equal(await store.release(h, { user, writer: "phone/b" }), true);
+      assert.equal(await store.release(h, { user, writer: "phone/b" }), false);
+      assert.equal((await store.get(h, { user })).activeLease, undefined);
+      assert.equal((await store.get(h, { user })).version, 3);
+      // A lapsed lease is not released.
+      await store.lease(h, { user, writer: "laptop/a", seconds: 1 });
+      clock.advance(1_000);
+      assert.equal(await store.release(h, { user, writer: "laptop/a" }), false);
+    },
+  );
+
+  await t.step(
+    "lease(): bad input is refused and changes nothing; leases are per user",
+    async () => {
+      const alice = freshUser("alice"), bob = freshUser("bob");
+      const h = await store.mint("task", {}, { user: alice });
+      for (const seconds of [0, -1, NaN, Infinity, 86_401, "60", null]) {
+        await rejectsWith(
+          () => store.lease(h, { user: alice, writer: "w", seconds: seconds as number }),
+          "invalid_argument",
+        );
+      }
+      for (const writer of [undefined, "", 7, "x".repeat(257)]) {
+        await rejectsWith(
+          () => store.lease(h, { user: alice, writer: writer as string, seconds: 5 }),
+          "invalid_argument",
+        );
+        await rejectsWith(
+          () => store.release(h, { user: alice, writer: writer as string }),
+          "invalid_argument",
+        );
+      }
+      assert.equal((await store.get(h, { user: alice })).activeLease, undefined);
+      await rejectsWith(
+        () => store.lease(h, { user: bob, writer: "w", seconds: 5 }),
+        "handle_not_found",
+      );
+      await rejectsWith(
+        () => store.lease("task_zzzzzzzz", { user: alice, writer: "w", seconds: 5 }),
+        "handle_not_found",
+      );
+      await store.lease(h, { user: alice, writer: "w", seconds: 5 });
+      assert.equal(await store.release(h, { user: bob, writer: "w" }), false);
+      assert.equal((await store.get(h, { user: alice })).activeLease?.holder, "w");
+      const e = await store.mint("task", {}, { user: alice, ttlDays: 1 });
+      clock.advance(DAY);
+      await rejectsWith(
+        () => store.lease(e, { user: alice, writer: "w", seconds: 5 }),
+        "handle_expired",
+      );
+    },
+  );
+
+  await t.step(
+    "watch(): the current snapshot, then every new version from another store, until revoked",
+    async () => {
+      const user = freshUser();
+      const h = await store.mint("live", { n: 0 }, { user });
+      const other = await openStore({ clock: clock.fn });
+      const stop = new AbortController();
+      const guard = setTimeout(() => stop.abort(), 20_000);
+      const seen: number[] = [];
+      try {
+        // A long safety-net poll: the backend's own change feed must deliver.
+        const it = store.watch<{ n: number }>(h, { user, signal: stop.signal, pollMs: 600_000 });
+        const first = await it.next();
+        assert.equal(first.done, false);
+        assert.equal(first.value?.version, 1);
+        seen.push(1);
+        for (let i = 1; i <= 3; i++) {
+          await other.patch(h, [Increment("", "n")], { user });
+          // Wait for this version before writing the next, so none is coalesced.
+          while (seen[seen.length - 1]! < i + 1) {
+            const r = await it.next();
+            assert.equal(r.done, false, "the watch ended early (timed out?)");
+            assert.equal(r.value!.state.n, r.value!.version - 1);
+            seen.push(r.value!.version);
+          }
+        }
+        assert.deepEqual(seen, [1, 2, 3, 4]);
+        // A write to another handle or another user's handle yields nothing:
+        // the next yield is the revoke, seen as handle_not_found.
+        const unrelated = await other.mint("live", {}, { user });
+        await other.patch(unrelated, [Increment("", "n")], { user });
+        await other.revoke(h, { user });
+        await rejectsWith(() => it.next(), "handle_not_found");
+      } finally {
+        clearTimeout(guard);
+        await other.close();
+      }
+      assert.equal(stop.signal.aborted, false, "the watch waited 20 s for a change");
+      // An aborted watch ends quietly.
+      const h2 = await store.mint("live", {}, { user });
+      const stop2 = new AbortController();
+      const versions: number[] = [];
+      for await (const snap of store.watch(h2, { user, signal: stop2.signal })) {
+        versions.push(snap.version);
+        stop2.abort();
+      }
+      assert.deepEqual(versions, [1]);
+      await rejectsWith(async () => {
+        for await (const _ of store.watch("live_zzzzzzzz", { user })) { /* none */ }
+      }, "handle_not_found");
+      assert.throws(() => store.watch(h2, { user, pollMs: 0 }), McpStateError);
     },
   );
 

@@ -20,6 +20,8 @@ import type {
   ConditionalWrite,
   HandleMeta,
   HandleRecord,
+  LeaseOutcome,
+  LeaseRecord,
   ListQuery,
   Replayed,
   SaveOutcome,
@@ -27,7 +29,7 @@ import type {
   WriteContext,
 } from "../backend.ts";
 import { metaOf } from "../backend.ts";
-import { compareListOrder } from "./_shared.ts";
+import { compareListOrder, Listeners } from "./_shared.ts";
 
 interface Trashed {
   record: HandleRecord;
@@ -47,6 +49,8 @@ export class MemoryBackend implements Backend {
   #idem = new Map<string, IdemEntry>();
   #logs = new Map<string, ChangeEntry[]>();
   #trash = new Map<string, Trashed>();
+  #leases = new Map<string, LeaseRecord>();
+  #listeners = new Listeners();
 
   /**
    * Opens a memory backend from a `memory://` URL (the URL carries no options).
@@ -108,6 +112,7 @@ export class MemoryBackend implements Backend {
     records.set(record.handle, { ...record });
     this.#append(user, record.handle, ctx.entry, ctx);
     this.#remember(user, ctx, record);
+    this.#listeners.notify(user, record.handle);
     return Promise.resolve({ inserted: true });
   }
 
@@ -143,6 +148,7 @@ export class MemoryBackend implements Backend {
     };
     this.#records(user).set(handle, next);
     this.#remember(user, ctx, next);
+    this.#listeners.notify(user, handle);
     return Promise.resolve({ ok: true, record: { ...next } });
   }
 
@@ -165,6 +171,7 @@ export class MemoryBackend implements Backend {
       }
       const record = next ?? current;
       this.#remember(user, ctx, record);
+      if (next) this.#listeners.notify(user, handle);
       return Promise.resolve({ record: record && { ...record }, written: next !== null });
     } catch (e) {
       return Promise.reject(e);
@@ -192,6 +199,7 @@ export class MemoryBackend implements Backend {
     }
     this.#logs.delete(key);
     this.#remember(user, ctx, null);
+    this.#listeners.notify(user, handle);
     return Promise.resolve({ removed: true });
   }
 
@@ -205,6 +213,7 @@ export class MemoryBackend implements Backend {
     this.#trash.delete(key);
     this.#records(user).set(handle, t.record);
     this.#logs.set(key, t.log);
+    this.#listeners.notify(user, handle);
     return Promise.resolve({ ...t.record });
   }
 
@@ -237,11 +246,13 @@ export class MemoryBackend implements Backend {
         if (r.expiresAt !== null && r.expiresAt <= expiredAtOrBefore) {
           records.delete(h);
           this.#logs.delete(JSON.stringify([u, h]));
+          this.#listeners.notify(u, h);
           n++;
         }
       }
     }
     for (const [k, e] of this.#idem) if (e.expiresAt <= now) this.#idem.delete(k);
+    for (const [k, l] of this.#leases) if (l.expiresAt <= now) this.#leases.delete(k);
     for (const [k, t] of this.#trash) {
       if (t.until <= now && (user === null || JSON.parse(k)[0] === user)) this.#trash.delete(k);
     }
@@ -271,7 +282,48 @@ export class MemoryBackend implements Backend {
     if (current && current.version >= record.version) return Promise.resolve("kept");
     records.set(record.handle, { ...record });
     this.#logs.delete(JSON.stringify([user, record.handle]));
+    this.#listeners.notify(user, record.handle);
     return Promise.resolve(current ? "replaced" : "inserted");
+  }
+
+  /** {@inheritDoc Backend.acquireLease} */
+  acquireLease(
+    user: string,
+    handle: string,
+    lease: LeaseRecord,
+    now: number,
+  ): Promise<LeaseOutcome> {
+    const key = JSON.stringify([user, handle]);
+    const cur = this.#leases.get(key);
+    if (cur && cur.holder !== lease.holder && cur.expiresAt > now) {
+      return Promise.resolve({ acquired: false, lease: { ...cur } });
+    }
+    this.#leases.set(key, { ...lease });
+    return Promise.resolve({ acquired: true, lease: { ...lease } });
+  }
+
+  /** {@inheritDoc Backend.releaseLease} */
+  releaseLease(user: string, handle: string, holder: string, now: number): Promise<boolean> {
+    const key = JSON.stringify([user, handle]);
+    const cur = this.#leases.get(key);
+    if (!cur || cur.holder !== holder) return Promise.resolve(false);
+    this.#leases.delete(key);
+    return Promise.resolve(cur.expiresAt > now);
+  }
+
+  /** {@inheritDoc Backend.leases} */
+  leases(user: string, handles: readonly string[], now: number): Promise<Map<string, LeaseRecord>> {
+    const out = new Map<string, LeaseRecord>();
+    for (const h of handles) {
+      const l = this.#leases.get(JSON.stringify([user, h]));
+      if (l && l.expiresAt > now) out.set(h, { ...l });
+    }
+    return Promise.resolve(out);
+  }
+
+  /** {@inheritDoc Backend.subscribe} */
+  subscribe(user: string, handle: string, listener: () => void): Promise<() => void> {
+    return Promise.resolve(this.#listeners.add(user, handle, listener).remove);
   }
 
   /** {@inheritDoc Backend.close} */
