@@ -160,6 +160,7 @@ Deno.test("registerStateTools inside another server: its own tools, identity and
         "echo",
         "state_changes",
         "state_delete",
+        "state_lease",
         "state_list",
         "state_load",
         "state_patch",

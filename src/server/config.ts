@@ -59,6 +59,8 @@ export interface ServeConfig {
   user: string;
   /** A fixed writer label, or `undefined` for `<hostname>[/<client name>]`. */
   writer: string | undefined;
+  /** Seconds of the advisory lease a write takes for its writer; 0: none. */
+  leaseSeconds: number;
 }
 
 /** A configuration mistake: printed as one line, exit code 2. */
@@ -87,6 +89,8 @@ Options (each has an environment twin; a flag wins over its variable):
                            (default "local")
   --writer LABEL           Writer label recorded on writes      MCPSTATE_WRITER
                            (default <hostname>/<client name>)
+  --lease-seconds N        Lease a write takes for its writer   MCPSTATE_LEASE_SECONDS
+                           (default 60; 0 off)
   --max-state-bytes N      State size cap (default 1048576)     MCPSTATE_MAX_STATE_BYTES
 
 HTTP transport:
@@ -122,6 +126,7 @@ const OPTIONS = {
   user: { type: "string" },
   writer: { type: "string" },
   "max-state-bytes": { type: "string" },
+  "lease-seconds": { type: "string" },
   host: { type: "string" },
   port: { type: "string" },
   "public-url": { type: "string" },
@@ -263,6 +268,8 @@ export function parseServeArgs(
     throw new ConfigError("--writer (MCPSTATE_WRITER) is longer than 256 characters.");
   }
 
+  const leaseSeconds = int("lease-seconds", "MCPSTATE_LEASE_SECONDS", 0, 86_400) ?? 60;
+
   return {
     backend: str("backend", "MCPSTATE_BACKEND") ?? DEFAULT_URL,
     transport,
@@ -278,6 +285,7 @@ export function parseServeArgs(
     maxStateBytes,
     user,
     writer,
+    leaseSeconds,
   };
 }
 

@@ -19,7 +19,9 @@ import {
 import { redact, Unauthenticated } from "../errors.ts";
 import type { HandleStore } from "../store.ts";
 import { protectedResourceMetadata, type TokenVerifier, userOfAuthInfo } from "./auth.ts";
-import { createStateServer, SERVER_VERSION, type StateToolsOptions } from "./tools.ts";
+import { handleOfUri, LiveUpdates } from "./live.ts";
+import { createStateServer } from "./server.ts";
+import { SERVER_VERSION, type StateToolsOptions } from "./tools.ts";
 
 /** The bucket every caller shares on a server run with `--allow-anonymous`. */
 export const ANONYMOUS_USER = "anonymous";
@@ -45,6 +47,8 @@ export interface HttpHandlerOptions {
   bodyTimeoutMs?: number;
   /** Writer resolver (see `writerLabel`). */
   writer?: StateToolsOptions["writer"];
+  /** Seconds of the lease a write takes implicitly; 0 turns it off. See `StateToolsOptions.leaseSeconds`. */
+  leaseSeconds?: number;
   /** Reports unexpected tool errors and rejected requests. Default: a line on stderr. */
   onError?: (error: unknown) => void;
 }
@@ -121,10 +125,14 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
         user,
         anonymous,
         ...(options.writer ? { writer: options.writer } : {}),
+        ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),
         onInternalError: (e, tool) => report(new Error(`${tool} failed: ${describe(e)}`)),
       }),
     { legacy: "stateless", maxRequestBodySize: maxBody, onerror: report },
   );
+  // Open subscriptions/listen streams hear of changes made on any instance:
+  // each subscribed handle is watched on the backend's change feed.
+  const live = new LiveUpdates(store, (uri) => mcp.notify.resourceUpdated(uri));
 
   const tooLarge = () =>
     rpcError(
@@ -168,6 +176,18 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
       if (read instanceof Response) return read;
       // The text is valid UTF-8, re-encoded to the same bytes.
       request = new Request(request, { body: read });
+      if (read.includes("subscriptions/listen")) {
+        const who = anonymous ? ANONYMOUS_USER : userOfAuthInfo(authInfo);
+        const listen = who === undefined ? undefined : await checkListen(store, who, read);
+        if (listen instanceof Response) return listen;
+        if (listen && who !== undefined) {
+          const ended = new AbortController();
+          request.signal.addEventListener("abort", () => ended.abort(), { once: true });
+          live.follow(who, listen, ended.signal);
+          const res = await mcp.fetch(request, authInfo ? { authInfo } : undefined);
+          return untilClosed(res, ended);
+        }
+      }
     }
     const res = await mcp.fetch(request, authInfo ? { authInfo } : undefined);
     if (res.status === 413) {
@@ -218,8 +238,94 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
       }
       return res;
     },
-    close: () => mcp.close(),
+    close: async () => {
+      live.close();
+      await mcp.close();
+    },
   };
+}
+
+/**
+ * For a `subscriptions/listen` request: the handles it subscribes to, after
+ * checking each is the caller's (a refusal names the first one that is not);
+ * `undefined` for any other body.
+ */
+async function checkListen(
+  store: HandleStore,
+  user: string,
+  body: string,
+): Promise<string[] | Response | undefined> {
+  let msg: unknown;
+  try {
+    msg = JSON.parse(body);
+  } catch {
+    return undefined;
+  }
+  const m = msg as { method?: unknown; id?: unknown; params?: { notifications?: unknown } };
+  if (typeof msg !== "object" || msg === null || m.method !== "subscriptions/listen") {
+    return undefined;
+  }
+  const uris = (m.params?.notifications as { resourceSubscriptions?: unknown } | undefined)
+    ?.resourceSubscriptions;
+  if (!Array.isArray(uris)) return undefined;
+  const handles: string[] = [];
+  for (const uri of uris) {
+    const handle = typeof uri === "string" ? handleOfUri(uri) : undefined;
+    let known = handle !== undefined;
+    if (handle !== undefined) {
+      try {
+        await store.get(handle, { user });
+      } catch {
+        known = false;
+      }
+    }
+    if (!known) {
+      const id = typeof m.id === "string" || typeof m.id === "number" ? m.id : null;
+      return Response.json({
+        jsonrpc: "2.0",
+        id,
+        error: {
+          code: -32002,
+          message: `Resource not found: ${
+            String(uri).slice(0, 300)
+          }. Subscribe to mcpstate://state/{handle} URIs of your own handles (resources/list).`,
+          data: { uri: String(uri).slice(0, 300) },
+        },
+      });
+    }
+    handles.push(handle!);
+  }
+  return handles;
+}
+
+/** Passes `res` through, aborting `ended` when its body ends or the client goes away. */
+function untilClosed(res: Response, ended: AbortController): Response {
+  if (!res.body) {
+    ended.abort();
+    return res;
+  }
+  const reader = res.body.getReader();
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const { done, value } = await reader.read();
+        if (done) {
+          ended.abort();
+          controller.close();
+        } else {
+          controller.enqueue(value);
+        }
+      } catch (e) {
+        ended.abort();
+        controller.error(e);
+      }
+    },
+    cancel(reason) {
+      ended.abort();
+      return reader.cancel(reason);
+    },
+  });
+  return new Response(body, res);
 }
 
 const TOO_LARGE: unique symbol = Symbol("too large");

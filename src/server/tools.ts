@@ -1,14 +1,15 @@
 /**
  * The mcpstate tools (`state_save`, `state_load`, `state_list`,
- * `state_patch`, `state_touch`, `state_delete`, `state_changes`, `state_restore`) on an `McpServer`, wire-compatible
- * with the original Python mcpstate 0.2 server.
+ * `state_patch`, `state_touch`, `state_delete`, `state_changes`,
+ * `state_restore`, `state_lease`) on an `McpServer`, wire-compatible with the
+ * original Python mcpstate 0.2 server.
  *
  * @module
  */
 
 import {
   CLIENT_INFO_META_KEY,
-  McpServer,
+  type McpServer,
   type ServerContext,
   type StandardSchemaWithJSON,
 } from "@modelcontextprotocol/server";
@@ -87,17 +88,17 @@ export interface StateToolsOptions {
    * with URL credentials redacted.
    */
   onInternalError?: (error: unknown, tool: string) => void;
+  /**
+   * Seconds of the advisory lease a write takes for its writer (state_save,
+   * state_patch, state_touch), so that other sessions see who is at work;
+   * it never blocks anyone, and another holder's lease is left alone.
+   * Default {@link DEFAULT_LEASE_SECONDS}; 0 turns it off.
+   */
+  leaseSeconds?: number;
 }
 
-/** Options of {@link createStateServer}: the tool options plus the server's identity. */
-export interface StateServerOptions extends StateToolsOptions {
-  /** Server name in `serverInfo`. Default `"mcpstate"`. */
-  name?: string;
-  /** Server version in `serverInfo`. Default this package's version. */
-  version?: string;
-  /** Instructions served by `server/discover` and `initialize`. Default {@link stateInstructions}. */
-  instructions?: string;
-}
+/** Seconds of the lease a write takes implicitly (see {@link StateToolsOptions.leaseSeconds}). */
+export const DEFAULT_LEASE_SECONDS = 60;
 
 const RETENTION =
   "State saved without ttl_days is kept until it is deleted; with ttl_days it expires that many days after it was created or last renewed, and expired state can't be read or revived.";
@@ -119,6 +120,7 @@ export function stateInstructions(anonymous = false): string {
     "- Read with state_load. For additive edits use state_patch (never conflicts); to rewrite the whole state use state_save with handle and expect_version = the version you read.",
     "- On a stale_write error nothing was saved: error.changes lists what others changed since your version; take error.current.state, re-apply your change, and save again with expect_version = error.current.version.",
     "- Resuming after time away: state_changes(handle, since_version) shows what happened since the version you remember. state_delete can be undone with state_restore for a few days.",
+    "- active_lease on a handle means a session (holder) is working on it right now: tell the user before taking over, and prefer state_patch. Writes take a short lease for you; state_lease takes a longer one or releases it.",
     `- ${RETENTION} state_touch renews or removes the expiry.`,
   ].join("\n");
 }
@@ -204,6 +206,16 @@ const changesInput = z.object({
 
 const restoreInput = z.object({ handle: handleArg });
 
+const leaseInput = z.object({
+  handle: handleArg,
+  seconds: z.number().nullish().describe(
+    "How long you expect to be at work on it, 1 to 86400 seconds; default 300. Call again to renew.",
+  ),
+  release: z.boolean().nullish().describe(
+    "true: release your lease now (when you are done) instead of taking one.",
+  ),
+});
+
 const metaShape = {
   handle: z.string(),
   kind: z.string(),
@@ -212,10 +224,16 @@ const metaShape = {
   updated_at: z.string(),
   expires_at: z.string().nullable(),
   last_writer: z.string().nullable(),
+  active_lease: z.object({ holder: z.string(), expires_at: z.string() }).optional(),
 };
 const ok = z.literal(true);
 
-const saveOutput = z.object({ ok, handle: z.string(), version: z.number().int() });
+const saveOutput = z.object({
+  ok,
+  handle: z.string(),
+  version: z.number().int(),
+  active_lease: metaShape.active_lease,
+});
 const loadOutput = z.object({ ok, ...metaShape, state: z.unknown(), path: z.string().optional() });
 const listOutput = z.object({
   ok,
@@ -235,6 +253,13 @@ const changesOutput = z.object({
   current: z.unknown().optional(),
 });
 const restoreOutput = z.object({ ok, ...metaShape, state: z.unknown(), restored: z.literal(true) });
+const leaseOutput = z.object({
+  ok,
+  handle: z.string(),
+  acquired: z.boolean(),
+  released: z.boolean().optional(),
+  active_lease: z.object({ holder: z.string(), expires_at: z.string() }).nullable(),
+});
 
 /**
  * Wraps a zod schema as a Standard Schema whose JSON Schema is converted once
@@ -301,6 +326,7 @@ const SCHEMAS = {
   delete: schemas(deleteInput, deleteOutput),
   changes: schemas(changesInput, changesOutput),
   restore: schemas(restoreInput, restoreOutput),
+  lease: schemas(leaseInput, leaseOutput),
 };
 
 // ---------------------------------------------------------------------------
@@ -353,6 +379,22 @@ function invalidArguments(tool: string, error: z.ZodError): InvalidArgument {
     `The argument "${field}" of ${tool} is not valid (${what}). Fix it and call ${tool} again.`,
     { field },
   );
+}
+
+/**
+ * What a request handler's context says about the caller, for the identity
+ * resolvers.
+ *
+ * @param server The server handling the request.
+ * @param ctx The handler context.
+ * @returns The client name, verified token and HTTP request.
+ */
+export function toolRequestOf(server: McpServer, ctx: ServerContext): ToolRequest {
+  return {
+    clientName: clientNameOf(server, ctx),
+    authInfo: ctx.http?.authInfo,
+    httpRequest: ctx.http?.req,
+  };
 }
 
 function clientNameOf(server: McpServer, ctx: ServerContext): string | undefined {
@@ -419,6 +461,31 @@ export function registerStateTools(
 ): void {
   const anonymous = options.anonymous ?? false;
   const onInternal = options.onInternalError ?? defaultInternalErrorLog;
+  const leaseSeconds = options.leaseSeconds ?? DEFAULT_LEASE_SECONDS;
+  if (typeof leaseSeconds !== "number" || !(leaseSeconds >= 0 && leaseSeconds <= 86_400)) {
+    throw new TypeError("leaseSeconds must be a number of seconds from 0 (off) to 86400.");
+  }
+
+  /**
+   * After a write: takes the writer's short lease. When another holder's
+   * lease is in force, answers it as `{ active_lease }` so the model learns
+   * that someone else is at work; a lease that can't be taken never fails
+   * the write that already landed.
+   */
+  const implicitLease = async (
+    handle: string,
+    user: string,
+    writer: string | undefined,
+  ): Promise<Record<string, unknown>> => {
+    if (leaseSeconds === 0 || !writer) return {};
+    try {
+      const l = await store.lease(handle, { user, writer, seconds: leaseSeconds });
+      return l.acquired ? {} : { active_lease: leasePayload(l) };
+    } catch (e) {
+      if (!(e instanceof McpStateError) || e.code === "backend_error") onInternal(e, "lease");
+      return {};
+    }
+  };
 
   const checkHandle = (handle: string): void => {
     // In the shared bucket only long handles exist; never confirm a short guess.
@@ -451,11 +518,7 @@ export function registerStateTools(
           : {};
         const parsed = config.schemas.input.safeParse(raw);
         if (!parsed.success) throw invalidArguments(name, parsed.error);
-        const request: ToolRequest = {
-          clientName: clientNameOf(server, ctx),
-          authInfo: ctx.http?.authInfo,
-          httpRequest: ctx.http?.req,
-        };
+        const request = toolRequestOf(server, ctx);
         const user = await options.user(request);
         if (typeof user !== "string" || user.length === 0) throw new Unauthenticated();
         const writer = options.writer?.(request) ?? undefined;
@@ -508,7 +571,7 @@ export function registerStateTools(
         ...(args.ttl_days === undefined ? {} : { ttlDays: args.ttl_days }),
         ...(anonymous ? { randomChars: ANONYMOUS_RANDOM_CHARS } : {}),
       });
-      return { handle, version: 1 };
+      return { handle, version: 1, ...await implicitLease(handle, user, writer) };
     }
     checkHandle(args.handle);
     if (args.expect_version === undefined) throw new ExpectVersionRequired(args.handle);
@@ -520,7 +583,11 @@ export function registerStateTools(
       // null and absent both keep the expiry; state_touch removes it.
       ...(args.ttl_days === undefined ? {} : { ttlDays: args.ttl_days }),
     });
-    return { handle: snap.handle, version: snap.version };
+    return {
+      handle: snap.handle,
+      version: snap.version,
+      ...await implicitLease(snap.handle, user, writer),
+    };
   });
 
   register("state_load", {
@@ -604,7 +671,7 @@ export function registerStateTools(
       ...(writer === undefined ? {} : { writer }),
       ...(args.idempotency_key === undefined ? {} : { idempotencyKey: args.idempotency_key }),
     });
-    return toPayload(snap);
+    return { ...toPayload(snap), ...await implicitLease(snap.handle, user, writer) };
   });
 
   register("state_touch", {
@@ -629,7 +696,7 @@ export function registerStateTools(
       ...(writer === undefined ? {} : { writer }),
       ...(args.idempotency_key === undefined ? {} : { idempotencyKey: args.idempotency_key }),
     });
-    return toPayload(infoOnly(snap));
+    return { ...toPayload(infoOnly(snap)), ...await implicitLease(snap.handle, user, writer) };
   });
 
   register("state_delete", {
@@ -697,6 +764,45 @@ export function registerStateTools(
     const snap = await store.restore(args.handle, { user });
     return { ...toPayload(snap), restored: true };
   });
+
+  register("state_lease", {
+    title: "Say you are working on it",
+    description: [
+      "Take an advisory lease on a handle: other conversations, clients and devices then see `active_lease` {holder, expires_at} on it (state_load, state_list) and know that you are at work on it. Use it before a long piece of work on shared state; release it (`release: true`) when you are done.",
+      "A lease never blocks anyone and never changes the state or its version; writes take a short one for you anyway. Calling again renews yours.",
+      "`acquired: false` means another session holds it (see `active_lease.holder`): tell the user someone else is working on this, and prefer state_patch, which never conflicts, if you go ahead.",
+    ].join("\n"),
+    schemas: SCHEMAS.lease,
+    annotations: {
+      readOnlyHint: false,
+      destructiveHint: false,
+      idempotentHint: true,
+      openWorldHint: false,
+    },
+  }, async (args, _raw, { user, writer }) => {
+    checkHandle(args.handle);
+    const holder = writer || "unknown";
+    if (args.release) {
+      const released = await store.release(args.handle, { user, writer: holder });
+      const snap = await store.get(args.handle, { user });
+      return {
+        handle: args.handle,
+        acquired: false,
+        released,
+        active_lease: snap.activeLease ? leasePayload(snap.activeLease) : null,
+      };
+    }
+    const l = await store.lease(args.handle, {
+      user,
+      writer: holder,
+      seconds: args.seconds ?? 300,
+    });
+    return { handle: args.handle, acquired: l.acquired, active_lease: leasePayload(l) };
+  });
+}
+
+function leasePayload(l: { holder: string; expiresAt: Date }): Record<string, string> {
+  return { holder: l.holder, expires_at: l.expiresAt.toISOString() };
 }
 
 /** In the shared bucket there is no state_list to suggest: reword not-found. */
@@ -725,38 +831,4 @@ class ExpectVersionRequired extends InvalidArgument {
   override toPayload(): ErrorPayload {
     return { ...super.toPayload(), code: "expect_version_required" };
   }
-}
-
-/**
- * Creates an `McpServer` named `mcpstate` with the mcpstate tools registered, the
- * server instructions, and cache hints for its list results.
- *
- * @param store The open store; the caller keeps ownership and closes it.
- * @param options Identity resolvers, shared-bucket mode, server name/version/instructions.
- * @returns A fresh server, ready for a transport or a serving entry.
- *
- * @example Serving the tools over stdio from your own entry point
- * ```ts ignore
- * import { serveStdio } from "@modelcontextprotocol/server/stdio";
- * import { HandleStore } from "@mcpstate/core";
- * import { createStateServer } from "@mcpstate/core/server";
- *
- * const store = await HandleStore.fromUrl();
- * serveStdio(() => createStateServer(store, { user: () => "local" }));
- * ```
- */
-export function createStateServer(store: HandleStore, options: StateServerOptions): McpServer {
-  // The tool list and instructions are the same for every caller and change
-  // only with a new server version: shared caches may keep them for an hour.
-  const hint = { ttlMs: 3_600_000, cacheScope: "public" as const };
-  const server = new McpServer(
-    { name: options.name ?? "mcpstate", version: options.version ?? SERVER_VERSION },
-    {
-      capabilities: { tools: { listChanged: false } },
-      instructions: options.instructions ?? stateInstructions(options.anonymous ?? false),
-      cacheHints: { "tools/list": hint, "server/discover": hint },
-    },
-  );
-  registerStateTools(server, store, options);
-  return server;
 }
