@@ -88,6 +88,7 @@ const TOOLS = [
   "state_delete",
   "state_changes",
   "state_restore",
+  "state_lease",
 ];
 
 /** Refusals that mean a bug when random arguments provoke them. */
@@ -249,6 +250,12 @@ const ttlArg: fc.Arbitrary<unknown> = fc.oneof(
   fc.constantFrom(0, -1, 36526, "7", true, null, [], {}),
 );
 
+const secondsArg: fc.Arbitrary<unknown> = fc.oneof(
+  fc.integer({ min: 1, max: 600 }),
+  num,
+  fc.constantFrom(0, -1, 86_401, "60", true, null, [], {}),
+);
+
 const pathArg: fc.Arbitrary<unknown> = fc.oneof(
   {
     weight: 3,
@@ -405,6 +412,14 @@ const callArb: fc.Arbitrary<Call> = fc.oneof(
   },
   {
     weight: 1,
+    arbitrary: optional({
+      handle: handleArg,
+      seconds: secondsArg,
+      release: fc.oneof(fc.boolean(), fc.constantFrom(null, "yes", 1)),
+    }).map((p) => ({ tool: "state_lease", build: (c: Ctx) => resolve(p, c) })),
+  },
+  {
+    weight: 1,
     arbitrary: fc.tuple(
       fc.oneof(str, fc.constantFrom("state_drop", "STATE_LOAD", "state_load ")),
       extra,
@@ -457,7 +472,10 @@ async function snapshot(client: Client, target: unknown): Promise<Snap> {
     const soon = Date.now() + 600_000;
     for (const h of r.payload.handles as Record<string, unknown>[]) {
       // Handles about to expire may vanish between two looks without any write.
-      if (h.expires_at === null || Date.parse(String(h.expires_at)) > soon) rows.push(h);
+      // Leases are advisory and lapse on their own: they are not state.
+      if (h.expires_at === null || Date.parse(String(h.expires_at)) > soon) {
+        rows.push({ ...h, active_lease: undefined });
+      }
     }
     cursor = r.payload.next_cursor as string | null;
     if (!cursor) break;
@@ -465,7 +483,9 @@ async function snapshot(client: Client, target: unknown): Promise<Snap> {
   let t = "";
   if (typeof target === "string" && target.length > 0 && target.length <= 256) {
     const r = await callTool(client, "state_load", { handle: target });
-    t = r.isError ? String((r.payload.error as Record<string, unknown>).code) : r.text;
+    t = r.isError
+      ? String((r.payload.error as Record<string, unknown>).code)
+      : JSON.stringify({ ...r.payload, active_lease: undefined });
   }
   return { list: JSON.stringify(rows), of: target, target: t };
 }
