@@ -104,7 +104,10 @@ async function crossInstance(t: Deno.TestContext, backend: string): Promise<void
         assert.deepEqual(body.state, { n: 0 });
         assert.deepEqual((await bobOnA.listResources()).resources, []);
         await assert.rejects(() => bobOnA.readResource({ uri }), /not found|No state exists/i);
-        await assert.rejects(() => bobOnA.listen({ resourceSubscriptions: [uri] }), /not found|No state exists/i);
+        await assert.rejects(
+          () => bobOnA.listen({ resourceSubscriptions: [uri] }),
+          /not found|No state exists/i,
+        );
         await assert.rejects(
           () => onA.listen({ resourceSubscriptions: ["mcpstate://state/doc_zzzzzzzz"] }),
           /not found|No state exists/i,
@@ -238,5 +241,61 @@ Deno.test("live: two stdio processes on one SQLite file; leases through the tool
     await a.close();
     await b.close();
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("live: a 2025-era stdio client subscribes with resources/subscribe", async () => {
+  const dir = await Deno.makeTempDir();
+  const env = { MCPSTATE_BACKEND: `sqlite:///${dir}/state.db` };
+  const legacy = await stdioSession("2025-11-25", env);
+  const modern = await stdioSession("2026-07-28", env);
+  try {
+    assert.equal(legacy.client.getServerCapabilities()?.resources?.subscribe, true);
+    const { handle } = await ok(legacy.client, "state_save", { kind: "x", state: {} }) as {
+      handle: string;
+    };
+    const uri = `mcpstate://state/${handle}`;
+    const seen = updates(legacy.client);
+    assert.deepEqual(await legacy.client.subscribeResource({ uri }), {});
+    const next = seen.next(uri);
+    await ok(modern.client, "state_patch", {
+      handle,
+      ops: [{ op: "set_key", path: "", key: "a", value: 1 }],
+    });
+    await next;
+    await legacy.client.unsubscribeResource({ uri });
+    await ok(modern.client, "state_patch", {
+      handle,
+      ops: [{ op: "set_key", path: "", key: "a", value: 2 }],
+    });
+    await new Promise((r) => setTimeout(r, 500));
+    assert.deepEqual(seen.uris, [uri], "no update after unsubscribing");
+  } finally {
+    await legacy.close();
+    await modern.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("live: 2025-era HTTP is stateless, so it is not offered subscriptions", async () => {
+  await using issuer = await startIssuer();
+  await using server = await startHttpServer([
+    "--public-url",
+    PUBLIC_URL,
+    "--backend",
+    "memory://",
+    "--auth-issuer",
+    issuer.issuer,
+    "--auth-jwks-url",
+    issuer.jwksUrl,
+  ]);
+  const token = await issuer.token({ sub: "alice", aud: PUBLIC_URL });
+  const legacy = await httpClient(server.url, "2025-11-25", token);
+  const modern = await httpClient(server.url, "2026-07-28", token);
+  try {
+    assert.equal(legacy.getServerCapabilities()?.resources?.subscribe, false);
+    assert.equal(modern.getServerCapabilities()?.resources?.subscribe, true);
+  } finally {
+    await Promise.all([legacy.close(), modern.close()]);
   }
 });

@@ -120,10 +120,12 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
     return u;
   };
   const mcp = createMcpHandler(
-    () =>
+    ({ era }) =>
       createStateServer(store, {
         user,
         anonymous,
+        // A 2025-era stateless exchange has no stream to deliver updates on.
+        subscriptions: era === "modern",
         ...(options.writer ? { writer: options.writer } : {}),
         ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),
         onInternalError: (e, tool) => report(new Error(`${tool} failed: ${describe(e)}`)),

@@ -24,12 +24,6 @@
  * @module
  */
 
-import type {
-  JSONRPCMessage,
-  McpServer,
-  Transport,
-  TransportSendOptions,
-} from "@modelcontextprotocol/server";
 import { StdioServerTransport } from "@modelcontextprotocol/server/stdio";
 import { serveStdio as sdkServeStdio } from "@modelcontextprotocol/server/stdio";
 import { McpStateError, redact } from "../errors.ts";
@@ -38,7 +32,7 @@ import { createJwtVerifier } from "./auth.ts";
 import { ConfigError, parseServeArgs, type ServeConfig, USAGE } from "./config.ts";
 import { createHttpHandler } from "./http.ts";
 import { writerLabel } from "./identity.ts";
-import { handleOfUri, LiveUpdates } from "./live.ts";
+import { StdioLive } from "./stdio.ts";
 import { createStateServer } from "./server.ts";
 
 export {
@@ -154,24 +148,18 @@ function stopSignal(): { stopped: Promise<string>; dispose: () => void } {
 
 async function runStdio(store: HandleStore, config: ServeConfig): Promise<number> {
   const writer = writerLabel(config.writer);
-  // The instances the entry created; the connected one delivers notifications.
-  const servers = new Set<McpServer>();
-  const live = new LiveUpdates(store, (uri) => {
-    for (const s of servers) {
-      if (s.isConnected()) s.server.sendResourceUpdated({ uri }).catch(() => {});
-    }
-  });
-  const transport = new ListenTap(new StdioServerTransport(), config.user, live);
+  const live = new StdioLive(store, config.user);
+  const transport = live.wrap(new StdioServerTransport());
   const handle = sdkServeStdio(
-    () => {
-      const server = createStateServer(store, {
-        user: () => config.user,
-        writer,
-        leaseSeconds: config.leaseSeconds,
-      });
-      servers.add(server);
-      return server;
-    },
+    ({ era }) =>
+      live.adopt(
+        createStateServer(store, {
+          user: () => config.user,
+          writer,
+          leaseSeconds: config.leaseSeconds,
+        }),
+        era,
+      ),
     {
       transport,
       onerror: (e) => console.error(`mcpstate: ${redact(e.message)}`),
@@ -189,75 +177,10 @@ async function runStdio(store: HandleStore, config: ServeConfig): Promise<number
     await Promise.race([closed.promise, signals.stopped]);
   } finally {
     signals.dispose();
-    transport.endAll();
     live.close();
     await handle.close().catch(() => {});
   }
   return 0;
-}
-
-/**
- * A stdio transport that watches the subscriptions passing through it:
- * each `subscriptions/listen` follows the handles it names until a
- * `notifications/cancelled` of it, or the end of the connection.
- */
-class ListenTap implements Transport {
-  onmessage?: Transport["onmessage"];
-  onclose?: Transport["onclose"];
-  onerror?: Transport["onerror"];
-  readonly #inner: Transport;
-  readonly #subs = new Map<string, AbortController>();
-
-  constructor(inner: Transport, user: string, live: LiveUpdates) {
-    this.#inner = inner;
-    inner.onmessage = (message, extra) => {
-      this.#tap(message, user, live);
-      this.onmessage?.(message, extra);
-    };
-    inner.onclose = () => {
-      this.endAll();
-      this.onclose?.();
-    };
-    inner.onerror = (e) => this.onerror?.(e);
-  }
-
-  start(): Promise<void> {
-    return this.#inner.start();
-  }
-
-  send(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
-    return this.#inner.send(message, options);
-  }
-
-  close(): Promise<void> {
-    this.endAll();
-    return this.#inner.close();
-  }
-
-  /** Ends every subscription's follow. */
-  endAll(): void {
-    for (const c of this.#subs.values()) c.abort();
-    this.#subs.clear();
-  }
-
-  #tap(message: JSONRPCMessage, user: string, live: LiveUpdates): void {
-    const m = message as { method?: string; id?: unknown; params?: Record<string, unknown> };
-    if (m.method === "subscriptions/listen" && m.id !== undefined) {
-      const uris = (m.params?.notifications as { resourceSubscriptions?: unknown } | undefined)
-        ?.resourceSubscriptions;
-      if (!Array.isArray(uris)) return;
-      const handles = uris.map((u) => handleOfUri(String(u))).filter((h) => h !== undefined);
-      const stop = new AbortController();
-      const key = JSON.stringify(m.id);
-      this.#subs.get(key)?.abort();
-      this.#subs.set(key, stop);
-      live.follow(user, handles, stop.signal);
-    } else if (m.method === "notifications/cancelled") {
-      const key = JSON.stringify(m.params?.requestId);
-      this.#subs.get(key)?.abort();
-      this.#subs.delete(key);
-    }
-  }
 }
 
 async function runHttp(store: HandleStore, config: ServeConfig): Promise<number> {

@@ -23,6 +23,12 @@ export interface StateServerOptions extends StateToolsOptions {
   version?: string;
   /** Instructions served by `server/discover` and `initialize`. Default {@link stateInstructions}. */
   instructions?: string;
+  /**
+   * Whether to advertise `resources.subscribe`: the serving entry delivers
+   * `notifications/resources/updated` (see `LiveUpdates`). Default `true`;
+   * pass `false` where no subscription can be served (2025-era stateless HTTP).
+   */
+  subscriptions?: boolean;
 }
 
 /**
@@ -52,7 +58,7 @@ export function createStateServer(store: HandleStore, options: StateServerOption
     {
       capabilities: {
         tools: { listChanged: false },
-        resources: { subscribe: true, listChanged: false },
+        resources: { subscribe: options.subscriptions ?? true, listChanged: false },
       },
       instructions: options.instructions ?? stateInstructions(options.anonymous ?? false),
       cacheHints: { "tools/list": hint, "server/discover": hint },
