@@ -60,6 +60,8 @@ export class LiveUpdates {
   #closed = false;
 
   /**
+   * Creates the follower set of one serving entry.
+   *
    * @param store The store to watch.
    * @param emit Delivers `notifications/resources/updated` for a URI.
    */

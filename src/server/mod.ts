@@ -44,7 +44,6 @@ export {
   stateInstructions,
   type StateToolsOptions,
   type ToolRequest,
-  toolRequestOf,
   type VerifiedToken,
 } from "./tools.ts";
 export { createStateServer, type StateServerOptions } from "./server.ts";

@@ -25,6 +25,8 @@ export class StdioLive {
   readonly #subs = new Map<string, AbortController>();
 
   /**
+   * Creates the live side of a connection.
+   *
    * @param store The store the connection serves.
    * @param user The one user of the connection.
    */
