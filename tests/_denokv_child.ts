@@ -15,6 +15,15 @@
  *   `started` after the first. With `stopAt` > 0 it stops at the commit of
  *   the `stopAt`-th write (the one that sets its changelog entry), prints
  *   `paused` and waits to be killed; with 0 it runs until it is killed.
+ * - `write <file> <user> <handle> <count> <gapMs>`: patches the handle
+ *   `count` times, `gapMs` apart, printing `wrote <version> <epoch ms>` after
+ *   each.
+ * - `lease <file> <user> <holder> <ms> <handle>…`: takes a lease of `ms` on
+ *   each handle (real clock), prints `leased <expiresAt>…` (one per handle)
+ *   and waits to be killed.
+ * - `leases <file> <user> <tag> <backends> <handle>…`: `backends` backends
+ *   on one `Deno.Kv` race to lease every handle, each as holder
+ *   `<tag>/<i>`; prints the handles each holder got, as JSON.
  * - `nokv`: run WITHOUT `--unstable-kv`; prints the payload of the error
  *   that opening a `denokv:` URL gives, as JSON.
  *
@@ -138,6 +147,38 @@ if (mode === "patch") {
     await store.patch(handle, [Increment("", "n"), Append("log", `${tag}:${i}`)], { user });
     if (i === 0) say("started");
   }
+} else if (mode === "write") {
+  const [file, user, handle, count, gapMs] = args as [string, string, string, string, string];
+  await using store = await HandleStore.fromUrl(`denokv:///${file}`);
+  for (let i = 0; i < Number(count); i++) {
+    await new Promise((r) => setTimeout(r, Number(gapMs)));
+    const s = await store.patch(handle, [Increment("", "n")], { user });
+    say(`wrote ${s.version} ${Date.now()}`);
+  }
+} else if (mode === "lease") {
+  const [file, user, holder, ms, ...handles] = args as [string, string, string, string];
+  const store = await HandleStore.fromUrl(`denokv:///${file}`);
+  const expiresAt: number[] = [];
+  for (const h of handles) {
+    const l = await store.lease(h, { user, writer: holder, seconds: Number(ms) / 1000 });
+    expiresAt.push(l.expiresAt.getTime());
+  }
+  say(`leased ${expiresAt.join(" ")}`);
+  await new Promise(() => {});
+} else if (mode === "leases") {
+  const [file, user, tag, backends, ...handles] = args as [string, string, string, string];
+  const kv = await Deno.openKv(file);
+  const won = await Promise.all(Array.from({ length: Number(backends) }, async (_, b) => {
+    await using store = new HandleStore(new DenoKvBackend(kv));
+    const mine: string[] = [];
+    for (const h of handles) {
+      const l = await store.lease(h, { user, writer: `${tag}/${b}`, seconds: 60 });
+      if (l.acquired) mine.push(h);
+    }
+    return [`${tag}/${b}`, mine];
+  }));
+  say(JSON.stringify(Object.fromEntries(won)));
+  kv.close();
 } else if (mode === "nokv") {
   const before = typeof (Deno as { openKv?: unknown }).openKv;
   try {

@@ -800,6 +800,199 @@ Deno.test("a sweeper collecting orphans at age 0 never breaks concurrent large w
   }
 });
 
+Deno.test("leases: one key beside the head that touches nothing else, read 10 keys a call, swept once lapsed", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const clock = new FakeClock();
+  const store = new HandleStore(new DenoKvBackend(kv), { clock: clock.fn });
+  const racers = Array.from({ length: 8 }, () => new DenoKvBackend(kv));
+  try {
+    const user = freshUser();
+    const hs: string[] = [];
+    for (let i = 0; i < 25; i++) hs.push(await store.mint("task", { i }, { user }));
+    const entries = async () => {
+      const out: [Deno.KvKey, string][] = [];
+      for await (const e of kv.list({ prefix: ["mcpstate"] })) out.push([e.key, e.versionstamp]);
+      return out;
+    };
+    const before = await entries();
+    for (let i = 0; i < 25; i += 2) {
+      await store.lease(hs[i]!, { user, writer: `w${i}`, seconds: 60 });
+    }
+    const after = await entries();
+    const isLease = ([k]: [Deno.KvKey, string]) => k[3] === "l";
+    // Every other key, head included, is as it was: same versionstamps.
+    assert.deepEqual(after.filter((e) => !isLease(e)), before);
+    assert.deepEqual(
+      after.filter(isLease).map(([k]) => k),
+      hs.filter((_, i) => i % 2 === 0).sort().map((h) => ["mcpstate", "u", user, "l", h]),
+    );
+    assert.deepEqual((await kv.get(["mcpstate", "u", user, "l", hs[0]!])).value, {
+      holder: "w0",
+      expiresAt: clock.now + 60_000,
+    });
+    // list() reads the 25 lease keys in three getMany calls; each lease lands on its handle.
+    const listed = await store.list(user);
+    assert.equal(listed.length, 25);
+    for (const info of listed) {
+      const i = hs.indexOf(info.handle);
+      assert.equal(info.activeLease?.holder, i % 2 === 0 ? `w${i}` : undefined);
+    }
+    // Backends racing for one lease: exactly one wins, and all are told who.
+    const raced = await Promise.all(
+      racers.map((b, i) =>
+        b.acquireLease(user, hs[1]!, { holder: `r${i}`, expiresAt: clock.now + 5_000 }, clock.now)
+      ),
+    );
+    const winners = raced.filter((r) => r.acquired);
+    assert.equal(winners.length, 1);
+    for (const r of raced) assert.deepEqual(r.lease, winners[0]!.lease);
+    // sweep(user) drops the lapsed leases (and only those).
+    await store.lease(hs[2]!, { user, writer: "w2", seconds: 120 });
+    clock.advance(60_000);
+    await store.sweep(user);
+    assert.deepEqual((await keysOf(kv, ["mcpstate", "u", user, "l"])).map((k) => k[4]), [hs[2]]);
+    assert.deepEqual(
+      after.filter((e) => !isLease(e)),
+      (await entries()).filter((e) => !isLease(e)),
+    );
+  } finally {
+    for (const b of racers) await b.close();
+    await store.close();
+    kv.close();
+  }
+});
+
+/** Spawns the child in `args` mode; `line` waits for its next line of output. */
+function spawnChild(args: string[]): { proc: Deno.ChildProcess; line: () => Promise<string> } {
+  const proc = new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-all", "--unstable-kv", child, ...args],
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const reader = proc.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  const line = async (): Promise<string> => {
+    for (;;) {
+      const i = buf.indexOf("\n");
+      if (i >= 0) {
+        const out = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        return out;
+      }
+      const { value, done } = await reader.read();
+      if (done) throw new Error(`the child ended before a line; got ${JSON.stringify(buf)}`);
+      buf += value;
+    }
+  };
+  return { proc, line };
+}
+
+Deno.test("a watcher hears versions another process writes to the KV file within a bounded time", async () => {
+  const file = `${dir}/watch.kv`;
+  const user = freshUser();
+  await using store = await HandleStore.fromUrl(`denokv:///${file}`);
+  const h = await store.mint("live", { n: 0 }, { user });
+  const stop = new AbortController();
+  const guard = setTimeout(() => stop.abort(), 20_000);
+  // A safety-net poll of 10 minutes: only the backend's feed can deliver in time.
+  const it = store.watch<{ n: number }>(h, { user, signal: stop.signal, pollMs: 600_000 });
+  try {
+    assert.equal((await it.next()).value?.version, 1);
+    const { proc, line } = spawnChild(["write", file, user, h, "4", "300"]);
+    const wrote = new Map<number, number>();
+    const reading = (async () => {
+      for (let i = 0; i < 4; i++) {
+        const [, v, at] = (await line()).split(" ");
+        wrote.set(Number(v), Number(at));
+      }
+    })();
+    const seen: [number, number][] = [];
+    while ((seen.at(-1)?.[0] ?? 1) < 5) {
+      const r = await it.next();
+      assert.equal(r.done, false, "the watch ended early (timed out?)");
+      assert.equal(r.value!.state.n, r.value!.version - 1);
+      seen.push([r.value!.version, Date.now()]);
+    }
+    await reading;
+    assert.equal((await proc.status).code, 0);
+    const lags = seen.map(([v, at]) => at - wrote.get(v)!);
+    console.log(`versions seen ${seen.map(([v]) => v)}, ms after the child's commit: ${lags}`);
+    for (const [i, [v]] of seen.entries()) assert.ok(i === 0 || v > seen[i - 1]![0]);
+    for (const lag of lags) assert.ok(lag < 2_000, `seen ${lag} ms after the write`);
+  } finally {
+    clearTimeout(guard);
+    await it.return?.(undefined);
+  }
+  assert.equal(stop.signal.aborted, false, "the watch waited 20 s");
+});
+
+Deno.test("a lease holder killed with SIGKILL: its lease holds until it lapses, then another takes it; the key expires", async () => {
+  const file = `${dir}/lease.kv`;
+  const user = freshUser();
+  await using store = await HandleStore.fromUrl(`denokv:///${file}`);
+  const h = await store.mint("task", { a: 1 }, { user });
+  const g = await store.mint("task", { b: 1 }, { user });
+  const { proc, line } = spawnChild(["lease", file, user, "laptop/killed", "1500", h, g]);
+  const [hAt, gAt] = (await line()).split(" ").slice(1).map(Number) as [number, number];
+  proc.kill("SIGKILL");
+  assert.equal((await proc.status).signal, "SIGKILL");
+  await proc.stdout.cancel().catch(() => {});
+
+  const held = { holder: "laptop/killed", expiresAt: new Date(hAt) };
+  assert.deepEqual((await store.get(h, { user })).activeLease, held);
+  const refused = await store.lease(h, { user, writer: "phone/next", seconds: 60 });
+  assert.deepEqual(refused, { acquired: false, ...held });
+  const gKey = ["mcpstate", "u", user, "l", g];
+  const kv = await Deno.openKv(file);
+  try {
+    assert.deepEqual((await kv.get(gKey)).value, { holder: "laptop/killed", expiresAt: gAt });
+    await new Promise((r) => setTimeout(r, Math.max(0, gAt - Date.now()) + 20));
+    // Lapsed: judged by expiresAt at once, though the key itself is still readable
+    // until Deno KV's expiry pass (on open, then about once a minute).
+    assert.equal((await store.get(h, { user })).activeLease, undefined);
+    assert.equal((await store.list(user)).some((i) => i.activeLease), false);
+    assert.notEqual((await kv.get(gKey)).value, null);
+  } finally {
+    kv.close();
+  }
+  const taken = await store.lease(h, { user, writer: "phone/next", seconds: 60 });
+  assert.equal(taken.acquired, true);
+  assert.equal((await store.get(h, { user })).activeLease?.holder, "phone/next");
+  assert.equal((await store.get(h, { user })).version, 1);
+  // The key carries expireIn: a fresh open of the file runs the expiry pass and it is gone.
+  const fresh = await Deno.openKv(file);
+  try {
+    assert.equal((await fresh.get(gKey)).versionstamp, null);
+    assert.notEqual((await fresh.get(["mcpstate", "u", user, "l", h])).value, null);
+  } finally {
+    fresh.close();
+  }
+});
+
+Deno.test("two processes of four backends each race for 20 leases on one KV file: one holder each", async () => {
+  const file = `${dir}/lease-race.kv`;
+  const user = freshUser();
+  const hs: string[] = [];
+  {
+    await using store = await HandleStore.fromUrl(`denokv:///${file}`);
+    for (let i = 0; i < 20; i++) hs.push(await store.mint("task", {}, { user }));
+  }
+  const outs = await Promise.all(
+    ["A", "B"].map((tag) => run(["leases", file, user, tag, "4", ...hs])),
+  );
+  const won = new Map<string, string[]>();
+  for (const o of outs) {
+    for (const [holder, mine] of Object.entries(JSON.parse(o) as Record<string, string[]>)) {
+      for (const h of mine) won.set(h, [...(won.get(h) ?? []), holder]);
+    }
+  }
+  await using store = await HandleStore.fromUrl(`denokv:///${file}`);
+  for (const h of hs) {
+    assert.equal(won.get(h)?.length, 1, `${h}: ${won.get(h)}`);
+    assert.equal((await store.get(h, { user })).activeLease?.holder, won.get(h)![0]);
+  }
+});
+
 Deno.test("denokv URLs: forms, KV Connect token handling and redaction (no live endpoint)", async (t) => {
   await t.step("local and remote forms", () => {
     assert.deepEqual(parseDenoKvUrl("denokv:///:memory:"), { kind: "memory", path: ":memory:" });

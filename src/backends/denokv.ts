@@ -61,6 +61,23 @@
  *   minted again. Bringing it back moves the head back in one commit that
  *   checks both keys. `sweep` purges trash past its window, with its chunks
  *   and changelog, through a trash index ordered by time.
+ * - Advisory leases: one key per handle, `[…, "u", user, "l", handle]`
+ *   beside the head, holding `{ holder, expiresAt }`. Taking and releasing
+ *   one is a commit that checks that key's versionstamp; the head, chunks
+ *   and changelog are never touched. Whether a lease is in force is judged
+ *   by `expiresAt` against the store's clock; the key also carries
+ *   `expireIn`, so Deno KV reclaims it once it lapses (a local KV file
+ *   deletes expired keys when it is opened and about once a minute after;
+ *   they stay readable until then), and `sweep` of one user drops that
+ *   user's lapsed ones.
+ * - Change feed: `kv.watch` on the head key of every watched handle, and
+ *   this object's own commits notify at once. Measured with Deno 2.9: on a
+ *   local KV file, `kv.watch` hears every `Deno.Kv` of the same process
+ *   (within milliseconds) but never a commit made by another OS process on
+ *   the same file, not even seconds later. So a backend not opened on a KV
+ *   Connect endpoint also polls the watched heads' versionstamps
+ *   (`getMany`, every 100 ms while anyone listens); a KV Connect endpoint
+ *   delivers other instances' commits to `kv.watch` itself.
  *
  * `Deno.openKv` needs `--unstable-kv` (or `"unstable": ["kv"]` in
  * `deno.json`); importing this module does not.
@@ -99,6 +116,8 @@ import type {
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
+  LeaseOutcome,
+  LeaseRecord,
   ListQuery,
   Replayed,
   Retention,
@@ -108,7 +127,7 @@ import type {
 } from "../backend.ts";
 import { BackendError, InvalidArgument, McpStateError, redact } from "../errors.ts";
 import { filePathOf } from "../url.ts";
-import { compareListOrder } from "./_shared.ts";
+import { compareListOrder, Listeners } from "./_shared.ts";
 
 export type {
   Backend,
@@ -118,6 +137,8 @@ export type {
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
+  LeaseOutcome,
+  LeaseRecord,
   ListQuery,
   Replayed,
   Retention,
@@ -150,6 +171,10 @@ const AGE_SCAN_BATCH = 16;
 const USER_PART_MAX = 400;
 /** A handle or idempotency key longer than this (UTF-8 bytes) is keyed by its SHA-256. */
 const NAME_PART_MAX = 200;
+/** Keys per `getMany` call: Deno KV's limit. */
+const GET_MANY_MAX = 10;
+/** How often (ms) the heads of watched handles are polled for other processes' commits. */
+const FEED_POLL_MS = 100;
 const LOCKED_RE = /database (table )?is locked|SQLITE_BUSY|database is busy/i;
 
 const encoder = new TextEncoder();
@@ -322,6 +347,17 @@ interface IdemPart {
   copy: { d: string; n: number } | null;
 }
 
+/** A watched head: its key, the last versionstamp seen, and the `kv.watch` stream on it. */
+interface Watched {
+  key: Deno.KvKey;
+  /** The last versionstamp seen (`null`: no head); `undefined` until the first read. */
+  vs?: string | null;
+  /** Settles once `vs` is first read. */
+  ready: Promise<void>;
+  /** Cancels the stream. */
+  stop: () => Promise<void>;
+}
+
 /** Signals that a read raced a newer write and must start over. */
 class Raced extends Error {}
 
@@ -352,6 +388,13 @@ export class DenoKvBackend implements Backend {
   #closed = false;
   /** Per-record queues: writers in this process take turns instead of racing. */
   readonly #queues = new Map<string, Promise<void>>();
+  readonly #listeners = new Listeners();
+  /** Watched heads, by {@link Listeners.key}. */
+  readonly #watched = new Map<string, Watched>();
+  /** Whether watched heads are polled (not on KV Connect, whose `kv.watch` sees every instance). */
+  #pollFeed = true;
+  #feedTimer: ReturnType<typeof setInterval> | undefined;
+  #feedPoll: Promise<void> | undefined;
 
   /**
    * Wraps an open `Deno.Kv`.
@@ -436,6 +479,7 @@ export class DenoKvBackend implements Backend {
     }
     const backend = new DenoKvBackend(kv, { ...options, closeKv: true });
     backend.#secret = token;
+    backend.#pollFeed = target.kind !== "remote";
     return backend;
   }
 
@@ -499,6 +543,10 @@ export class DenoKvBackend implements Backend {
 
   #trashExpiryKey(at: number, u: Deno.KvKeyPart, h: Deno.KvKeyPart): Deno.KvKey {
     return [...this.#p, "xt", at, u, h];
+  }
+
+  #leaseKey(user: string, handle: string): Deno.KvKey {
+    return [...this.#p, "u", this.#user(user), "l", keyPart(handle, NAME_PART_MAX)];
   }
 
   // ---------------------------------------------------------------- I/O
@@ -1151,6 +1199,7 @@ export class DenoKvBackend implements Backend {
             idemPart?.add(op);
           });
           ok = res.ok || await this.#landed(u, h, w);
+          if (ok) this.#changed(user, record.handle, res);
         }
       } finally {
         if (!ok) {
@@ -1227,6 +1276,7 @@ export class DenoKvBackend implements Backend {
         });
         if (res.ok || await this.#landed(u, h, w)) {
           body = null;
+          this.#changed(user, handle, res);
           if (res.ok) await this.#afterCommit(after, res.versionstamp);
           return { ok: true, record: next };
         }
@@ -1304,6 +1354,7 @@ export class DenoKvBackend implements Backend {
           });
           ok = res.ok || (next !== null && await this.#landed(u, h, w));
           if (ok) {
+            if (next) this.#changed(user, handle, res);
             if (res.ok) await this.#afterCommit(after, res.versionstamp);
             return { record: result && { ...result }, written: next !== null };
           }
@@ -1359,6 +1410,7 @@ export class DenoKvBackend implements Backend {
         idemPart.add(op);
       });
       if (res.ok) {
+        this.#changed(user, handle, null);
         await this.#afterCommit(after, res.versionstamp);
         return { removed: true };
       }
@@ -1401,7 +1453,10 @@ export class DenoKvBackend implements Backend {
         if (t.h.e !== null) op.set(this.#expiryKey(t.h.e, u, h), 0);
         op.set(this.#userNameKey(u), user);
       });
-      if (res.ok) return record;
+      if (res.ok) {
+        this.#changed(user, handle, res);
+        return record;
+      }
       await this.#again(attempt, deadline, handle);
     }
   }
@@ -1511,6 +1566,13 @@ export class DenoKvBackend implements Backend {
     for (const e of intents) {
       if (u !== null && !samePart(e.key[n + 2]!, u)) continue;
       await this.#collect(e.key, e.versionstamp, e.value);
+    }
+    // 5. Lapsed leases of one user (every lease key also expires by itself).
+    if (u !== null) {
+      const rows = await this.#range<LeaseRecord>({ prefix: [...this.#p, "u", u, "l"] });
+      for (const row of rows) {
+        if (row.value.expiresAt <= now) await this.#commit((op) => op.check(row).delete(row.key));
+      }
     }
     return count;
   }
@@ -1671,6 +1733,7 @@ export class DenoKvBackend implements Backend {
             op.set(this.#userNameKey(u), user);
           });
           ok = res.ok || await this.#landed(u, h, w);
+          if (ok) this.#changed(user, record.handle, res);
           if (res.ok) await this.#afterCommit(after, res.versionstamp);
         }
       } finally {
@@ -1681,17 +1744,193 @@ export class DenoKvBackend implements Backend {
     }
   }
 
-  /** {@inheritDoc Backend.close} */
-  close(): Promise<void> {
-    if (!this.#closed) {
-      this.#closed = true;
-      if (this.#closeKv) {
-        try {
-          this.#kv.close();
-        } catch { /* already closed */ }
+  /** {@inheritDoc Backend.acquireLease} */
+  async acquireLease(
+    user: string,
+    handle: string,
+    lease: LeaseRecord,
+    now: number,
+  ): Promise<LeaseOutcome> {
+    const key = this.#leaseKey(user, handle);
+    const value: LeaseRecord = { holder: lease.holder, expiresAt: lease.expiresAt };
+    const deadline = Date.now() + this.#timeoutMs;
+    for (let attempt = 0;; attempt++) {
+      const cur = await this.#get<LeaseRecord>(key);
+      const l = cur.value;
+      if (l && l.holder !== value.holder && l.expiresAt > now) {
+        return { acquired: false, lease: { holder: l.holder, expiresAt: l.expiresAt } };
       }
+      const res = await this.#commit((op) => {
+        op.check(cur).set(key, value, { expireIn: Math.max(1, Math.round(value.expiresAt - now)) });
+      });
+      if (res.ok) return { acquired: true, lease: { ...value } };
+      await this.#again(attempt, deadline, handle);
     }
-    return Promise.resolve();
+  }
+
+  /** {@inheritDoc Backend.releaseLease} */
+  async releaseLease(user: string, handle: string, holder: string, now: number): Promise<boolean> {
+    const key = this.#leaseKey(user, handle);
+    const deadline = Date.now() + this.#timeoutMs;
+    for (let attempt = 0;; attempt++) {
+      const cur = await this.#get<LeaseRecord>(key);
+      if (cur.value?.holder !== holder) return false;
+      const res = await this.#commit((op) => op.check(cur).delete(key));
+      if (res.ok) return cur.value.expiresAt > now;
+      await this.#again(attempt, deadline, handle);
+    }
+  }
+
+  /** {@inheritDoc Backend.leases} */
+  async leases(
+    user: string,
+    handles: readonly string[],
+    now: number,
+  ): Promise<Map<string, LeaseRecord>> {
+    const batches: string[][] = [];
+    for (let i = 0; i < handles.length; i += GET_MANY_MAX) {
+      batches.push(handles.slice(i, i + GET_MANY_MAX));
+    }
+    const out = new Map<string, LeaseRecord>();
+    await Promise.all(batches.map(async (batch) => {
+      const keys = batch.map((h) => this.#leaseKey(user, h));
+      const rows = await this.#io(() => this.#kv.getMany<LeaseRecord[]>(keys));
+      rows.forEach(({ value: l }, i) => {
+        if (l && l.expiresAt > now) {
+          out.set(batch[i]!, { holder: l.holder, expiresAt: l.expiresAt });
+        }
+      });
+    }));
+    return out;
+  }
+
+  /**
+   * {@inheritDoc Backend.subscribe}
+   *
+   * Writes through this object are heard of once they commit; those of other
+   * `Deno.Kv`s through `kv.watch` on the handle's head key and, except on a
+   * KV Connect endpoint, a poll of the watched heads' versionstamps every
+   * 100 ms while anyone listens (`kv.watch` on a local file does not hear
+   * other processes).
+   */
+  async subscribe(user: string, handle: string, listener: () => void): Promise<() => void> {
+    if (this.#closed) throw new BackendError("The Deno KV backend is closed; open a new one.");
+    const id = Listeners.key(user, handle);
+    const { remove } = this.#listeners.add(user, handle, listener);
+    const w = this.#watched.get(id) ?? this.#watch(id, user, handle);
+    const unsubscribe = () => {
+      remove();
+      if (!this.#listeners.has(user, handle) && this.#watched.get(id) === w) this.#unwatch(id);
+    };
+    try {
+      await w.ready;
+    } catch (e) {
+      unsubscribe();
+      throw e;
+    }
+    return unsubscribe;
+  }
+
+  /** Starts watching the head of `(user, handle)`: its versionstamp now, then its `kv.watch` stream. */
+  #watch(id: string, user: string, handle: string): Watched {
+    const key = this.#headKey(this.#user(user), keyPart(handle, NAME_PART_MAX));
+    let reader: ReadableStreamDefaultReader<Deno.KvEntryMaybe<unknown>[]> | undefined;
+    let stopped = false;
+    const w: Watched = {
+      key,
+      ready: this.#get(key).then((e) => {
+        w.vs = e.versionstamp;
+        if (stopped) return;
+        reader = this.#kv.watch([key]).getReader();
+        (async () => {
+          for (;;) {
+            const { value, done } = await reader.read();
+            if (done) return;
+            this.#seen(id, w, value[0]!.versionstamp);
+          }
+        })().catch(() => {/* the KV closed, or the stream broke: the store's poll remains */});
+      }),
+      stop: async () => {
+        stopped = true;
+        await reader?.cancel().catch(() => {});
+      },
+    };
+    this.#watched.set(id, w);
+    if (this.#pollFeed && this.#feedTimer === undefined) {
+      const timer = setInterval(() => {
+        this.#feedPoll ??= this.#pollHeads().finally(() => this.#feedPoll = undefined);
+      }, FEED_POLL_MS);
+      Deno.unrefTimer(timer);
+      this.#feedTimer = timer;
+    }
+    return w;
+  }
+
+  #unwatch(id: string): void {
+    const w = this.#watched.get(id);
+    this.#watched.delete(id);
+    void w?.stop();
+    if (this.#watched.size === 0) this.#stopFeed();
+  }
+
+  #stopFeed(): void {
+    clearInterval(this.#feedTimer);
+    this.#feedTimer = undefined;
+  }
+
+  /** Reads the watched heads' versionstamps, 10 keys a call, all calls at once. */
+  async #pollHeads(): Promise<void> {
+    const ws = [...this.#watched].filter(([, w]) => w.vs !== undefined);
+    const calls: Promise<void>[] = [];
+    for (let i = 0; i < ws.length; i += GET_MANY_MAX) {
+      const batch = ws.slice(i, i + GET_MANY_MAX);
+      calls.push(
+        this.#kv.getMany(batch.map(([, w]) => w.key)).then(
+          (rows) => rows.forEach((e, j) => this.#seen(batch[j]![0], batch[j]![1], e.versionstamp)),
+          () => {/* locked by another process, or closing: the next poll tries again */},
+        ),
+      );
+    }
+    await Promise.all(calls);
+  }
+
+  /** Notifies the listeners of a watched head whose versionstamp moved. */
+  #seen(id: string, w: Watched, vs: string | null): void {
+    if (w.vs === vs) return;
+    w.vs = vs;
+    this.#listeners.notifyKey(id);
+  }
+
+  /**
+   * Notifies the listeners of `(user, handle)` of this object's own commit to
+   * its head: `res` is the commit (`null`: the head was deleted), so the feed
+   * does not report the same versionstamp again.
+   */
+  #changed(
+    user: string,
+    handle: string,
+    res: Deno.KvCommitResult | Deno.KvCommitError | null,
+  ): void {
+    if (this.#listeners.size === 0) return;
+    const w = this.#watched.get(Listeners.key(user, handle));
+    if (w && w.vs !== undefined && res?.ok !== false) w.vs = res ? res.versionstamp : null;
+    this.#listeners.notify(user, handle);
+  }
+
+  /** {@inheritDoc Backend.close} */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#stopFeed();
+    const watched = [...this.#watched.values()];
+    this.#watched.clear();
+    await Promise.all(watched.map((w) => w.stop()));
+    await this.#feedPoll;
+    if (this.#closeKv) {
+      try {
+        this.#kv.close();
+      } catch { /* already closed */ }
+    }
   }
 }
 
