@@ -3,13 +3,15 @@
  * contract suite on a standalone server and on a 3+3 Redis Cluster, then the
  * faults — kill -9 with `appendfsync always`, a master failover with the
  * replica wait on, dropped connections — contention from two OS processes,
- * hostile user names and handles, and the key layout with its TTLs.
+ * hostile user names and handles, the key layout with its TTLs, and the
+ * change feed (pub/sub) and leases across instances, processes and restarts.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
 import { applyPatch, type Operation } from "rfc6902";
+import { Redis } from "ioredis";
 import { Append, HandleStore, Increment, McpStateError, SetKey } from "../mod.ts";
 import type { Backend, ChangeEntry, HandleRecord } from "../src/backend.ts";
 import { MemoryBackend } from "../src/backends/memory.ts";
@@ -67,7 +69,8 @@ async function eventually<T>(ms: number, fn: () => Promise<T>): Promise<T> {
  * `a<v>` in the record hash) runs without a gap from `lo` to the record's
  * version, each `a<v>` the least `at` of entries `v` and later (`l` holds a
  * floor of the least); a trashed
- * record (`t:`) is a whole record hash plus `u`, expiring, and not indexed.
+ * record (`t:`) is a whole record hash plus `u`, expiring, and not indexed;
+ * a lease (`l:`) is `expiresAt`, tab, holder, expiring.
  * Returns the violations.
  */
 const CHECKER = `
@@ -123,6 +126,10 @@ for _, key in ipairs(KEYS) do
       if string.sub(f.x, 15) ~= string.sub(rest, 3) then err(key .. ' names member ' .. f.x) end
     end
     if n ~= want then err(key .. ' has ' .. n .. ' fields, not ' .. want) end
+  elseif kind == 'l:' then
+    local v = redis.call('GET', key) -- false: it lapsed since the scan
+    if v and not string.match(v, '^%d+\\t.') then err(key .. ' is a malformed lease ' .. v) end
+    if v and redis.call('PTTL', key) <= 0 then err(key .. ' is a lease that never expires') end
   elseif rest == 'i' then
     for _, m in ipairs(redis.call('ZRANGE', key, 0, -1)) do
       if redis.call('HGET', base .. 'r:' .. string.sub(m, 15), 'x') ~= m then
@@ -147,7 +154,7 @@ async function assertConsistent(primaries: RedisServer[], prefix: string): Promi
   for (const node of primaries) {
     for (const key of (await node.cli("--scan", "--pattern", `${prefix}*`)).split("\n")) {
       if (key === "") continue;
-      const m = /^(.*\{[A-Za-z0-9_-]+\}:)([rt]:[^{}]+|i|x|d:[^{}:]+:[A-Za-z0-9_-]+)$/.exec(key);
+      const m = /^(.*\{[A-Za-z0-9_-]+\}:)([rtl]:[^{}]+|i|x|d:[^{}:]+:[A-Za-z0-9_-]+)$/.exec(key);
       assert.ok(m, `unexpected key ${key}`);
       const list = byBase.get(m[1]!) ?? [];
       list.push(key);
@@ -929,6 +936,318 @@ Deno.test("redis cluster: with wait=1, killing the master right after acknowledg
   } finally {
     await store.close();
   }
+});
+
+/** `p`, or a rejection naming `what` when it takes longer than `ms`. */
+async function within<T>(ms: number, what: string, p: Promise<T>): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([
+      p,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${what}: nothing within ${ms} ms`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The user's change channel (`P{T}:c`), from its index key (`P{T}:i`). */
+function channelOf(backend: RedisBackend, user: string): string {
+  return backend.keyOf(user).replace(/i$/, "c");
+}
+
+/** `PUBSUB NUMSUB` of one channel on one server. */
+async function subscribers(srv: RedisServer, channel: string): Promise<number> {
+  return Number((await srv.cli("PUBSUB", "NUMSUB", channel)).split("\n")[1]);
+}
+
+Deno.test("redis: a watcher on one instance sees writes made through another within seconds, through pub/sub; one SUBSCRIBE per user while watched", async (t) => {
+  for (const [name, urlOf] of [["standalone", server], ["cluster", redisCluster]] as const) {
+    await t.step(name, async () => {
+      const url = (await urlOf()).url;
+      await using a = await HandleStore.fromUrl(url);
+      await using b = await HandleStore.fromUrl(url);
+      const user = freshUser();
+      const h = await b.mint("live", { n: 0 }, { user });
+      const g = await b.mint("live", { n: 0 }, { user });
+      const stop = new AbortController();
+      // A long safety-net poll: only the change feed can deliver in time.
+      const opts = { user, signal: stop.signal, pollMs: 600_000 };
+      const it = a.watch<{ n: number }>(h, opts), jt = a.watch<{ n: number }>(g, opts);
+      try {
+        assert.equal((await it.next()).value?.version, 1);
+        assert.equal((await jt.next()).value?.version, 1);
+        const channel = channelOf(backendOf(a), user);
+        if (urlOf === server) assert.equal(await subscribers(await server(), channel), 1);
+        for (let v = 2; v <= 4; v++) {
+          await b.patch(h, [Increment("", "n")], { user });
+          const next = await within(3000, `version ${v} of the watched handle`, it.next());
+          assert.equal(next.value?.version, v);
+          assert.equal(next.value?.state.n, v - 1);
+        }
+        await b.save(g, { n: 7 }, { user, expectVersion: 1 });
+        assert.equal((await within(3000, "the other watch", jt.next())).value?.state.n, 7);
+        await b.revoke(h, { user });
+        await within(3000, "the revoke", rejectsWith(() => it.next(), "handle_not_found"));
+        if (urlOf === server) assert.equal(await subscribers(await server(), channel), 1);
+        stop.abort();
+        assert.equal((await jt.next()).done, true);
+        // The last listener of the user gone, its channel is unsubscribed.
+        if (urlOf === server) {
+          await eventually(
+            3000,
+            async () => assert.equal(await subscribers(await server(), channel), 0),
+          );
+        }
+      } finally {
+        stop.abort();
+      }
+    });
+  }
+});
+
+Deno.test("redis: every write script announces its handle on the user's channel, and nothing else does", async () => {
+  const srv = await server();
+  const a = await RedisBackend.fromUrl(srv.url), b = await RedisBackend.fromUrl(srv.url);
+  try {
+    const user = freshUser(), handle = "n_aaaaaaaa";
+    let calls = 0, strays = 0;
+    const offs = [
+      await a.subscribe(user, handle, () => calls++),
+      await a.subscribe(user, "n_bbbbbbbb", () => strays++),
+      await a.subscribe(freshUser(), handle, () => strays++),
+    ];
+    // Messages of one server arrive in order: once a write's has, any earlier
+    // one has too, so exactly one call means the calls before it wrote nothing.
+    const announced = async (what: string, ...ops: (() => Promise<unknown>)[]) => {
+      const before = calls;
+      for (const op of ops) await op();
+      await eventually(3000, () => {
+        assert.equal(calls, before + 1, what);
+        return Promise.resolve();
+      });
+    };
+    const now = Date.now();
+    const ctx = { now, graceMs: DAY };
+    const rec = (version: number, expiresAt: number | null = null): HandleRecord => ({
+      handle,
+      kind: "n",
+      state: `{"v":${version}}`,
+      version,
+      createdAt: now,
+      updatedAt: now,
+      expiresAt,
+      lastWriter: null,
+    });
+    const bump = (cur: HandleRecord | null) =>
+      cur && { record: { ...cur, version: cur.version + 1, state: "{}" } };
+    const write = { state: "{}", updatedAt: now, expiresAt: "keep" as const, lastWriter: null };
+    await announced("insert", () => b.insert(user, rec(1), ctx));
+    await announced(
+      "save",
+      () => b.insert(user, rec(1), ctx),
+      () => b.save(user, handle, { ...write, expectVersion: 7 }, ctx),
+      () => b.acquireLease(user, handle, { holder: "w", expiresAt: now + 60_000 }, now),
+      () => b.releaseLease(user, handle, "w", now),
+      () => b.read(user, handle),
+      () => b.save(user, handle, { ...write, expectVersion: 1 }, ctx),
+    );
+    await announced(
+      "update",
+      () => b.update(user, handle, () => null, ctx),
+      () => b.update(user, handle, bump, ctx),
+    );
+    await announced("remove", () => b.remove(user, handle, { ...ctx, trashUntil: now + DAY }));
+    await announced("untrash", () => b.untrash(user, handle, ctx));
+    await announced(
+      "restore",
+      () => b.untrash(user, handle, ctx),
+      () => b.restore(user, rec(1), ctx),
+      () => b.restore(user, rec(9, now - 1), ctx),
+    );
+    await announced(
+      "sweep",
+      () => b.sweep(user, now - 2, now),
+      () => b.sweep(user, now, now),
+    );
+    await announced(
+      "insert after the sweep",
+      () => b.remove(user, handle, ctx),
+      () => b.insert(user, rec(1), ctx),
+    );
+    await announced("remove", () => b.remove(user, handle, ctx));
+    assert.equal(strays, 0, "another handle's or user's listener was called");
+    for (const off of offs) off();
+  } finally {
+    await a.close();
+    await b.close();
+  }
+});
+
+Deno.test("redis: when the subscriber connection drops, a write made meanwhile still reaches the watcher once it is back", async () => {
+  const srv = await server();
+  // Reconnects after 1 s, so the write below surely falls into the gap.
+  const client = new Redis({ host: srv.host, port: srv.port, retryStrategy: () => 1000 });
+  await using a = new HandleStore(new RedisBackend(client, { closeClient: true }));
+  await using b = await HandleStore.fromUrl(srv.url);
+  const user = freshUser();
+  const h = await b.mint("live", { n: 0 }, { user });
+  const stop = new AbortController();
+  try {
+    const it = a.watch(h, { user, signal: stop.signal, pollMs: 600_000 });
+    assert.equal((await it.next()).value?.version, 1);
+    const channel = channelOf(backendOf(a), user);
+    assert.equal(await subscribers(srv, channel), 1);
+    await srv.cli("CLIENT", "KILL", "TYPE", "pubsub");
+    await b.patch(h, [Increment("", "n")], { user });
+    assert.equal(await subscribers(srv, channel), 0, "the write's message reached nobody");
+    assert.equal((await within(5000, "the missed write", it.next())).value?.version, 2);
+    assert.equal(await subscribers(srv, channel), 1);
+    await b.patch(h, [Increment("", "n")], { user });
+    assert.equal((await within(3000, "the next write", it.next())).value?.version, 3);
+  } finally {
+    stop.abort();
+  }
+});
+
+Deno.test("redis: kill -9 and restart the server under a watcher: it survives, and a new write is seen", async () => {
+  await using srv = await startRedis({ config: { appendfsync: "always" } });
+  await using a = await HandleStore.fromUrl(srv.url);
+  await using b = await HandleStore.fromUrl(srv.url);
+  const user = freshUser(), left = freshUser();
+  const h = await b.mint("live", { n: 0 }, { user });
+  const g = await b.mint("live", { n: 0 }, { user: left });
+  const stop = new AbortController(), leave = new AbortController();
+  try {
+    const it = a.watch<{ n: number }>(h, { user, signal: stop.signal, pollMs: 600_000 });
+    assert.equal((await it.next()).value?.version, 1);
+    const jt = a.watch(g, { user: left, signal: leave.signal, pollMs: 600_000 });
+    assert.equal((await jt.next()).value?.version, 1);
+    const pending = it.next();
+    await srv.kill();
+    // A watcher that ends while Redis is down: its channel goes once Redis is back.
+    leave.abort();
+    assert.equal((await jt.next()).done, true);
+    await sleep(300);
+    await srv.restart();
+    const written = await eventually(10_000, () => b.patch(h, [Increment("", "n")], { user }));
+    assert.equal(written.version, 2);
+    const seen = await within(5000, "the write after the restart", pending);
+    assert.equal(seen.value?.version, 2);
+    await b.patch(h, [Increment("", "n")], { user });
+    assert.equal((await within(3000, "the next write", it.next())).value?.state.n, 2);
+    const backend = backendOf(a);
+    assert.equal(await subscribers(srv, channelOf(backend, user)), 1);
+    await eventually(3000, async () => {
+      assert.equal(await subscribers(srv, channelOf(backend, left)), 0);
+    });
+  } finally {
+    stop.abort();
+    leave.abort();
+  }
+});
+
+Deno.test("redis: a lease taken by a process that is then SIGKILLed lapses on time; another holder then takes it", async () => {
+  const srv = await server();
+  await using store = await HandleStore.fromUrl(srv.url);
+  const user = freshUser();
+  const h = await store.mint("task", {}, { user });
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--allow-all",
+      `${import.meta.dirname}/_redis_lease_child.ts`,
+      srv.url,
+      user,
+      h,
+      "child/1",
+      "2",
+    ],
+    stdin: "null",
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  let line = "";
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  try {
+    while (!line.includes("\n")) {
+      const { value, done } = await within(30_000, "the child's lease", reader.read());
+      if (done) break;
+      line += value;
+    }
+  } finally {
+    reader.releaseLock();
+    child.kill("SIGKILL");
+    await child.status;
+    await child.stdout.cancel().catch(() => {});
+  }
+  const taken = JSON.parse(line) as { acquired: boolean; holder: string; expiresAt: number };
+  assert.deepEqual([taken.acquired, taken.holder], [true, "child/1"]);
+  // Its holder is dead, but the lease holds until it lapses.
+  assert.equal((await store.get(h, { user })).activeLease?.holder, "child/1");
+  const refused = await store.lease(h, { user, writer: "parent/1", seconds: 5 });
+  if (Date.now() < taken.expiresAt - 200) {
+    assert.deepEqual([refused.acquired, refused.expiresAt.getTime()], [false, taken.expiresAt]);
+  }
+  const got = await eventually(6000, async () => {
+    const r = await store.lease(h, { user, writer: "parent/1", seconds: 5 });
+    assert.ok(r.acquired, "still held");
+    return Date.now();
+  });
+  assert.ok(got >= taken.expiresAt, `taken ${taken.expiresAt - got} ms before the lapse`);
+  assert.ok(got < taken.expiresAt + 1500, `taken ${got - taken.expiresAt} ms after the lapse`);
+  assert.equal((await store.get(h, { user })).activeLease?.holder, "parent/1");
+});
+
+Deno.test("redis: a lease is one key in the user's slot with a native TTL that Redis drops; it never touches the record", async (t) => {
+  const run = async (url: string, primaries: () => Promise<RedisServer[]>) => {
+    const prefix = `lease-${crypto.randomUUID()}:`;
+    await using store = await HandleStore.fromUrl(`${url}?prefix=${prefix}`);
+    const backend = backendOf(store);
+    const user = freshUser();
+    const h = await store.mint("task", { a: 1 }, { user });
+    const key = backend.keyOf(user, h);
+    const leaseKey = key.replace(/:r:([^:]+)$/, ":l:$1");
+    const tag = (k: string) => /\{[^}]*\}/.exec(k)?.[0];
+    assert.equal(tag(leaseKey), tag(backend.keyOf(user)));
+    // redis-cli -c follows a cluster's redirections to the user's node.
+    const node = (await primaries())[0]!;
+    const cli = (...args: (string | number)[]) => node.cli("-c", ...args);
+    const hash = async () => [await cli("HLEN", key), await cli("HMGET", key, "m", "d", "x", "l")];
+    const fields = await hash();
+    const r = await store.lease(h, { user, writer: "w\tx", seconds: 0.5 });
+    assert.equal(await cli("GET", leaseKey), `${r.expiresAt.getTime()}\tw\tx`);
+    const ttl = Number(await cli("PTTL", leaseKey));
+    assert.ok(ttl > 0 && ttl <= 500, `lease ttl ${ttl}`);
+    assert.deepEqual(await hash(), fields, "the record hash is untouched");
+    assert.equal((await store.get(h, { user })).version, 1);
+    await assertConsistent(await primaries(), prefix);
+    await sleep(700);
+    assert.equal(await cli("EXISTS", leaseKey), "0", "Redis dropped the lapsed lease");
+    // Any handle string is encoded as record keys are; one MGET answers for many.
+    const now = Date.now();
+    const odd = ["\ud800", "a:b}", "~x", h];
+    for (const [i, o] of odd.entries()) {
+      const lease = { holder: `h${i}`, expiresAt: now + 60_000 };
+      assert.deepEqual(await backend.acquireLease(user, o, lease, now), { acquired: true, lease });
+    }
+    const leases = await backend.leases(user, [...odd, "task_missing"], now);
+    assert.deepEqual([...leases.keys()], odd);
+    assert.deepEqual(odd.map((o) => leases.get(o)!.holder), ["h0", "h1", "h2", "h3"]);
+    assert.equal((await backend.leases(user, odd, now + 60_000)).size, 0);
+    assert.equal(await backend.releaseLease(user, "\ud800", "h0", now), true);
+    await assertConsistent(await primaries(), prefix);
+  };
+  await t.step("standalone", async () => {
+    const srv = await server();
+    await run(srv.url, () => Promise.resolve([srv]));
+  });
+  await t.step("cluster", async () => {
+    const c = await redisCluster();
+    await run(c.url, () => c.masters());
+  });
 });
 
 Deno.test("redis: stop the servers", async () => {

@@ -30,6 +30,10 @@
  * - `P{T}:d:H:K` — hash of one idempotency record: `f` fingerprint, `t` its
  *   expiry (store clock), then `n` = `"1"` for a `null` result, or `h`
  *   (encoded handle) and `d` of the result.
+ * - `P{T}:l:H` — string of a lease: expiresAt (store clock), tab, holder.
+ *   Redis drops it once it lapses; it never touches the record.
+ * - `P{T}:c` — a pub/sub channel, not a key: every script that changes a
+ *   record publishes `H` on it (the change feed).
  *
  * Scalar arguments travel tab-joined in one string and the common replies
  * are a number or one string (every argument and reply element costs the
@@ -123,6 +127,11 @@ local function remember(ikey, fp, till, ittl, h, d)
     redis.call('HSET', ikey, 'f', fp, 't', till, 'n', '1')
   end
   redis.call('PEXPIRE', ikey, ittl)
+end
+-- Publishes the handle of record key P{T}:r:H on the user's channel P{T}:c.
+local function announce(key)
+  local base, h = string.match(key, '^(.*}:)r:(.*)$')
+  redis.call('PUBLISH', base .. 'c', h)
 end
 local function conflict(key, cur)
   if not cur then return {'C'} end
@@ -232,6 +241,7 @@ local log = a[9] ~= '' and append(KEYS[1], false, tonumber(a[9]), a[10], ARGV[3]
 putrec(KEYS[1], ARGV[1], a[13], a[2], a[3], ttl, false, log)
 reindex(KEYS[2], KEYS[3], false, a[2], a[3], ttl)
 remember(KEYS[5], a[5], a[6], a[7], a[8], KEYS[5] and a[13] .. '\\n' .. ARGV[1])
+announce(KEYS[1])
 return 1
 `;
 
@@ -262,6 +272,7 @@ putrec(KEYS[1], ARGV[1], m, a[6], e, ttl, cur.e)
 droplog(KEYS[1], cur.l)
 reindex(KEYS[2], KEYS[3], cur, a[6], e, ttl)
 remember(KEYS[4], a[7], a[8], a[9], a[10], KEYS[4] and m .. '\\n' .. ARGV[1])
+announce(KEYS[1])
 return m
 `;
 
@@ -295,6 +306,7 @@ if a[2] == 'W' then
   putrec(KEYS[1], ARGV[1], a[16], a[5], a[6], ttl, cur and cur.e, log)
   reindex(KEYS[2], KEYS[3], cur, a[5], a[6], ttl)
   remember(KEYS[4], a[8], a[9], a[10], a[11], KEYS[4] and a[16] .. '\\n' .. ARGV[1])
+  announce(KEYS[1])
 elseif cur then
   remember(KEYS[4], a[8], a[9], a[10], a[11], redis.call('HGET', KEYS[1], 'd'))
 else
@@ -327,6 +339,7 @@ else
   redis.call('PEXPIRE', KEYS[4], math.max(tonumber(a[6]) - now, 1))
 end
 remember(KEYS[5], a[2], a[3], a[4], '', false)
+announce(KEYS[1])
 return 1
 `;
 
@@ -352,6 +365,7 @@ else
   redis.call('PEXPIRE', KEYS[1], ttl)
 end
 reindex(KEYS[2], KEYS[3], false, cur.x, cur.e, ttl)
+announce(KEYS[1])
 return redis.call('HGET', KEYS[1], 'd')
 `;
 
@@ -392,6 +406,7 @@ local ttl = tonumber(a[4])
 if cur then redis.call('DEL', KEYS[1]) end
 putrec(KEYS[1], ARGV[1], a[5], a[1], a[2], ttl, false)
 reindex(KEYS[2], KEYS[3], cur, a[1], a[2], ttl)
+announce(KEYS[1])
 if cur then return 'replaced' end
 return 'inserted'
 `;
@@ -434,22 +449,56 @@ end
 `;
 
 /**
- * sweep of one user: deletes records whose expiresAt is at or before a time.
+ * sweep of one user: deletes records whose expiresAt is at or before a time
+ * (each announced on the user's channel).
  * KEYS: index, expiry. ARGV: cutoff, record key prefix, batch size.
  * Replies `{deleted, examined}`; call again while `examined` equals the batch.
  */
 export const SWEEP: string = `
 local idx, exp, prefix = KEYS[1], KEYS[2], ARGV[2]
+local channel = string.sub(idx, 1, -2) .. 'c'
 local ms = redis.call('ZRANGEBYSCORE', exp, '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
 local n = 0
 for _, m in ipairs(ms) do
   local key = prefix .. string.sub(m, 15)
   if redis.call('HGET', key, 'x') == m then
     redis.call('DEL', key)
+    redis.call('PUBLISH', channel, string.sub(m, 15))
     n = n + 1
   end
   redis.call('ZREM', idx, m)
   redis.call('ZREM', exp, m)
 end
 return {n, #ms}
+`;
+
+/**
+ * acquireLease: stores the lease unless another holder's is in force (its
+ * expiresAt after now, by the store's clock), with a native TTL.
+ * KEYS: lease. ARGV: now, ttl (ms, at least 1), expiresAt, holder.
+ * Replies 1 (acquired) or the lease in force.
+ */
+export const ACQUIRE: string = `
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  local e, h = string.match(cur, '^([^\\t]*)\\t(.*)$')
+  if h ~= ARGV[4] and tonumber(e) > tonumber(ARGV[1]) then return cur end
+end
+redis.call('SET', KEYS[1], ARGV[3] .. '\\t' .. ARGV[4], 'PX', ARGV[2])
+return 1
+`;
+
+/**
+ * releaseLease: deletes the lease when the holder holds it.
+ * KEYS: lease. ARGV: now, holder.
+ * Replies 1 when a lease in force (expiresAt after now) was deleted, else 0.
+ */
+export const RELEASE: string = `
+local cur = redis.call('GET', KEYS[1])
+if not cur then return 0 end
+local e, h = string.match(cur, '^([^\\t]*)\\t(.*)$')
+if h ~= ARGV[2] then return 0 end
+redis.call('DEL', KEYS[1])
+if tonumber(e) > tonumber(ARGV[1]) then return 1 end
+return 0
 `;

@@ -25,6 +25,12 @@
  * is renamed to a trash key that Redis drops at `trashUntil`; `sweep` leaves
  * the trash to that expiry.
  *
+ * A lease is one string key beside the record (holder and expiry), which
+ * Redis drops once it lapses. The change feed is pub/sub: every script that
+ * changes a record publishes its handle on the user's channel, and `subscribe`
+ * listens on a second connection, opened on first use (on a cluster, PUBLISH
+ * reaches every node).
+ *
  * URL forms:
  * - `redis://[user:pass@]host:port/db` — one server (`rediss://`: TLS).
  * - `redis+cluster://[user:pass@]host1:7000,host2:7001` — a Redis Cluster;
@@ -64,6 +70,8 @@ import type {
   ConditionalWrite,
   HandleMeta,
   HandleRecord,
+  LeaseOutcome,
+  LeaseRecord,
   ListQuery,
   Replayed,
   SaveOutcome,
@@ -73,16 +81,19 @@ import type {
 } from "../backend.ts";
 import { BackendError, InvalidArgument, McpStateError, redact } from "../errors.ts";
 import {
+  ACQUIRE,
   CAS,
   CHANGES,
   INSERT,
   LIST,
+  RELEASE,
   REMOVE,
   RESTORE,
   SAVE,
   SWEEP,
   UNTRASH,
 } from "./_redis_scripts.ts";
+import { Listeners } from "./_shared.ts";
 
 /** Options of {@link RedisBackend}. */
 export interface RedisBackendOptions {
@@ -135,6 +146,13 @@ interface Queue {
   users: number;
 }
 
+/** A user's change channel while it has listeners: `ready` settles with its SUBSCRIBE. */
+interface Channel {
+  user: string;
+  listeners: number;
+  ready: Promise<void>;
+}
+
 type Reply = (string | null)[];
 
 const DEFAULT_PREFIX = "mcpstate:";
@@ -174,6 +192,8 @@ const S = {
   restore: script(RESTORE),
   list: script(LIST),
   sweep: script(SWEEP),
+  acquire: script(ACQUIRE),
+  release: script(RELEASE),
 };
 
 function b64url(bytes: Uint8Array): string {
@@ -254,6 +274,12 @@ function recordOfD(handle: string, d: string | null | undefined): HandleRecord |
   return recordOf(handle, d.slice(nl + 1), d.slice(0, nl));
 }
 
+/** A lease from its stored text (expiresAt, tab, holder). */
+function leaseOf(text: string): LeaseRecord {
+  const tab = text.indexOf("\t");
+  return { holder: text.slice(tab + 1), expiresAt: Number(text.slice(0, tab)) };
+}
+
 function expiresText(e: number | null): string {
   return e === null ? "" : String(e);
 }
@@ -329,6 +355,15 @@ export class RedisBackend implements Backend {
   /** Calls waiting for Redis, and when one last completed (or the first started). */
   #pending = 0;
   #progress = 0;
+  readonly #listeners = new Listeners();
+  /** The subscriber connection, opened by the first `subscribe`. */
+  #sub: Promise<RedisClient> | undefined;
+  /** Channels subscribed (or being subscribed), by name. */
+  readonly #channels = new Map<string, Channel>();
+  /** Channels left while the subscriber was down (ioredis would resubscribe them). */
+  readonly #stale = new Set<string>();
+  /** Feed deliveries held until the client is ready (`"all"`: every listener). */
+  #held: Set<string> | "all" | undefined;
   readonly #onError = (e: unknown): void => {
     this.#lastError = { message: errorText(e), at: Date.now() };
   };
@@ -507,6 +542,10 @@ export class RedisBackend implements Backend {
     };
   }
 
+  #leaseKey(user: string, handle: string): string {
+    return `${this.#base(user)}l:${encodeHandle(handle)}`;
+  }
+
   #idemKey(k: Keys, ctx: WriteContext): string | undefined {
     const c = ctx.idempotency;
     return c && `${k.base}d:${encodeHandle(c.scope)}:${encodeName(c.key)}`;
@@ -639,6 +678,7 @@ export class RedisBackend implements Backend {
     if (Array.isArray(reply)) return this.#replayOf(reply, record.handle);
     if (reply !== 1) return { inserted: false };
     this.#guess(k.rec, { ...record });
+    this.#listeners.notify(user, record.handle);
     return { inserted: true };
   }
 
@@ -675,6 +715,7 @@ export class RedisBackend implements Backend {
     if (typeof reply === "string") {
       const record = recordOf(handle, write.state, reply);
       this.#guess(k.rec, record);
+      this.#listeners.notify(user, handle);
       return { ok: true, record: { ...record } };
     }
     if (reply[0] === "R") {
@@ -686,14 +727,16 @@ export class RedisBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.update} */
-  update(
+  async update(
     user: string,
     handle: string,
     change: Change,
     ctx: WriteContext,
   ): Promise<UpdateOutcome | Replayed> {
     const k = this.#keys(user, handle);
-    return this.#serial(k.rec, () => this.#update(k, handle, change, ctx));
+    const out = await this.#serial(k.rec, () => this.#update(k, handle, change, ctx));
+    if ("written" in out && out.written) this.#listeners.notify(user, handle);
+    return out;
   }
 
   async #update(
@@ -868,6 +911,7 @@ export class RedisBackend implements Backend {
     );
     this.#guess(k.rec, null);
     if (Array.isArray(reply)) return this.#replayOf(reply, handle);
+    if (reply === 1) this.#listeners.notify(user, handle);
     return { removed: reply === 1 };
   }
 
@@ -881,7 +925,10 @@ export class RedisBackend implements Backend {
       (r) => r !== null,
     ) as string | null;
     const record = recordOfD(handle, d);
-    if (record !== null) this.#guess(k.rec, { ...record });
+    if (record !== null) {
+      this.#guess(k.rec, { ...record });
+      this.#listeners.notify(user, handle);
+    }
     return record;
   }
 
@@ -1019,10 +1066,170 @@ export class RedisBackend implements Backend {
         ttlOf(record.expiresAt, ctx)
       }\t${metaText(record)}`,
     ];
-    return await this.#run(S.restore, [k.rec, k.idx, k.exp], args, (r) => r !== "kept") as
+    const outcome = await this.#run(S.restore, [k.rec, k.idx, k.exp], args, (r) => r !== "kept") as
       | "inserted"
       | "replaced"
       | "kept";
+    if (outcome !== "kept") this.#listeners.notify(user, record.handle);
+    return outcome;
+  }
+
+  /** {@inheritDoc Backend.acquireLease} */
+  async acquireLease(
+    user: string,
+    handle: string,
+    lease: LeaseRecord,
+    now: number,
+  ): Promise<LeaseOutcome> {
+    const ttl = Math.max(Math.ceil(lease.expiresAt - now), 1);
+    const reply = await this.#run(S.acquire, [this.#leaseKey(user, handle)], [
+      String(now),
+      String(ttl),
+      String(lease.expiresAt),
+      lease.holder,
+    ], wroteOne);
+    if (reply === 1) return { acquired: true, lease: { ...lease } };
+    return { acquired: false, lease: leaseOf(reply as string) };
+  }
+
+  /** {@inheritDoc Backend.releaseLease} */
+  async releaseLease(user: string, handle: string, holder: string, now: number): Promise<boolean> {
+    const key = this.#leaseKey(user, handle);
+    return await this.#run(S.release, [key], [String(now), holder], wroteOne) === 1;
+  }
+
+  /** {@inheritDoc Backend.leases} */
+  async leases(
+    user: string,
+    handles: readonly string[],
+    now: number,
+  ): Promise<Map<string, LeaseRecord>> {
+    const out = new Map<string, LeaseRecord>();
+    if (handles.length === 0) return out;
+    const keys = handles.map((h) => this.#leaseKey(user, h));
+    const values = await this.#cmd(() => this.#client.mget(...keys));
+    for (const [i, v] of values.entries()) {
+      const lease = typeof v === "string" ? leaseOf(v) : null;
+      if (lease && lease.expiresAt > now) out.set(handles[i]!, lease);
+    }
+    return out;
+  }
+
+  /** {@inheritDoc Backend.subscribe} */
+  async subscribe(user: string, handle: string, listener: () => void): Promise<() => void> {
+    if (this.#closed) throw new BackendError("The Redis backend is closed; open a new store.");
+    const name = `${this.#base(user)}c`;
+    let ch = this.#channels.get(name);
+    if (!ch) {
+      const ready = this.#subscriber().then((sub) => sub.subscribe(name)).then(() => {});
+      const made: Channel = ch = { user, listeners: 0, ready };
+      this.#channels.set(name, made);
+      ready.catch(() => {
+        if (this.#channels.get(name) === made) this.#channels.delete(name);
+      });
+    }
+    const channel = ch;
+    channel.listeners++;
+    const added = this.#listeners.add(user, handle, listener);
+    let live = true;
+    const remove = () => {
+      if (!live) return;
+      live = false;
+      added.remove();
+      if (--channel.listeners === 0 && this.#channels.get(name) === channel) {
+        this.#channels.delete(name);
+        this.#sub?.then((sub) => sub.unsubscribe(name)).catch(() => this.#stale.add(name));
+      }
+    };
+    try {
+      await channel.ready;
+    } catch (e) {
+      remove();
+      throw this.#fail(e);
+    }
+    return remove;
+  }
+
+  /** The subscriber connection (a duplicate of the client), opened on first use. */
+  #subscriber(): Promise<RedisClient> {
+    return this.#sub ??= this.#openSubscriber().catch((e) => {
+      this.#sub = undefined;
+      throw e;
+    });
+  }
+
+  async #openSubscriber(): Promise<RedisClient> {
+    const c = this.#client;
+    const sub = c instanceof Cluster
+      ? c.duplicate([], { lazyConnect: true })
+      : c.duplicate({ lazyConnect: true });
+    sub.on("error", () => {/* surfaced per call as backend_error */});
+    sub.on("message", (name: string, enc: string) => {
+      const ch = this.#channels.get(name);
+      if (!ch) return;
+      let handle: string;
+      try {
+        handle = decodeHandle(enc);
+      } catch {
+        return; // not one of ours
+      }
+      this.#feed(Listeners.key(ch.user, handle));
+    });
+    let connected = false;
+    sub.on("ready", () => {
+      if (connected) void this.#resync(sub);
+      connected = true;
+    });
+    try {
+      await sub.connect();
+    } catch (e) {
+      sub.disconnect();
+      throw e;
+    }
+    return sub;
+  }
+
+  /**
+   * After the subscriber reconnected (ioredis resubscribes by itself): once
+   * the channels are live again, every listener is called once, so watchers
+   * re-read what they may have missed meanwhile.
+   */
+  async #resync(sub: RedisClient): Promise<void> {
+    const stale = [...this.#stale].filter((name) => !this.#channels.has(name));
+    this.#stale.clear();
+    if (stale.length > 0) sub.unsubscribe(...stale).catch(() => {});
+    try {
+      // Answered after ioredis's own resubscription, on the same connection.
+      const names = [...this.#channels.keys()];
+      if (names.length > 0) await sub.subscribe(...names);
+    } catch {
+      return; // dropped again: the next reconnect resyncs
+    }
+    this.#feed("all");
+  }
+
+  /**
+   * Calls the listeners of a registry key (or all) from the feed, at once
+   * when the client is ready, else once it is: their re-reads need it.
+   */
+  #feed(key: string | "all"): void {
+    if (this.#closed) return;
+    if (this.#held === undefined && this.#client.status === "ready") {
+      if (key === "all") this.#listeners.notifyAll();
+      else this.#listeners.notifyKey(key);
+      return;
+    }
+    if (this.#held === undefined) {
+      this.#held = new Set();
+      this.#client.once("ready", () => {
+        const held = this.#held;
+        this.#held = undefined;
+        if (held === "all") this.#listeners.notifyAll();
+        else for (const k of held ?? []) this.#listeners.notifyKey(k);
+      });
+    }
+    if (key === "all") this.#held = "all";
+    else if (this.#held !== "all") this.#held.add(key);
   }
 
   /** Closes the connection if this backend opened it (see {@link RedisBackendOptions.closeClient}). Idempotent. */
@@ -1031,6 +1238,9 @@ export class RedisBackend implements Backend {
     this.#closed = true;
     clearInterval(this.#watchdog);
     this.#client.off("error", this.#onError);
+    const sub = this.#sub;
+    this.#sub = undefined;
+    await sub?.then((s) => s.disconnect(), () => {});
     if (!this.#closeClient) return;
     const c = this.#client;
     let timer: ReturnType<typeof setTimeout> | undefined;
