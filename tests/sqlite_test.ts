@@ -53,6 +53,10 @@ backendContract("sqlite :memory:", (opts) =>
       changes: (...a) => memory.changes(...a),
       list: (...a) => memory.list(...a),
       sweep: (...a) => memory.sweep(...a),
+      acquireLease: (...a) => memory.acquireLease(...a),
+      releaseLease: (...a) => memory.releaseLease(...a),
+      leases: (...a) => memory.leases(...a),
+      subscribe: (...a) => memory.subscribe(...a),
       close: () => Promise.resolve(),
     }, opts),
   ));
@@ -177,11 +181,12 @@ Deno.test("sqlite: a new file is WAL, synchronous=FULL, busy timeout set, curren
       "handles_by_user_kind_updated",
       "handles_by_expiry",
       "trash_by_until",
+      "leases_by_expiry",
     ]
   ) {
     assert.ok(indexes.includes(name), name);
   }
-  assert.deepEqual(tablesOf(db), ["changes", "handles", "idempotency", "trash"]);
+  assert.deepEqual(tablesOf(db), ["changes", "handles", "idempotency", "leases", "trash"]);
   await backend.close();
   await backend.close();
   assert.equal(db.isOpen, false);
@@ -275,6 +280,13 @@ Deno.test("sqlite: files that are not mcpstate databases are backend_error", asy
   const e4 = await rejectsWith(() => HandleStore.fromUrl(urlOf(foreignLog)), "backend_error");
   assert.match(e4.message, /"changes" table that mcpstate did not create/);
 
+  const foreignLeases = freshPath("foreign-leases");
+  const l = new DatabaseSync(foreignLeases);
+  l.exec("CREATE TABLE leases (id INTEGER PRIMARY KEY, owner TEXT)");
+  l.close();
+  const e5 = await rejectsWith(() => HandleStore.fromUrl(urlOf(foreignLeases)), "backend_error");
+  assert.match(e5.message, /"leases" table that mcpstate did not create/);
+
   const dirAsFile = `${dir}/a-directory`;
   await Deno.mkdir(dirAsFile);
   await rejectsWith(() => HandleStore.fromUrl(urlOf(dirAsFile)), "backend_error");
@@ -336,7 +348,11 @@ Deno.test("sqlite: listing reads covering indexes only, never the state column",
   assert.equal(lists.length, 8, "every filter combination was prepared once");
   assert.ok(reads.includes("handles.handle") && reads.includes("handles.updated_ms"));
   assert.ok(!reads.includes("handles.state"), `state was read: ${reads.join(", ")}`);
-  assert.ok(reads.every((r) => r.startsWith("handles.")), `not only handles: ${reads.join(", ")}`);
+  // Besides the handles, only the page's leases are read.
+  assert.ok(
+    reads.every((r) => /^(handles|leases|json_each)\./.test(r)),
+    `not only handles and leases: ${reads.join(", ")}`,
+  );
   for (const sql of lists) {
     assert.doesNotMatch(sql.split(" FROM ")[0]!, /\bstate\b/);
     const plan = raw.prepare(`EXPLAIN QUERY PLAN ${sql}`).all().map((r) => String(r.detail));
@@ -593,7 +609,7 @@ Deno.test("sqlite: a schema 2 database gains the changelog and the trash in plac
   const store = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
   const after = layout();
   assert.equal(after.version, SQLITE_SCHEMA_VERSION);
-  assert.deepEqual(after.tables, ["changes", "handles", "idempotency", "trash"]);
+  assert.deepEqual(after.tables, ["changes", "handles", "idempotency", "leases", "trash"]);
   assert.equal(after.old, before.old);
   assert.equal(after.rows, before.rows);
   const h = "note_aaaaaaaa";
@@ -842,7 +858,7 @@ Deno.test("sqlite: a Python mcpstate 0.2 database opens, reads back unchanged an
         cols.includes("created_ms INTEGER") && !cols.some((c) => c.startsWith("created_at")),
       );
       assert.equal(db.prepare("SELECT count(*) AS n FROM handles").get()?.n, SAMPLE_ROWS.length);
-      assert.deepEqual(tablesOf(db), ["changes", "handles", "idempotency", "trash"]);
+      assert.deepEqual(tablesOf(db), ["changes", "handles", "idempotency", "leases", "trash"]);
       const rows = db.prepare("SELECT typeof(created_ms) AS t FROM handles").all();
       assert.ok(rows.every((r) => r.t === "integer"));
     } finally {
@@ -914,4 +930,298 @@ Deno.test("sqlite: records keep fractional and large epoch-ms values exactly", a
   assert.deepEqual(await backend.read("u", r.handle), r);
   await backend.close();
   await rejectsWith(() => backend.read("u", r.handle), "backend_error");
+});
+
+/** The tables schema 3 added to schema 2 (the changelog and the trash), as they were written. */
+const SCHEMA_V3_TABLES = `
+CREATE TABLE changes (
+  user TEXT NOT NULL, handle TEXT NOT NULL, version INTEGER NOT NULL, at INTEGER NOT NULL,
+  text TEXT NOT NULL, PRIMARY KEY (user, handle, version)
+) WITHOUT ROWID;
+CREATE TABLE trash (
+  user TEXT NOT NULL, handle TEXT NOT NULL, kind TEXT NOT NULL, state TEXT NOT NULL,
+  version INTEGER NOT NULL, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,
+  expires_ms INTEGER, last_writer TEXT, trashed_until INTEGER NOT NULL, PRIMARY KEY (user, handle)
+);
+CREATE INDEX trash_by_until ON trash (trashed_until);
+PRAGMA user_version = 3;
+`;
+
+Deno.test("sqlite: a schema 3 database gains the leases table in place, without losing a row", async () => {
+  const path = freshPath("v3");
+  const old = new DatabaseSync(path);
+  old.exec("PRAGMA journal_mode = WAL");
+  old.exec(SCHEMA_V2);
+  old.exec(SCHEMA_V3_TABLES);
+  const now = Date.now();
+  old.prepare(
+    "INSERT INTO handles VALUES ('u', 'note_aaaaaaaa', 'note', '{\"n\":1}', 2, ?, ?, NULL, 'w')",
+  ).run(now - 1000, now - 500);
+  old.prepare("INSERT INTO changes VALUES ('u', 'note_aaaaaaaa', 2, ?, '{\"version\":2}')")
+    .run(now - 500);
+  old.prepare(
+    "INSERT INTO trash VALUES ('u', 'note_bbbbbbbb', 'note', '{}', 1, ?, ?, NULL, NULL, ?)",
+  ).run(now - 1000, now - 1000, now + DAY);
+  old.prepare("INSERT INTO idempotency VALUES ('u', '', 'k', 'f', NULL, ?)").run(now + DAY);
+  old.close();
+  const layout = () => {
+    const db = new DatabaseSync(path, { readOnly: true });
+    try {
+      return {
+        version: pragma(db, "user_version"),
+        tables: tablesOf(db),
+        // Same root pages and definitions: no existing table or index was rebuilt.
+        old: JSON.stringify(
+          db.prepare(
+            "SELECT name, rootpage, sql FROM sqlite_master WHERE tbl_name <> 'leases' ORDER BY name",
+          ).all(),
+        ),
+        rows: ["handles", "changes", "trash", "idempotency"].map((t) =>
+          JSON.stringify(db.prepare(`SELECT * FROM ${t}`).all())
+        ),
+        schema: pragma(db, "schema_version"),
+      };
+    } finally {
+      db.close();
+    }
+  };
+  const before = layout();
+  assert.equal(before.version, 3);
+  const store = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
+  const after = layout();
+  assert.equal(after.version, SQLITE_SCHEMA_VERSION);
+  assert.equal(SQLITE_SCHEMA_VERSION, 4);
+  assert.deepEqual(after.tables, ["changes", "handles", "idempotency", "leases", "trash"]);
+  assert.equal(after.old, before.old);
+  assert.deepEqual(after.rows, before.rows);
+  // The migrated rows work, leases included; a lease changes no record.
+  const h = "note_aaaaaaaa";
+  const lease = await store.lease(h, { user: "u", writer: "w2", seconds: 60 });
+  assert.equal(lease.acquired, true);
+  const s = await store.get(h, { user: "u" });
+  assert.deepEqual([s.version, s.state, s.activeLease?.holder], [2, { n: 1 }, "w2"]);
+  assert.deepEqual(layout().rows, before.rows);
+  const since = await store.changesSince(h, 1, { user: "u" });
+  assert.ok(!since.truncated && since.changes.length === 1);
+  assert.equal((await store.restore("note_bbbbbbbb", { user: "u" })).version, 1);
+  await store.close();
+  // Reopening is a no-op.
+  const again = layout();
+  const s2 = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
+  await s2.close();
+  assert.equal(layout().schema, again.schema);
+  integrityOk(path);
+});
+
+Deno.test("sqlite: leases live in their own table, never touch a record, and are swept once lapsed", async () => {
+  const backend = await SqliteBackend.fromUrl(urlOf(freshPath("leases")));
+  const db = backend.database;
+  const user = freshUser();
+  const h = SAMPLE.handle, other = "n_bbbbbbbb";
+  const records = () => JSON.stringify(db.prepare("SELECT * FROM handles").all());
+  const rows = () =>
+    db.prepare("SELECT handle, holder, expires_at FROM leases WHERE user = ? ORDER BY handle")
+      .all(user).map((r) => `${r.handle} ${r.holder} ${r.expires_at}`);
+  await backend.insert(user, SAMPLE, CTX);
+  const before = records();
+  const take = (holder: string, expiresAt: number, now: number, handle = h) =>
+    backend.acquireLease(user, handle, { holder, expiresAt }, now);
+  const lease = (holder: string, expiresAt: number) => ({ holder, expiresAt });
+  assert.deepEqual(await take("a", 2000, 1000), { acquired: true, lease: lease("a", 2000) });
+  assert.deepEqual(await take("b", 3000, 1999), { acquired: false, lease: lease("a", 2000) });
+  assert.deepEqual(await take("a", 2500, 1999), { acquired: true, lease: lease("a", 2500) });
+  // At its expiry a lease has lapsed: another holder takes it.
+  assert.deepEqual(await take("b", 3000, 2500), { acquired: true, lease: lease("b", 3000) });
+  assert.deepEqual(await take("c", 1500, 1000, other), { acquired: true, lease: lease("c", 1500) });
+  assert.deepEqual(
+    await backend.leases(user, [h, other, "n_none"], 1499),
+    new Map([[h, lease("b", 3000)], [other, lease("c", 1500)]]),
+  );
+  assert.deepEqual(await backend.leases(user, [h, other], 1500), new Map([[h, lease("b", 3000)]]));
+  assert.deepEqual(await backend.leases(user, [], 0), new Map());
+  assert.deepEqual(await backend.leases(freshUser(), [h], 0), new Map());
+  // Sweep drops the lapsed leases, and only them.
+  assert.equal(await backend.sweep(null, 0, 1500), 0);
+  assert.deepEqual(rows(), [`${h} b 3000`]);
+  // Only the holder releases; a lapsed lease is dropped but not "released".
+  assert.equal(await backend.releaseLease(user, h, "a", 2000), false);
+  assert.equal(await backend.releaseLease(freshUser(), h, "b", 2000), false);
+  assert.deepEqual(rows(), [`${h} b 3000`]);
+  assert.equal(await backend.releaseLease(user, h, "b", 3000), false);
+  assert.deepEqual(rows(), []);
+  await take("b", 4000, 3000);
+  assert.equal(await backend.releaseLease(user, h, "b", 3999), true);
+  assert.equal(await backend.releaseLease(user, h, "b", 3999), false);
+  assert.equal(records(), before, "a lease changed a record");
+  await backend.close();
+});
+
+Deno.test("sqlite: listeners hear of every committed write, this object's at once, another connection's by polling", async () => {
+  const path = freshPath("feed");
+  const a = await SqliteBackend.fromUrl(urlOf(path));
+  const b = await SqliteBackend.fromUrl(urlOf(path));
+  const user = freshUser();
+  const h = SAMPLE.handle;
+  let calls = 0, others = 0;
+  const off = await a.subscribe(user, h, () => calls++);
+  const offOther = await a.subscribe(user, "n_zzzzzzzz", () => others++);
+  const heard = async (what: string, write: () => Promise<unknown>, n = 1) => {
+    const before = calls;
+    await write();
+    assert.equal(calls - before, n, what);
+  };
+  const save: ConditionalWrite = {
+    expectVersion: 1,
+    state: '{"a":1}',
+    updatedAt: 2,
+    expiresAt: "keep",
+    lastWriter: null,
+  };
+  const bump = (extra: Partial<HandleRecord> = {}) => (cur: HandleRecord | null) =>
+    cur && { record: { ...cur, version: cur.version + 1, ...extra } };
+  await heard("insert", () => a.insert(user, SAMPLE, CTX));
+  await heard("an insert that collides", () => a.insert(user, SAMPLE, CTX), 0);
+  await heard("save", () => a.save(user, h, save, CTX));
+  await heard("a stale save", () => a.save(user, h, save, CTX), 0);
+  await heard("update", () => a.update(user, h, bump(), CTX));
+  await heard("an update that writes nothing", () => a.update(user, h, () => null, CTX), 0);
+  await heard("an update that throws", () =>
+    a.update(user, h, () => {
+      throw new Error("boom");
+    }, CTX).catch(() => {}), 0);
+  await heard("a lease", () => a.acquireLease(user, h, { holder: "x", expiresAt: 9e12 }, 0), 0);
+  await heard("remove", () => a.remove(user, h, { ...CTX, trashUntil: CTX.now + DAY }));
+  await heard("untrash", () => a.untrash(user, h, CTX));
+  await heard("restore", () => a.restore(user, { ...SAMPLE, version: 9 }, CTX));
+  await heard("a restore that keeps", () => a.restore(user, { ...SAMPLE, version: 9 }, CTX), 0);
+  await a.update(user, h, bump({ expiresAt: 5 }), CTX);
+  await heard("sweep", () => a.sweep(user, 5, CTX.now));
+  assert.equal(others, 0);
+  // Another connection's commit: within a few polls.
+  const seen = calls;
+  await b.insert(user, SAMPLE, CTX);
+  const deadline = Date.now() + 2000;
+  while (calls === seen && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  assert.ok(calls > seen, "another connection's write was not heard of");
+  // Once the last listener is gone nothing is heard; a new one hears again.
+  off();
+  off();
+  offOther();
+  const quiet = calls;
+  await b.remove(user, h, CTX);
+  await new Promise((r) => setTimeout(r, 200));
+  assert.equal(calls, quiet);
+  let later = 0;
+  const offLater = await a.subscribe(user, h, () => later++);
+  await b.insert(user, SAMPLE, CTX);
+  const until = Date.now() + 2000;
+  while (later === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
+  assert.ok(later > 0, "a new listener heard nothing");
+  offLater();
+  await a.close();
+  await b.close();
+  await rejectsWith(() => a.subscribe(user, h, () => {}), "backend_error");
+});
+
+function liveChild(args: string[]): Deno.ChildProcess {
+  return new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--allow-all",
+      new URL("./_sqlite_live_child.ts", import.meta.url).pathname,
+      ...args,
+    ],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+}
+
+/** `promise`, or a failure naming `what` after `ms`. */
+async function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+Deno.test("sqlite: a watcher sees every version another process writes, within 5 s each", async () => {
+  const path = freshPath("watch-procs");
+  const url = urlOf(path);
+  const user = freshUser();
+  const store = await HandleStore.fromUrl(url, { reclaimIntervalMs: 0 });
+  const h = await store.mint("live", { n: 0 }, { user });
+  const proc = liveChild(["patch", url, user, h]);
+  const lines = new Lines(proc.stdout);
+  const stdin = proc.stdin.getWriter();
+  const stop = new AbortController();
+  // A long safety-net poll: only the change feed can deliver in time.
+  const it = store.watch<{ n: number }>(h, { user, signal: stop.signal, pollMs: 600_000 });
+  try {
+    assert.equal(await lines.next(), "ready", "the writer process did not start");
+    assert.equal((await it.next()).value?.version, 1);
+    for (let version = 2; version <= 4; version++) {
+      await stdin.write(new TextEncoder().encode("patch\n"));
+      assert.equal(await lines.next(), String(version), "the writer process failed");
+      const r = await within(5_000, `version ${version}`, it.next());
+      assert.equal(r.done, false);
+      assert.equal(r.value?.version, version);
+      assert.equal(r.value?.state.n, version - 1);
+      assert.equal(r.value?.lastWriter, "child");
+    }
+  } finally {
+    stop.abort();
+    await it.return?.(undefined);
+    await stdin.close();
+    const [status, stderr] = await Promise.all([proc.status, readAll(proc.stderr)]);
+    assert.equal(status.code, 0, stderr);
+    await store.close();
+  }
+  integrityOk(path);
+});
+
+Deno.test("sqlite: a lease outlives its holder's kill -9 until it lapses, then another holder takes it", async () => {
+  const path = freshPath("lease-kill");
+  const url = urlOf(path);
+  const user = freshUser();
+  const store = await HandleStore.fromUrl(url, { reclaimIntervalMs: 0 });
+  const h = await store.mint("task", { step: 1 }, { user, writer: "w" });
+  const proc = liveChild(["lease", url, user, h, "child/a", "2"]);
+  const line = await new Lines(proc.stdout).next();
+  proc.kill("SIGKILL");
+  const [status, stderr] = await Promise.all([proc.status, readAll(proc.stderr)]);
+  try {
+    assert.match(String(line), /^leased \d+$/, `the child took no lease: ${stderr}`);
+    assert.equal(status.signal, "SIGKILL");
+    const expiresAt = new Date(Number(line!.split(" ")[1]));
+    const s = await store.get(h, { user });
+    assert.deepEqual(s.activeLease, { holder: "child/a", expiresAt });
+    assert.deepEqual([s.version, s.lastWriter], [1, "w"]);
+    assert.deepEqual(await store.lease(h, { user, writer: "test/b", seconds: 5 }), {
+      acquired: false,
+      holder: "child/a",
+      expiresAt,
+    });
+    // The real clock runs past the lease's end.
+    await new Promise((r) => setTimeout(r, Math.max(0, expiresAt.getTime() - Date.now()) + 20));
+    assert.equal((await store.get(h, { user })).activeLease, undefined);
+    const taken = await store.lease(h, { user, writer: "test/b", seconds: 5 });
+    assert.deepEqual([taken.acquired, taken.holder], [true, "test/b"]);
+    const after = await store.get(h, { user });
+    assert.deepEqual([after.version, after.lastWriter, after.activeLease?.holder], [
+      1,
+      "w",
+      "test/b",
+    ]);
+  } finally {
+    await store.close();
+  }
+  integrityOk(path);
 });

@@ -16,10 +16,16 @@
  * - A revoked handle moves to a `trash` table, so every live query (read,
  *   save, list, sweep) reads `handles` exactly as before; its changelog
  *   stays where it is and comes back with it.
+ * - Advisory leases live in a `leases` table beside the records, which they
+ *   never touch; taking one is one upsert in a `BEGIN IMMEDIATE` transaction.
+ * - Change feed: listeners hear of this object's own commits at once, and of
+ *   other connections' and processes' commits through `PRAGMA data_version`,
+ *   polled every 50 ms while anyone listens.
  * - A database written by the Python mcpstate 0.2 (times in REAL epoch
  *   seconds) is migrated in place to millisecond columns the first time it
  *   is opened; one written by mcpstate 0.3 before history gains the
- *   changelog and trash tables the same way.
+ *   changelog and trash tables the same way, and every older one the
+ *   leases table.
  *
  * @example Open through a URL
  * ```ts
@@ -60,12 +66,15 @@ import type {
   ConditionalWrite,
   HandleMeta,
   HandleRecord,
+  LeaseOutcome,
+  LeaseRecord,
   ListQuery,
   Replayed,
   SaveOutcome,
   UpdateOutcome,
   WriteContext,
 } from "../backend.ts";
+import { Listeners } from "./_shared.ts";
 import { BackendError, InvalidArgument, McpStateError, redact } from "../errors.ts";
 import { filePathOf } from "../url.ts";
 
@@ -77,6 +86,8 @@ export type {
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
+  LeaseOutcome,
+  LeaseRecord,
   ListQuery,
   Replayed,
   Retention,
@@ -90,10 +101,10 @@ export type {
  * The schema version this backend writes to `PRAGMA user_version`. The
  * Python mcpstate 0.2 layout (REAL epoch seconds, no `user_version`) counts
  * as version 1; version 2 is the millisecond layout without history;
- * version 3 adds the `changes` and `trash` tables. Older files are brought
- * forward in place when opened.
+ * version 3 adds the `changes` and `trash` tables; version 4 the `leases`
+ * table. Older files are brought forward in place when opened.
  */
-export const SQLITE_SCHEMA_VERSION = 3;
+export const SQLITE_SCHEMA_VERSION = 4;
 
 /** How commits reach the disk. */
 export type SqliteSynchronous = "full" | "normal";
@@ -118,6 +129,8 @@ export interface SqliteBackendOptions {
 const URL_OPTIONS = "synchronous=full|normal";
 const META = "handle, kind, version, created_ms, updated_ms, expires_ms, last_writer";
 const SWEEP_BATCH = 500;
+/** How often `PRAGMA data_version` is polled while anyone listens, in ms. */
+const FEED_POLL_MS = 50;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS handles (
@@ -170,13 +183,22 @@ CREATE TABLE IF NOT EXISTS trash (
   PRIMARY KEY (user, handle)
 );
 CREATE INDEX IF NOT EXISTS trash_by_until ON trash (trashed_until);
+CREATE TABLE IF NOT EXISTS leases (
+  user TEXT NOT NULL,
+  handle TEXT NOT NULL,
+  holder TEXT NOT NULL,
+  expires_at INTEGER NOT NULL,
+  PRIMARY KEY (user, handle)
+);
+CREATE INDEX IF NOT EXISTS leases_by_expiry ON leases (expires_at);
 `;
 
-/** The columns of the tables schema 3 adds, to recognize a foreign table of the same name. */
-const HISTORY_TABLES: Record<string, string> = {
+/** The columns of the tables schemas 3 and 4 add, to recognize a foreign table of the same name. */
+const ADDED_TABLES: Record<string, string> = {
   changes: "user handle version at text",
   trash:
     "user handle kind state version created_ms updated_ms expires_ms last_writer trashed_until",
+  leases: "user handle holder expires_at",
 };
 
 /** Copies a Python 0.2 table (REAL seconds) into the current layout (INTEGER ms). */
@@ -240,6 +262,19 @@ export class SqliteBackend implements Backend {
   readonly #trashDelete: StatementSync;
   readonly #sweepTrashUser: StatementSync;
   readonly #sweepTrashAll: StatementSync;
+  readonly #leaseTake: StatementSync;
+  readonly #leaseOf: StatementSync;
+  readonly #leaseDrop: StatementSync;
+  readonly #leasesIn: StatementSync;
+  readonly #sweepLeases: StatementSync;
+  readonly #dataVersion: StatementSync;
+  readonly #listeners = new Listeners();
+  /** Whether other connections may write the database (a file, not `:memory:`). */
+  readonly #shared: boolean;
+  /** The listener keys of the handles the open transaction wrote, notified once it commits. */
+  #written: string[] = [];
+  #feedTimer: ReturnType<typeof setInterval> | undefined;
+  #seenVersion: unknown;
 
   /**
    * Opens a backend from a URL: `sqlite:///~/.mcpstate/state.db` (under the
@@ -408,6 +443,29 @@ export class SqliteBackend implements Backend {
       "DELETE FROM idempotency WHERE rowid IN (SELECT rowid FROM idempotency " +
         `WHERE expires_ms <= ? LIMIT ${SWEEP_BATCH})`,
     );
+    // Stores the lease unless another holder's is still in force.
+    this.#leaseTake = p(
+      "INSERT INTO leases (user, handle, holder, expires_at) VALUES (?1, ?2, ?3, ?4) " +
+        "ON CONFLICT (user, handle) DO UPDATE SET holder = excluded.holder, " +
+        "expires_at = excluded.expires_at " +
+        "WHERE leases.holder = excluded.holder OR leases.expires_at <= ?5 " +
+        "RETURNING holder, expires_at",
+    );
+    this.#leaseOf = p("SELECT holder, expires_at FROM leases WHERE user = ? AND handle = ?");
+    this.#leaseDrop = p(
+      "DELETE FROM leases WHERE user = ? AND handle = ? AND holder = ? RETURNING expires_at",
+    );
+    this.#leasesIn = returnArrays(p(
+      "SELECT handle, holder, expires_at FROM leases WHERE user = ? " +
+        "AND handle IN (SELECT value FROM json_each(?)) AND expires_at > ?",
+    ));
+    this.#sweepLeases = p(
+      "DELETE FROM leases WHERE rowid IN (SELECT rowid FROM leases " +
+        `WHERE expires_at <= ? LIMIT ${SWEEP_BATCH})`,
+    );
+    this.#dataVersion = p("PRAGMA data_version");
+    this.#shared = db.prepare("SELECT file FROM pragma_database_list WHERE name = 'main'").get()
+      ?.file !== "";
   }
 
   /** The connection this backend runs on. */
@@ -445,6 +503,7 @@ export class SqliteBackend implements Backend {
           this.#logAdd.run(user, record.handle, ctx.entry.version, ctx.entry.at, ctx.entry.text);
         }
         this.#remember(user, ctx, record);
+        this.#wrote(user, record.handle);
       }
       return { inserted };
     });
@@ -498,6 +557,7 @@ export class SqliteBackend implements Backend {
         lastWriter: write.lastWriter,
       };
       this.#remember(user, ctx, record);
+      this.#wrote(user, handle);
       return { ok: true, record };
     });
   }
@@ -534,6 +594,7 @@ export class SqliteBackend implements Backend {
           this.#insertRow.run(user, handle, ...values);
         }
         if (step?.entry) this.#append(user, handle, step.entry, ctx);
+        this.#wrote(user, handle);
       }
       const record = next ? { ...next, handle } : current;
       this.#remember(user, ctx, record);
@@ -556,6 +617,7 @@ export class SqliteBackend implements Backend {
       if (removed) {
         if (ctx.trashUntil === undefined) this.#logDrop.run(user, handle);
         this.#remember(user, ctx, null);
+        this.#wrote(user, handle);
       }
       return { removed };
     });
@@ -580,6 +642,7 @@ export class SqliteBackend implements Backend {
         record.lastWriter,
       );
       this.#trashDelete.run(user, handle);
+      this.#wrote(user, handle);
       return record;
     });
   }
@@ -638,10 +701,11 @@ export class SqliteBackend implements Backend {
       // Batches, each its own short transaction, so that a large backlog never
       // holds the write lock for long against another process; each batch
       // deletes its records' changelogs in the same transaction.
-      const batch = (swept: Row[], drop: StatementSync) => {
+      const batch = (swept: Row[], drop: StatementSync, live = false) => {
         for (const r of swept) {
           const [u, h] = cells(r);
           drop.run(u as string, h as string);
+          if (live) this.#wrote(u as string, h as string);
         }
         return swept.length;
       };
@@ -653,6 +717,7 @@ export class SqliteBackend implements Backend {
               ? this.#sweepAll.all(expiredAtOrBefore)
               : this.#sweepUser.all(user, expiredAtOrBefore)) as Row[],
             this.#logDrop,
+            true,
           )
         );
         total += n;
@@ -669,6 +734,7 @@ export class SqliteBackend implements Backend {
         ) >= SWEEP_BATCH
       );
       while (this.#tx(() => Number(this.#sweepIdem.run(now).changes)) >= SWEEP_BATCH);
+      while (this.#tx(() => Number(this.#sweepLeases.run(now).changes)) >= SWEEP_BATCH);
       return total;
     });
   }
@@ -706,12 +772,73 @@ export class SqliteBackend implements Backend {
         record.expiresAt,
         record.lastWriter,
       ] as const;
-      if (current) {
-        this.#updateRow.run(...values, user, record.handle);
-        return "replaced";
+      if (current) this.#updateRow.run(...values, user, record.handle);
+      else this.#insertRow.run(user, record.handle, ...values);
+      this.#wrote(user, record.handle);
+      return current ? "replaced" : "inserted";
+    });
+  }
+
+  /** {@inheritDoc Backend.acquireLease} */
+  acquireLease(
+    user: string,
+    handle: string,
+    lease: LeaseRecord,
+    now: number,
+  ): Promise<LeaseOutcome> {
+    return this.#write((): LeaseOutcome => {
+      const taken = this.#leaseTake.get(user, handle, lease.holder, lease.expiresAt, now);
+      // Nothing returned: another holder's lease is in force; the same transaction reads it.
+      const row = taken ?? this.#leaseOf.get(user, handle)!;
+      return {
+        acquired: taken !== undefined,
+        lease: { holder: row.holder as string, expiresAt: row.expires_at as number },
+      };
+    });
+  }
+
+  /** {@inheritDoc Backend.releaseLease} */
+  releaseLease(user: string, handle: string, holder: string, now: number): Promise<boolean> {
+    return this.#write(() => {
+      const row = this.#leaseDrop.get(user, handle, holder);
+      return row !== undefined && (row.expires_at as number) > now;
+    });
+  }
+
+  /** {@inheritDoc Backend.leases} */
+  leases(user: string, handles: readonly string[], now: number): Promise<Map<string, LeaseRecord>> {
+    return this.#run(() => {
+      const out = new Map<string, LeaseRecord>();
+      if (handles.length === 0) return out;
+      for (const r of this.#leasesIn.all(user, JSON.stringify(handles), now) as Row[]) {
+        const [h, holder, expiresAt] = cells(r);
+        out.set(h as string, { holder: holder as string, expiresAt: expiresAt as number });
       }
-      this.#insertRow.run(user, record.handle, ...values);
-      return "inserted";
+      return out;
+    });
+  }
+
+  /**
+   * {@inheritDoc Backend.subscribe}
+   *
+   * Writes through this object are heard of once they commit; those of other
+   * connections and processes through `PRAGMA data_version`, polled every
+   * 50 ms while at least one listener exists (an in-memory database has no
+   * other connection, so it is not polled).
+   */
+  subscribe(user: string, handle: string, listener: () => void): Promise<() => void> {
+    return this.#run(() => {
+      const { remove } = this.#listeners.add(user, handle, listener);
+      if (this.#shared && this.#feedTimer === undefined) {
+        this.#seenVersion = this.#dataVersion.get()?.data_version;
+        const timer = setInterval(() => this.#poll(), FEED_POLL_MS);
+        Deno.unrefTimer(timer);
+        this.#feedTimer = timer;
+      }
+      return () => {
+        remove();
+        if (this.#listeners.size === 0) this.#stopFeed();
+      };
     });
   }
 
@@ -719,6 +846,7 @@ export class SqliteBackend implements Backend {
   close(): Promise<void> {
     if (this.#closed) return Promise.resolve();
     this.#closed = true;
+    this.#stopFeed();
     this.#lists.clear();
     if (this.#closeDb && this.#db.isOpen) this.#db.close();
     return Promise.resolve();
@@ -739,17 +867,48 @@ export class SqliteBackend implements Backend {
     return this.#run(() => this.#tx(fn));
   }
 
-  /** Runs `fn` in one `BEGIN IMMEDIATE` transaction; rolls back when it throws. */
+  /**
+   * Runs `fn` in one `BEGIN IMMEDIATE` transaction; rolls back when it throws.
+   * Once it commits, the listeners of the handles it wrote are called.
+   */
   #tx<T>(fn: () => T): T {
     this.#begin.run();
+    let out: T;
     try {
-      const out = fn();
+      out = fn();
       this.#commit.run();
-      return out;
     } catch (e) {
+      this.#written = [];
       if (this.#db.isTransaction) this.#rollback.run();
       throw e;
     }
+    const written = this.#written;
+    this.#written = [];
+    for (const key of written) this.#listeners.notifyKey(key);
+    return out;
+  }
+
+  /** Notes that the open transaction wrote `(user, handle)`, for its listeners. */
+  #wrote(user: string, handle: string): void {
+    if (this.#listeners.has(user, handle)) this.#written.push(Listeners.key(user, handle));
+  }
+
+  /** Calls every listener when another connection has committed since the last poll. */
+  #poll(): void {
+    try {
+      const v = this.#dataVersion.get()?.data_version;
+      if (v === this.#seenVersion) return;
+      this.#seenVersion = v;
+      this.#listeners.notifyAll();
+    } catch {
+      // An injected connection its owner closed: nothing more will commit through it.
+      if (!this.#db.isOpen) this.#stopFeed();
+    }
+  }
+
+  #stopFeed(): void {
+    clearInterval(this.#feedTimer);
+    this.#feedTimer = undefined;
   }
 
   #driverError(e: unknown): unknown {
@@ -846,7 +1005,8 @@ function listSql(key: string): string {
  * Creates the schema, or brings an older one forward in place, in one
  * transaction: version 1 (Python mcpstate 0.2, REAL seconds) is copied into
  * millisecond columns; versions 1 and 2 gain the `changes` and `trash`
- * tables (new tables only: no existing row or index is rewritten).
+ * tables, and versions 1 to 3 the `leases` table (new tables only: no
+ * existing row or index is rewritten).
  */
 function migrate(db: DatabaseSync): void {
   const version = () => db.prepare("PRAGMA user_version").get()?.user_version as number;
@@ -873,7 +1033,7 @@ function migrate(db: DatabaseSync): void {
         );
       }
       // A table of one of the new names with other columns was not made by mcpstate.
-      for (const [table, expected] of Object.entries(HISTORY_TABLES)) {
+      for (const [table, expected] of Object.entries(ADDED_TABLES)) {
         const columns = columnsOf(table);
         if (columns.length > 0 && columns.join(" ") !== expected) {
           throw new BackendError(
