@@ -19,7 +19,7 @@
 
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { Append, HandleStore, McpStateError, SetKey } from "../mod.ts";
+import { Append, HandleStore, Increment, McpStateError, SetKey } from "../mod.ts";
 import type { HandleRecord, WriteContext } from "../src/backend.ts";
 import { POSTGRES_SCHEMA_VERSION, PostgresBackend } from "../src/backends/postgres.ts";
 import { restoreContract } from "./_cli_restore_contract.ts";
@@ -574,6 +574,7 @@ Deno.test("8 instances migrating one schema at the same moment all succeed, at o
       "changes",
       "handles",
       "idempotency",
+      "leases",
       "meta",
     ]);
     // Every instance works on the same tables.
@@ -689,6 +690,294 @@ Deno.test("an unreachable server is a prompt backend_error, and no message shows
     () => new PostgresBackend(postgres(BASE_URL), { schema: 'x"; drop table y; --' }),
     (err: unknown) => err instanceof McpStateError && err.code === "invalid_argument",
   );
+});
+
+/** `promise`, or a failure naming `what` after `ms`. */
+async function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+Deno.test("a version-2 schema gains the leases table in place, its rows kept", async () => {
+  const schema = schemaName("v2");
+  const s = `"${schema}"`;
+  const url = urlFor(schema);
+  const sql = admin();
+  let store = await HandleStore.fromUrl(url);
+  try {
+    const user = freshUser();
+    const h = await store.mint("doc", { log: ["a"] }, { user, writer: "w" });
+    await store.close();
+    // Back to the layout of version 2.
+    await sql.unsafe(`DROP TABLE ${s}.leases`);
+    await sql.unsafe(`UPDATE ${s}.meta SET value = '2' WHERE key = 'schema_version'`);
+    const rows = async () => JSON.stringify(await sql.unsafe(`SELECT * FROM ${s}.handles`));
+    const before = await rows();
+    store = await HandleStore.fromUrl(url);
+    const [meta] = await sql.unsafe(`SELECT value FROM ${s}.meta WHERE key = 'schema_version'`);
+    assert.equal(meta?.value, String(POSTGRES_SCHEMA_VERSION));
+    assert.equal(POSTGRES_SCHEMA_VERSION, 3);
+    assert.equal(await rows(), before);
+    assert.equal((await store.lease(h, { user, writer: "x", seconds: 60 })).acquired, true);
+    const snap = await store.get(h, { user });
+    assert.deepEqual([snap.version, snap.lastWriter, snap.activeLease?.holder], [1, "w", "x"]);
+    assert.equal(await rows(), before, "a lease changed a record");
+  } finally {
+    await store.close();
+    await sql.end();
+    await dropSchema(schema);
+  }
+});
+
+Deno.test("leases: one row beside the record, one holder at a time even in a race, swept once lapsed", async () => {
+  const schema = schemaName("leases");
+  const [a, b] = await Promise.all([
+    PostgresBackend.fromUrl(urlFor(schema)),
+    PostgresBackend.fromUrl(urlFor(schema)),
+  ]);
+  const sql = admin();
+  try {
+    const user = freshUser();
+    const h = "n_aaaaaaaa", other = "n_bbbbbbbb";
+    const record: HandleRecord = {
+      handle: h,
+      kind: "n",
+      state: "{}",
+      version: 1,
+      createdAt: 1,
+      updatedAt: 1,
+      expiresAt: null,
+      lastWriter: null,
+    };
+    await a.insert(user, record, { now: 1, graceMs: 0 });
+    const records = async () =>
+      JSON.stringify(await sql.unsafe(`SELECT * FROM "${schema}".handles ORDER BY handle`));
+    const rows = async () =>
+      (await sql.unsafe(
+        `SELECT handle, holder, expires_at FROM "${schema}".leases WHERE user_id = $1 ORDER BY 1`,
+        [user],
+      )).map((r) => `${r.handle} ${r.holder} ${r.expires_at}`);
+    const before = await records();
+    const take = (holder: string, expiresAt: number, now: number, handle = h) =>
+      a.acquireLease(user, handle, { holder, expiresAt }, now);
+    const lease = (holder: string, expiresAt: number) => ({ holder, expiresAt });
+    assert.deepEqual(await take("a", 2000, 1000), { acquired: true, lease: lease("a", 2000) });
+    assert.deepEqual(await take("b", 3000, 1999), { acquired: false, lease: lease("a", 2000) });
+    assert.deepEqual(await take("a", 2500, 1999), { acquired: true, lease: lease("a", 2500) });
+    assert.deepEqual(await take("b", 3000, 2500), { acquired: true, lease: lease("b", 3000) });
+    assert.deepEqual(await take("c", 1500, 1000, other), {
+      acquired: true,
+      lease: lease("c", 1500),
+    });
+    assert.deepEqual(
+      await b.leases(user, [h, other, "n_none"], 1499),
+      new Map([[h, lease("b", 3000)], [other, lease("c", 1500)]]),
+    );
+    assert.deepEqual(await b.leases(user, [h, other], 1500), new Map([[h, lease("b", 3000)]]));
+    assert.deepEqual(await b.leases(user, [], 0), new Map());
+    assert.deepEqual(await b.leases(freshUser(), [h], 0), new Map());
+    // Sweep drops the lapsed leases, and only them.
+    assert.equal(await b.sweep(null, 0, 1500), 0);
+    assert.deepEqual(await rows(), [`${h} b 3000`]);
+    // Only the holder releases; a lapsed lease is dropped but not "released".
+    assert.equal(await b.releaseLease(user, h, "a", 2000), false);
+    assert.equal(await b.releaseLease(freshUser(), h, "b", 2000), false);
+    assert.equal(await b.releaseLease(user, h, "b", 3000), false);
+    assert.deepEqual(await rows(), []);
+    await take("b", 4000, 3000);
+    assert.equal(await b.releaseLease(user, h, "b", 3999), true);
+    assert.equal(await b.releaseLease(user, h, "b", 3999), false);
+    // Twenty holders through two pools race for fresh leases and for lapsed
+    // ones: one wins each round, and every other is told who.
+    for (let round = 0; round < 6; round++) {
+      const handle = `n_race${round % 3}`;
+      const now = 10_000 * (round + 1);
+      const answers = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          (i % 2 ? a : b).acquireLease(user, handle, {
+            holder: `r${round}:${i}`,
+            expiresAt: now + 5_000,
+          }, now)),
+      );
+      const winners = answers.filter((x) => x.acquired);
+      assert.equal(winners.length, 1, `round ${round}: ${JSON.stringify(answers)}`);
+      for (const x of answers) assert.deepEqual(x.lease, winners[0]!.lease);
+    }
+    assert.equal(await records(), before, "a lease changed a record");
+  } finally {
+    await a.close();
+    await b.close();
+    await sql.end();
+    await dropSchema(schema);
+  }
+});
+
+Deno.test("the change feed: every write is heard at commit by each instance on the schema, by none elsewhere", async () => {
+  // 63 characters: the channel names are cut and hashed, and still differ.
+  const base = schemaName("feed");
+  const schema = base.padEnd(63, "x"), elsewhere = base.padEnd(62, "x") + "y";
+  const [a, b, c] = await Promise.all([
+    PostgresBackend.fromUrl(urlFor(schema)),
+    PostgresBackend.fromUrl(urlFor(schema)),
+    PostgresBackend.fromUrl(urlFor(elsewhere)),
+  ]);
+  try {
+    const user = freshUser();
+    const h = "n_aaaaaaaa";
+    let calls = 0, strays = 0;
+    const offs = await Promise.all([
+      a.subscribe(user, h, () => calls++),
+      c.subscribe(user, h, () => strays++),
+    ]);
+    const heard = async (what: string, write: () => Promise<unknown>) => {
+      const before = calls;
+      await write();
+      await waitFor(what, () => calls > before, 5_000);
+    };
+    const now = Date.now();
+    const ctx: WriteContext = { now, graceMs: 0 };
+    const idem = (key: string): WriteContext => ({
+      ...ctx,
+      idempotency: { key, scope: h, fingerprint: "f", expiresAt: now + DAY },
+    });
+    const record: HandleRecord = {
+      handle: h,
+      kind: "n",
+      state: "{}",
+      version: 1,
+      createdAt: now,
+      updatedAt: now,
+      expiresAt: null,
+      lastWriter: null,
+    };
+    const bump = (extra: Partial<HandleRecord> = {}) => (cur: HandleRecord | null) =>
+      cur && {
+        record: { ...cur, version: cur.version + 1, ...extra },
+        entry: { version: cur.version + 1, at: now, text: "{}" },
+      };
+    const write = {
+      expectVersion: 1,
+      state: '{"a":1}',
+      updatedAt: now,
+      expiresAt: "keep" as const,
+      lastWriter: null,
+    };
+    // Through the listening instance and through another one: NOTIFY reaches
+    // the listening session whichever session wrote.
+    await heard("insert", () => b.insert(user, record, ctx));
+    await heard("save", () => a.save(user, h, write, ctx));
+    await heard(
+      "idempotent save",
+      () => b.save(user, h, { ...write, expectVersion: 2 }, idem("s")),
+    );
+    await heard("update", () => a.update(user, h, bump(), ctx));
+    await heard("idempotent update", () => b.update(user, h, bump(), idem("u")));
+    await heard(
+      "remove into the trash",
+      () => a.remove(user, h, { ...ctx, trashUntil: now + DAY }),
+    );
+    await heard("untrash", () => b.untrash(user, h, ctx));
+    await heard("restore", () => a.restore(user, { ...record, version: 9 }, ctx));
+    await heard("update to an expiry", () => b.update(user, h, bump({ expiresAt: now }), ctx));
+    await heard("sweep", () => a.sweep(user, now, now));
+    const logged = { ...ctx, entry: { version: 1, at: now, text: "{}" } };
+    await heard("insert with an entry", () => b.insert(user, record, logged));
+    await heard("remove", () => a.remove(user, h, idem("r")));
+    await heard(
+      "update from nothing",
+      () => b.update(user, h, () => ({ record, entry: logged.entry }), ctx),
+    );
+    // A user id whose payload would pass 8,000 bytes: everyone is called.
+    const long = "\u0001".repeat(1400);
+    let longCalls = 0;
+    offs.push(await b.subscribe(long, h, () => longCalls++));
+    await a.insert(long, record, ctx);
+    await waitFor("the write of a long user id", () => longCalls > 0, 5_000);
+    // Nothing written, nothing heard: stale writes, a collision, a throwing
+    // change, leases.
+    await delay(200);
+    const settled = calls;
+    await b.save(user, h, { ...write, expectVersion: 99 }, ctx);
+    await b.insert(user, record, ctx);
+    await b.update(user, h, () => {
+      throw new Error("boom");
+    }, ctx).catch(() => {});
+    await b.acquireLease(user, h, { holder: "x", expiresAt: now + DAY }, now);
+    await b.releaseLease(user, h, "x", now);
+    await delay(300);
+    assert.equal(calls, settled);
+    assert.equal(strays, 0, "another schema's instance heard of these writes");
+    for (const off of offs) off();
+  } finally {
+    await Promise.all([a.close(), b.close(), c.close()]);
+    await dropSchema(schema);
+    await dropSchema(elsewhere);
+  }
+});
+
+Deno.test("a watcher sees every version another process writes, within 5 s each", async () => {
+  const schema = schemaName("watch");
+  const url = urlFor(schema);
+  const store = await HandleStore.fromUrl(url);
+  const user = freshUser();
+  const h = await store.mint("live", { n: 0 }, { user });
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-all", "tests/_postgres_live_child.ts", url, user, h],
+    cwd: REPO_ROOT,
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const out = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  const line = async () => {
+    while (!buffer.includes("\n")) {
+      const { value, done } = await out.read();
+      if (done) return null;
+      buffer += value;
+    }
+    const nl = buffer.indexOf("\n");
+    const text = buffer.slice(0, nl);
+    buffer = buffer.slice(nl + 1);
+    return text;
+  };
+  const stdin = child.stdin.getWriter();
+  const stop = new AbortController();
+  // A long safety-net poll: only the change feed can deliver in time.
+  const it = store.watch<{ n: number }>(h, { user, signal: stop.signal, pollMs: 600_000 });
+  try {
+    assert.equal(await within(30_000, "the writer process", line()), "ready");
+    assert.equal((await it.next()).value?.version, 1);
+    for (let version = 2; version <= 4; version++) {
+      await stdin.write(new TextEncoder().encode("patch\n"));
+      assert.equal(await line(), String(version), "the writer process failed");
+      const r = await within(5_000, `version ${version}`, it.next());
+      assert.equal(r.done, false);
+      assert.deepEqual([r.value?.version, r.value?.state.n, r.value?.lastWriter], [
+        version,
+        version - 1,
+        "child",
+      ]);
+    }
+  } finally {
+    stop.abort();
+    await it.return?.(undefined);
+    await stdin.close();
+    const [status, stderr] = await Promise.all([child.status, new Response(child.stderr).text()]);
+    out.cancel().catch(() => {});
+    assert.ok(status.success, `the writer process failed (${status.code}): ${stderr}`);
+    await store.close();
+    await dropSchema(schema);
+  }
 });
 
 // ---------------------------------------------------------------------------
@@ -899,6 +1188,72 @@ Deno.test("a PostgreSQL restart mid-write: acknowledged writes survive, the outa
   } finally {
     if (down) await pgCtl(cluster, "start");
     await store.close();
+    await dropSchema(schema);
+  }
+});
+
+Deno.test("a PostgreSQL restart while watching: once the server is back, new writes still reach the watcher through the feed", async () => {
+  const cluster = await localCluster();
+  const schema = schemaName("watch_restart");
+  const [watcher, writer] = await Promise.all([
+    HandleStore.fromUrl(urlFor(schema)),
+    HandleStore.fromUrl(urlFor(schema)),
+  ]);
+  const user = freshUser();
+  const stop = new AbortController();
+  let it: AsyncIterableIterator<{ version: number }> | undefined;
+  let down = false;
+  /** Patches through `store`, retrying while its pool reconnects; the new version. */
+  const patch = async (store: HandleStore, h: string): Promise<number> => {
+    const deadline = performance.now() + 30_000;
+    for (;;) {
+      try {
+        return (await store.patch(h, [Increment("", "n")], { user })).version;
+      } catch (e) {
+        if (!(e instanceof McpStateError) || e.code !== "backend_error") throw e;
+        if (performance.now() > deadline) throw e;
+        await delay(100);
+      }
+    }
+  };
+  /** The watcher's next versions until `version`, each within 10 s. */
+  const seen = async (version: number) => {
+    for (;;) {
+      const r = await within(10_000, `version ${version}`, it!.next());
+      assert.equal(r.done, false);
+      if (r.value.version >= version) return assert.equal(r.value.version, version);
+    }
+  };
+  try {
+    const h = await writer.mint("live", { n: 0 }, { user });
+    // A long safety-net poll: only the change feed can deliver in time.
+    it = watcher.watch(h, { user, signal: stop.signal, pollMs: 600_000 });
+    assert.equal((await it.next()).value?.version, 1);
+    await seen(await patch(writer, h));
+    // Stopped while the watch waits for a change; nothing is written meanwhile.
+    // A call of the watcher's fails, so its backend swaps its pool, and the
+    // feed moves to the new one while the server is still away.
+    const guard = watchdog(cluster, 5);
+    down = true;
+    try {
+      await pgCtl(cluster, "stop", "-m", "fast");
+      await rejectsWith(() => watcher.get(h, { user }), "backend_error");
+      await delay(500);
+    } finally {
+      try {
+        guard.kill();
+      } catch { /* it has exited already */ }
+      await pgCtl(cluster, "start");
+      down = false;
+    }
+    // Written through another instance, then through the watcher's own.
+    await seen(await patch(writer, h));
+    await seen(await patch(watcher, h));
+  } finally {
+    if (down) await pgCtl(cluster, "start");
+    stop.abort();
+    await it?.return?.(undefined);
+    await Promise.all([watcher.close(), writer.close()]);
     await dropSchema(schema);
   }
 });

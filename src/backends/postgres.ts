@@ -21,8 +21,15 @@
  * out (listing through a partial index), and the primary key keeps its handle
  * from being minted again.
  *
+ * Advisory leases are rows of a `leases` table beside the records, which they
+ * never touch: taking one is one `INSERT … ON CONFLICT DO UPDATE … WHERE`.
+ * The change feed is `LISTEN`/`NOTIFY`: every write of a record calls
+ * `pg_notify` on a channel of the schema's own, in the write's statement or
+ * transaction, so the event is delivered exactly when the write commits, to
+ * every instance that listens.
+ *
  * The backend creates and migrates its own tables — `handles`, `changes`,
- * `idempotency` and `meta` (which holds the schema version) — in one
+ * `idempotency`, `leases` and `meta` (which holds the schema version) — in one
  * PostgreSQL schema, `mcpstate` unless told otherwise. Migrations run in a
  * transaction under `pg_advisory_xact_lock`, so any number of instances may
  * start at the same moment; stop instances of an older mcpstate before
@@ -81,6 +88,8 @@ import type {
   ConditionalWrite,
   HandleMeta,
   HandleRecord,
+  LeaseOutcome,
+  LeaseRecord,
   ListQuery,
   Replayed,
   SaveOutcome,
@@ -88,9 +97,10 @@ import type {
   WriteContext,
 } from "../backend.ts";
 import { BackendError, InvalidArgument, McpStateError, redact } from "../errors.ts";
+import { Listeners } from "./_shared.ts";
 
 /** The schema version this module creates and understands. */
-export const POSTGRES_SCHEMA_VERSION = 2;
+export const POSTGRES_SCHEMA_VERSION = 3;
 
 /** The PostgreSQL schema used when none is named. */
 export const DEFAULT_POSTGRES_SCHEMA = "mcpstate";
@@ -99,6 +109,9 @@ const SCHEMA_RE = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
 /** First half of the advisory lock key that serialises migrations ("mcps"). */
 const LOCK_CLASS = 0x6d637073;
+
+/** The largest `NOTIFY` payload sent; a longer one (the limit is 8,000 bytes) becomes `"*"`. */
+const MAX_PAYLOAD_BYTES = 7_900;
 
 /** Options of {@link PostgresBackend}. */
 export interface PostgresBackendOptions {
@@ -179,6 +192,10 @@ export class PostgresBackend implements Backend {
   #ready: Promise<void> | undefined;
   #initialized = false;
   #closed = false;
+  readonly #channel: string;
+  readonly #listeners = new Listeners();
+  /** The change feed's `LISTEN`, on the pool it was started on (started by the first subscribe). */
+  #feed: { sql: postgres.Sql; ready: Promise<postgres.ListenMeta | undefined> } | undefined;
 
   /**
    * Wraps a postgres.js client. Nothing is sent until the first call (or
@@ -198,7 +215,8 @@ export class PostgresBackend implements Backend {
     this.#sql = sql;
     this.#schema = schema;
     this.#closeClient = options.closeClient ?? false;
-    this.#q = statements(`"${schema}"`);
+    this.#channel = channelOf(schema);
+    this.#q = statements(`"${schema}"`, this.#channel);
   }
 
   /**
@@ -335,6 +353,7 @@ export class PostgresBackend implements Backend {
     // the entry: both or neither.
     const text = ctx.entry ? this.#q.insertLogged : this.#q.insert;
     if (ctx.entry) params.push(ctx.entry.version, ctx.entry.at, ctx.entry.text);
+    params.push(payloadOf(user, record.handle));
     if (!ctx.idempotency) {
       return this.#op(async (sql) => {
         const res = await sql.unsafe(text, params);
@@ -376,6 +395,7 @@ export class PostgresBackend implements Backend {
       write.lastWriter,
       write.expectVersion,
       ctx.now,
+      payloadOf(user, handle),
     ];
     if (!ctx.idempotency) {
       return this.#op(async (sql) => {
@@ -423,11 +443,13 @@ export class PostgresBackend implements Backend {
         const params: unknown[] = [user, ...recordParams(record)];
         if (next.entry) params.push(...entryParams(next.entry, ctx));
         writes.push(tx.unsafe(next.entry ? this.#q.writeLogged : this.#q.write, params as never[]));
+        writes.push(tx.unsafe(this.#q.notify, [payloadOf(user, handle)]));
       } else if (next && record) {
         // No live row to change: the step creates one, unless the handle is
         // taken (by a trashed row).
         const params: unknown[] = [user, ...recordParams(record)];
         if (next.entry) params.push(next.entry.version, next.entry.at, next.entry.text);
+        params.push(payloadOf(user, handle));
         const res = await tx.unsafe(
           next.entry ? this.#q.insertLogged : this.#q.insert,
           params as never[],
@@ -449,9 +471,10 @@ export class PostgresBackend implements Backend {
     ctx: WriteContext,
   ): Promise<{ removed: boolean } | Replayed> {
     const key = [user, handle];
+    const payload = payloadOf(user, handle);
     if (ctx.trashUntil !== undefined) {
       // Into the trash: the row stays, its changelog with it; one statement.
-      const params = [user, handle, ctx.trashUntil];
+      const params = [user, handle, ctx.trashUntil, payload];
       if (!ctx.idempotency) {
         return this.#op(async (sql) => {
           const res = await sql.unsafe(this.#q.trash, params);
@@ -470,7 +493,7 @@ export class PostgresBackend implements Backend {
     // held the row, so that writer's entry goes too.
     const drop = async (tx: Queryable): Promise<{ removed: boolean }> => {
       const [res] = await Promise.all([
-        tx.unsafe(this.#q.remove, key),
+        tx.unsafe(this.#q.remove, [...key, payload]),
         tx.unsafe(this.#q.removeLog, key),
       ]);
       return { removed: res.count > 0 };
@@ -486,7 +509,8 @@ export class PostgresBackend implements Backend {
   /** {@inheritDoc Backend.untrash} */
   untrash(user: string, handle: string, ctx: WriteContext): Promise<HandleRecord | null> {
     return this.#op(async (sql) => {
-      const [row] = await sql.unsafe(this.#q.untrash, [user, handle, ctx.now]).values();
+      const params = [user, handle, ctx.now, payloadOf(user, handle)];
+      const [row] = await sql.unsafe(this.#q.untrash, params).values();
       return row ? recordOf(row) : null;
     });
   }
@@ -551,18 +575,115 @@ export class PostgresBackend implements Backend {
         ]);
         if (row === undefined) return "kept";
         // A new statement: it sees every entry committed before the lock.
-        await tx.unsafe(this.#q.dropLog, key);
+        await Promise.all([
+          tx.unsafe(this.#q.dropLog, key),
+          tx.unsafe(this.#q.notify, [payloadOf(user, record.handle)]),
+        ]);
         return row[0] === true || prev?.[0] === true ? "inserted" : "replaced";
       })
     );
+  }
+
+  /** {@inheritDoc Backend.acquireLease} */
+  acquireLease(
+    user: string,
+    handle: string,
+    lease: LeaseRecord,
+    now: number,
+  ): Promise<LeaseOutcome> {
+    const params = [user, handle, lease.holder, lease.expiresAt, now];
+    return this.#op(async (sql) => {
+      for (;;) {
+        const [taken] = await sql.unsafe(this.#q.acquire, params).values();
+        if (taken) return { acquired: true, lease: leaseOf(taken) };
+        // Another holder's lease was in force. A new statement sees it even
+        // when it was committed after the upsert's snapshot; when it has been
+        // released or lapsed since, the upsert is tried again.
+        const [held] = await sql.unsafe(this.#q.leaseOf, [user, handle]).values();
+        if (held && Number(held[1]) > now) return { acquired: false, lease: leaseOf(held) };
+      }
+    });
+  }
+
+  /** {@inheritDoc Backend.releaseLease} */
+  releaseLease(user: string, handle: string, holder: string, now: number): Promise<boolean> {
+    return this.#op(async (sql) => {
+      const [row] = await sql.unsafe(this.#q.release, [user, handle, holder, now]).values();
+      return row?.[0] === true;
+    });
+  }
+
+  /** {@inheritDoc Backend.leases} */
+  leases(user: string, handles: readonly string[], now: number): Promise<Map<string, LeaseRecord>> {
+    return this.#op(async (sql) => {
+      const out = new Map<string, LeaseRecord>();
+      if (handles.length === 0) return out;
+      const rows = await sql.unsafe(this.#q.leases, [user, JSON.stringify(handles), now]).values();
+      for (const r of rows) out.set(String(r[0]), leaseOf(r.slice(1)));
+      return out;
+    });
+  }
+
+  /**
+   * {@inheritDoc Backend.subscribe}
+   *
+   * The first call starts a `LISTEN` on the schema's channel, on a connection
+   * postgres.js keeps for it and re-opens after a failure; every listener is
+   * called each time it listens again, since events may have been missed
+   * meanwhile. After an outage the feed moves to the fresh pool with the calls.
+   * Behind a transaction-mode pooler (PgBouncer) `LISTEN` hears nothing, and
+   * a watch relies on its `pollMs` re-reads.
+   */
+  async subscribe(user: string, handle: string, listener: () => void): Promise<() => void> {
+    if (this.#closed) throw closedError();
+    const { remove } = this.#listeners.add(user, handle, listener);
+    await this.#listen();
+    return remove;
   }
 
   /** {@inheritDoc Backend.close} */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    const feed = this.#feed;
+    this.#feed = undefined;
     if (this.#closeClient) await this.#sql.end({ timeout: 5 });
+    else {
+      // Not awaited: while the server is away, UNLISTEN would wait for it.
+      feed?.ready.then((m) => m?.unlisten()).catch(() => {});
+    }
     await Promise.all(this.#retiring);
+  }
+
+  /** Starts the change feed on the current pool, unless it runs there already. */
+  #listen(): Promise<unknown> {
+    const sql = this.#sql;
+    if (this.#feed?.sql !== sql) {
+      // postgres.js calls `onlisten` after each LISTEN, the first one included,
+      // and retries a failed first one by itself. Every LISTEN but a first one
+      // that succeeded at once may have missed events.
+      let missed = false;
+      const onlisten = () => (missed ? this.#heard("*") : (missed = true));
+      const ready = sql.listen(this.#channel, (p) => this.#heard(p), onlisten)
+        .catch(() => {
+          missed = true;
+          return undefined;
+        });
+      this.#feed = { sql, ready };
+    }
+    return this.#feed.ready;
+  }
+
+  /** Calls the listeners a notification names: those of one handle, or all for `"*"`. */
+  #heard(payload: string): void {
+    if (this.#closed) return;
+    try {
+      const [user, handle] = payload === "*" ? [] : JSON.parse(payload);
+      if (typeof user === "string" && typeof handle === "string") {
+        return this.#listeners.notify(user, handle);
+      }
+    } catch { /* not a payload of ours: call everyone */ }
+    this.#listeners.notifyAll();
   }
 
   /** Runs one call: migrates first if needed, and turns driver failures into `backend_error`. */
@@ -596,6 +717,8 @@ export class PostgresBackend implements Backend {
     }
     this.#replacedAt = now;
     this.#sql = this.#reopen();
+    // The old pool's LISTEN ends with it: the feed moves to the new pool.
+    if (this.#feed) void this.#listen();
     const ending: Promise<void> = failed.end({ timeout: 2 }).catch(() => {}).finally(() =>
       this.#retiring.delete(ending)
     );
@@ -687,11 +810,22 @@ interface Statements {
   remember: string;
   users: string;
   restore: string;
+  notify: string;
+  acquire: string;
+  leaseOf: string;
+  release: string;
+  leases: string;
 }
 
-function statements(s: string): Statements {
-  const h = `${s}.handles`, c = `${s}.changes`, i = `${s}.idempotency`;
+/**
+ * The SQL texts of one schema. Every statement that writes a record also
+ * notifies `channel` with its last parameter, the payload, once per written
+ * row; inside `update` and `restore` the `notify` statement does it.
+ */
+function statements(s: string, channel: string): Statements {
+  const h = `${s}.handles`, c = `${s}.changes`, i = `${s}.idempotency`, l = `${s}.leases`;
   const live = "trashed_until IS NULL";
+  const notify = (param: string) => `pg_notify('${channel}', ${param})`;
   const sweep = (byUser: string) =>
     `WITH idem AS (DELETE FROM ${i} WHERE expires_at <= $2::bigint),
      expired AS (DELETE FROM ${h} WHERE expires_at <= $1::bigint AND ${live}${byUser}
@@ -700,8 +834,9 @@ function statements(s: string): Statements {
                  RETURNING user_id, handle),
      gone AS (SELECT user_id, handle FROM expired UNION ALL SELECT user_id, handle FROM trashed),
      log AS (DELETE FROM ${c} AS e USING gone
-             WHERE e.user_id = gone.user_id AND e.handle = gone.handle)
-     SELECT count(*)::int FROM expired`;
+             WHERE e.user_id = gone.user_id AND e.handle = gone.handle),
+     lapsed AS (DELETE FROM ${l} WHERE expires_at <= $2::bigint)
+     SELECT count(*)::int, CASE WHEN count(*) > 0 THEN ${notify("'*'")} END FROM expired`;
   return {
     read: `SELECT ${RECORD_COLUMNS} FROM ${h} WHERE user_id = $1 AND handle = $2 AND ${live}`,
     lock: `SELECT ${RECORD_COLUMNS} FROM ${h} WHERE user_id = $1 AND handle = $2 AND ${live}
@@ -709,9 +844,13 @@ function statements(s: string): Statements {
     lockAny: `SELECT trashed_until IS NOT NULL FROM ${h} WHERE user_id = $1 AND handle = $2
               FOR UPDATE`,
     // A trashed row holds its handle too: the primary key stops the insert.
-    insert: `INSERT INTO ${h} (user_id, ${RECORD_COLUMNS})
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-             ON CONFLICT (user_id, handle) DO NOTHING`,
+    insert: `WITH ins AS (
+               INSERT INTO ${h} (user_id, ${RECORD_COLUMNS})
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+               ON CONFLICT (user_id, handle) DO NOTHING
+               RETURNING 1
+             )
+             SELECT ${notify("$10")} FROM ins`,
     // The entry goes in only with the row. An entry left by an older instance
     // that deleted a row without its changelog is overwritten, never in the way.
     insertLogged: `WITH ins AS (
@@ -719,18 +858,24 @@ function statements(s: string): Statements {
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
                      ON CONFLICT (user_id, handle) DO NOTHING
                      RETURNING user_id, handle
+                   ),
+                   log AS (
+                     INSERT INTO ${c} (user_id, handle, version, at, text)
+                     SELECT user_id, handle, $10::bigint, $11::bigint, $12::text FROM ins
+                     ON CONFLICT (user_id, handle, version) DO UPDATE
+                       SET at = EXCLUDED.at, text = EXCLUDED.text
                    )
-                   INSERT INTO ${c} (user_id, handle, version, at, text)
-                   SELECT user_id, handle, $10::bigint, $11::bigint, $12::text FROM ins
-                   ON CONFLICT (user_id, handle, version) DO UPDATE
-                     SET at = EXCLUDED.at, text = EXCLUDED.text`,
-    save: `UPDATE ${h}
-           SET state = $3, version = version + 1, updated_at = $4,
-               expires_at = CASE WHEN $5::boolean THEN expires_at ELSE $6::bigint END,
-               last_writer = $7
-           WHERE user_id = $1 AND handle = $2 AND version = $8::bigint AND ${live}
-             AND (expires_at IS NULL OR expires_at > $9::bigint)
-           RETURNING ${RECORD_COLUMNS}`,
+                   SELECT ${notify("$13")} FROM ins`,
+    save: `WITH s AS (
+             UPDATE ${h}
+             SET state = $3, version = version + 1, updated_at = $4,
+                 expires_at = CASE WHEN $5::boolean THEN expires_at ELSE $6::bigint END,
+                 last_writer = $7
+             WHERE user_id = $1 AND handle = $2 AND version = $8::bigint AND ${live}
+               AND (expires_at IS NULL OR expires_at > $9::bigint)
+             RETURNING ${RECORD_COLUMNS}
+           )
+           SELECT ${RECORD_COLUMNS}, ${notify("$10")} FROM s`,
     write: `UPDATE ${h}
             SET kind = $3, state = $4, version = $5, created_at = $6, updated_at = $7,
                 expires_at = $8, last_writer = $9
@@ -753,17 +898,28 @@ function statements(s: string): Statements {
                   VALUES ($1, $2, $10::bigint, $11::bigint, $12::text)
                   ON CONFLICT (user_id, handle, version) DO UPDATE
                     SET at = EXCLUDED.at, text = EXCLUDED.text`,
-    remove: `DELETE FROM ${h} WHERE user_id = $1 AND handle = $2 AND ${live}`,
+    remove: `WITH d AS (
+               DELETE FROM ${h} WHERE user_id = $1 AND handle = $2 AND ${live}
+               RETURNING 1
+             )
+             SELECT ${notify("$3")} FROM d`,
     // Runs after `remove` in its transaction: the changelog goes when no row
     // (live or trashed) is left to own it.
     removeLog: `DELETE FROM ${c} WHERE user_id = $1 AND handle = $2
                 AND NOT EXISTS (SELECT 1 FROM ${h} WHERE user_id = $1 AND handle = $2)`,
     dropLog: `DELETE FROM ${c} WHERE user_id = $1 AND handle = $2`,
-    trash: `UPDATE ${h} SET trashed_until = $3::bigint
-            WHERE user_id = $1 AND handle = $2 AND ${live}`,
-    untrash: `UPDATE ${h} SET trashed_until = NULL
-              WHERE user_id = $1 AND handle = $2 AND trashed_until > $3::bigint
-              RETURNING ${RECORD_COLUMNS}`,
+    trash: `WITH t AS (
+              UPDATE ${h} SET trashed_until = $3::bigint
+              WHERE user_id = $1 AND handle = $2 AND ${live}
+              RETURNING 1
+            )
+            SELECT ${notify("$4")} FROM t`,
+    untrash: `WITH u AS (
+                UPDATE ${h} SET trashed_until = NULL
+                WHERE user_id = $1 AND handle = $2 AND trashed_until > $3::bigint
+                RETURNING ${RECORD_COLUMNS}
+              )
+              SELECT ${RECORD_COLUMNS}, ${notify("$4")} FROM u`,
     changes: `SELECT version, at, text FROM ${c}
               WHERE user_id = $1 AND handle = $2 AND version > $3::bigint
                 AND EXISTS (SELECT 1 FROM ${h} WHERE user_id = $1 AND handle = $2 AND ${live})
@@ -804,6 +960,20 @@ function statements(s: string): Statements {
                     trashed_until = NULL
                 WHERE old.version < EXCLUDED.version OR old.trashed_until IS NOT NULL
               RETURNING old.xmax = 0`,
+    notify: `SELECT ${notify("$1")}`,
+    // Stores the lease unless another holder's is still in force.
+    acquire: `INSERT INTO ${l} AS old (user_id, handle, holder, expires_at)
+              VALUES ($1, $2, $3, $4::bigint)
+              ON CONFLICT (user_id, handle) DO UPDATE
+                SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+                WHERE old.holder = EXCLUDED.holder OR old.expires_at <= $5::bigint
+              RETURNING holder, expires_at`,
+    leaseOf: `SELECT holder, expires_at FROM ${l} WHERE user_id = $1 AND handle = $2`,
+    release: `DELETE FROM ${l} WHERE user_id = $1 AND handle = $2 AND holder = $3
+              RETURNING expires_at > $4::bigint`,
+    leases: `SELECT handle, holder, expires_at FROM ${l}
+             WHERE user_id = $1 AND handle IN (SELECT json_array_elements_text($2::text::json))
+               AND expires_at > $3::bigint`,
   };
 }
 
@@ -878,6 +1048,17 @@ const MIGRATIONS: readonly ((s: string) => string[])[] = [
        PRIMARY KEY (user_id, handle, version)
      )`,
   ],
+  // 3: advisory leases, beside the records.
+  (s) => [
+    `CREATE TABLE ${s}.leases (
+       user_id    text COLLATE "C" NOT NULL,
+       handle     text COLLATE "C" NOT NULL,
+       holder     text NOT NULL,
+       expires_at bigint NOT NULL,
+       PRIMARY KEY (user_id, handle)
+     )`,
+    `CREATE INDEX leases_expires ON ${s}.leases (expires_at)`,
+  ],
 ];
 
 /**
@@ -907,6 +1088,28 @@ function recordParams(r: HandleRecord): (string | number | null)[] {
     r.expiresAt,
     r.lastWriter,
   ];
+}
+
+function leaseOf(row: readonly unknown[]): LeaseRecord {
+  return { holder: String(row[0]), expiresAt: Number(row[1]) };
+}
+
+/**
+ * The `NOTIFY` channel of a schema's change feed: `mcpstate_<schema>`, or,
+ * past PostgreSQL's 63 bytes, its first 54 characters and a hash of the schema.
+ */
+function channelOf(schema: string): string {
+  const name = `mcpstate_${schema}`;
+  if (name.length <= 63) return name;
+  return `${name.slice(0, 54)}_${(hash32(schema) >>> 0).toString(16).padStart(8, "0")}`;
+}
+
+const encoder = new TextEncoder();
+
+/** The `NOTIFY` payload of a write: `[user, handle]` as JSON, or `"*"` (everyone) when too long. */
+function payloadOf(user: string, handle: string): string {
+  const text = JSON.stringify([user, handle]);
+  return encoder.encode(text).length <= MAX_PAYLOAD_BYTES ? text : "*";
 }
 
 function recordOf(row: readonly unknown[]): HandleRecord {
@@ -969,7 +1172,7 @@ function parseUrl(url: string): { connection: string; schema: string; params: UR
 /** FNV-1a of `text`, as a signed 32-bit integer. */
 function hash32(text: string): number {
   let h = 0x811c9dc5;
-  for (const byte of new TextEncoder().encode(text)) h = Math.imul(h ^ byte, 0x01000193);
+  for (const byte of encoder.encode(text)) h = Math.imul(h ^ byte, 0x01000193);
   return h | 0;
 }
 
