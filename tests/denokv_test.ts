@@ -1087,3 +1087,29 @@ Deno.test("denokv tests: clean up", async () => {
   sharedKv.close();
   await Deno.remove(dir, { recursive: true });
 });
+
+Deno.test("denokv: processes creating one new file at the same moment all open it", async () => {
+  const mod = new URL("../mod.ts", import.meta.url).href;
+  const files = 10;
+  // Every child opens file k at the same wall-clock moment: start + k * 150 ms.
+  const start = Date.now() + 2_000;
+  const code = `import { HandleStore } from ${JSON.stringify(mod)};
+    for (let k = 0; k < ${files}; k++) {
+      while (Date.now() < ${start} + k * 150) await new Promise((r) => setTimeout(r, 1));
+      await using s = await HandleStore.fromUrl(\`denokv:///${dir}/race-\${k}.kv\`);
+      await s.mint("race", {}, { user: "u" });
+    }`;
+  const outs = await Promise.all(
+    Array.from({ length: 3 }, () =>
+      new Deno.Command(Deno.execPath(), {
+        args: ["eval", "--unstable-kv", code],
+        stdout: "null",
+        stderr: "piped",
+      }).output()),
+  );
+  for (const o of outs) assert.equal(o.code, 0, new TextDecoder().decode(o.stderr));
+  for (let k = 0; k < files; k++) {
+    await using check = await HandleStore.fromUrl(`denokv:///${dir}/race-${k}.kv`);
+    assert.equal((await check.list("u")).length, 3);
+  }
+});

@@ -463,7 +463,18 @@ export class DenoKvBackend implements Backend {
     }
     let kv: Deno.Kv;
     try {
-      kv = await openKv(target.path);
+      // Two processes creating one new file at once: the loser finds it locked.
+      const deadline = Date.now() + 10_000;
+      for (let attempt = 0;; attempt++) {
+        try {
+          kv = await openKv(target.path);
+          break;
+        } catch (e) {
+          const msg = e instanceof Error ? e.message : String(e);
+          if (!LOCKED_RE.test(msg) || Date.now() >= deadline) throw e;
+          await backoff(attempt);
+        }
+      }
     } catch (e) {
       const where = target.kind === "remote" ? displayUrl(target.path) : `"${target.path}"`;
       let raw = scrub(e instanceof Error ? e.message : String(e), token);
