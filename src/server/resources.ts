@@ -15,9 +15,14 @@ import {
   type ServerContext,
 } from "@modelcontextprotocol/server";
 import { McpStateError, Unauthenticated } from "../errors.ts";
-import { type HandleStore, toPayload } from "../store.ts";
+import type { HandleStore } from "../store.ts";
 import { handleOfUri, RESOURCE_PREFIX, resourceUri } from "./live.ts";
-import { ANONYMOUS_RANDOM_CHARS, type StateToolsOptions, toolRequestOf } from "./tools.ts";
+import {
+  ANONYMOUS_RANDOM_CHARS,
+  payloadFor,
+  type StateToolsOptions,
+  toolRequestOf,
+} from "./tools.ts";
 
 /** At most this many handles (the most recently updated) in `resources/list`. */
 export const RESOURCE_LIST_LIMIT = 500;
@@ -89,12 +94,14 @@ export function registerStateResources(
       handle.length - handle.lastIndexOf("_") - 1 < ANONYMOUS_RANDOM_CHARS;
     if (handle === undefined || (anonymous && short)) throw new ResourceNotFoundError(uri.href);
     try {
+      const request = toolRequestOf(server, ctx);
       const snap = await store.get(handle, { user: await userOf(ctx) });
+      const writer = options.writer?.(request);
       return {
         contents: [{
           uri: uri.href,
           mimeType: "application/json",
-          text: JSON.stringify({ ok: true, ...toPayload(snap) }),
+          text: JSON.stringify({ ok: true, ...payloadFor(snap, writer) }),
         }],
       };
     } catch (e) {

@@ -604,10 +604,10 @@ export function registerStateTools(
       idempotentHint: true,
       openWorldHint: false,
     },
-  }, async (args, _raw, { user }) => {
+  }, async (args, _raw, { user, writer }) => {
     checkHandle(args.handle);
     const snap = await store.get(args.handle, { user });
-    const payload = toPayload(snap);
+    const payload = payloadFor(snap, writer);
     if (args.path) {
       payload.state = getPath(snap.state, args.path);
       payload.path = args.path;
@@ -629,7 +629,7 @@ export function registerStateTools(
       idempotentHint: true,
       openWorldHint: false,
     },
-  }, async (args, _raw, { user }) => {
+  }, async (args, _raw, { user, writer }) => {
     if (anonymous) {
       throw new Unauthenticated(
         "state_list is disabled on this server: it runs without authentication, so every caller shares one bucket and a list would reveal everyone's handles. Keep the handles you mint and pass them back; to resume earlier work, ask the user for its handle.",
@@ -640,7 +640,10 @@ export function registerStateTools(
       ...(args.limit === undefined ? {} : { limit: args.limit }),
       ...(args.cursor === undefined ? {} : { cursor: args.cursor }),
     });
-    return { handles: page.handles.map((h) => toPayload(h)), next_cursor: page.nextCursor };
+    return {
+      handles: page.handles.map((h) => payloadFor(h, writer)),
+      next_cursor: page.nextCursor,
+    };
   });
 
   register("state_patch", {
@@ -799,6 +802,25 @@ export function registerStateTools(
     });
     return { handle: args.handle, acquired: l.acquired, active_lease: leasePayload(l) };
   });
+}
+
+/**
+ * The wire form of a snapshot or info for the caller `writer`: `active_lease`
+ * only when someone else holds the lease — the caller's own is no news to
+ * it, and leaving it out keeps results exactly the Python 0.2 keys for a
+ * single writer.
+ *
+ * @param s A snapshot or info.
+ * @param writer The caller's writer label.
+ * @returns The payload.
+ */
+export function payloadFor(
+  s: HandleInfo | Snapshot<unknown>,
+  writer: string | null | undefined,
+): Record<string, unknown> {
+  const out = toPayload(s);
+  if (s.activeLease && s.activeLease.holder === (writer || "unknown")) delete out.active_lease;
+  return out;
 }
 
 function leasePayload(l: { holder: string; expiresAt: Date }): Record<string, string> {
