@@ -1225,3 +1225,25 @@ Deno.test("sqlite: a lease outlives its holder's kill -9 until it lapses, then a
   }
   integrityOk(path);
 });
+
+Deno.test("sqlite: processes creating one new file at the same moment all open it", async () => {
+  const mod = new URL("../src/backends/sqlite.ts", import.meta.url).href;
+  const files = 20;
+  // Every child opens file k at the same wall-clock moment: start + k * 100 ms.
+  const start = Date.now() + 2_000;
+  const code = `import { SqliteBackend } from ${JSON.stringify(mod)};
+    for (let k = 0; k < ${files}; k++) {
+      while (Date.now() < ${start} + k * 100) await new Promise((r) => setTimeout(r, 1));
+      const b = await SqliteBackend.fromUrl(\`sqlite:///${dir}/race-\${k}.db\`);
+      await b.close();
+    }`;
+  const outs = await Promise.all(
+    Array.from({ length: 3 }, () =>
+      new Deno.Command(Deno.execPath(), {
+        args: ["eval", code],
+        stdout: "null",
+        stderr: "piped",
+      }).output()),
+  );
+  for (const o of outs) assert.equal(o.code, 0, new TextDecoder().decode(o.stderr));
+});

@@ -340,7 +340,7 @@ export class SqliteBackend implements Backend {
     try {
       // The busy timeout first, so that everything below waits for other processes.
       db.exec(`PRAGMA busy_timeout = ${busy}`);
-      db.exec("PRAGMA journal_mode = WAL");
+      enableWal(db, busy);
       db.exec(`PRAGMA synchronous = ${sync === "full" ? "FULL" : "NORMAL"}`);
       // macOS fsync() does not flush the drive's cache; F_FULLFSYNC does.
       if (sync === "full" && Deno.build.os === "darwin") db.exec("PRAGMA fullfsync = ON");
@@ -1117,6 +1117,26 @@ function parseSqliteUrl(url: string): { path: string; synchronous: SqliteSynchro
     synchronous = v;
   }
   return { path: parsed.path, synchronous };
+}
+
+/**
+ * `PRAGMA journal_mode = WAL`. While another connection is creating the same
+ * new file, SQLite answers it "database is locked" at once, without the busy
+ * handler (seen with two servers starting together): retried, with short
+ * jittered sleeps, until the busy timeout.
+ */
+function enableWal(db: DatabaseSync, busyMs: number): void {
+  const deadline = Date.now() + busyMs;
+  for (let attempt = 0;; attempt++) {
+    try {
+      db.exec("PRAGMA journal_mode = WAL");
+      return;
+    } catch (e) {
+      if (!/locked|busy/i.test(messageOf(e)) || Date.now() >= deadline) throw e;
+      const ms = Math.min(100, 2 ** attempt) * (0.5 + Math.random());
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+    }
+  }
 }
 
 function messageOf(e: unknown): string {
