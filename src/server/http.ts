@@ -185,7 +185,8 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
         if (listen && who !== undefined) {
           const ended = new AbortController();
           request.signal.addEventListener("abort", () => ended.abort(), { once: true });
-          live.follow(who, listen, ended.signal);
+          // The acknowledgement goes out only once every watch has its starting version.
+          await live.follow(who, listen, ended.signal);
           const res = await mcp.fetch(request, authInfo ? { authInfo } : undefined);
           return untilClosed(res, ended);
         }

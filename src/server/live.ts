@@ -45,6 +45,8 @@ export function handleOfUri(uri: string): string | undefined {
 interface Follower {
   count: number;
   stop: AbortController;
+  /** Settles once the watch has read its first version (or ended). */
+  ready: PromiseWithResolvers<void>;
 }
 
 /**
@@ -76,28 +78,35 @@ export class LiveUpdates {
   }
 
   /**
-   * Follows `handles` of `user` until `signal` aborts.
+   * Follows `handles` of `user` until `signal` aborts. Acknowledge the
+   * subscription only once the returned promise settles: from then on, every
+   * change is heard (a change before it would be taken for the starting
+   * version).
    *
    * @param user The subscriber's user; only that user's handles are watched.
    * @param handles The handles to follow.
    * @param signal Ends this subscription's share of the follow.
+   * @returns Settles when every handle's watch has read its starting version.
    */
-  follow(user: string, handles: readonly string[], signal: AbortSignal): void {
-    if (this.#closed || signal.aborted) return;
+  follow(user: string, handles: readonly string[], signal: AbortSignal): Promise<void> {
+    if (this.#closed || signal.aborted) return Promise.resolve();
+    const ready: Promise<void>[] = [];
     for (const handle of new Set(handles)) {
       const key = JSON.stringify([user, handle]);
       let f = this.#followers.get(key);
       if (!f) {
-        f = { count: 0, stop: new AbortController() };
+        f = { count: 0, stop: new AbortController(), ready: Promise.withResolvers<void>() };
         this.#followers.set(key, f);
         this.#run(user, handle, key, f);
       }
+      ready.push(f.ready.promise);
       const follower = f;
       follower.count++;
       signal.addEventListener("abort", () => {
         if (--follower.count === 0) this.#drop(key, follower);
       }, { once: true });
     }
+    return Promise.all(ready).then(() => {});
   }
 
   /** Stops every follow. */
@@ -107,6 +116,7 @@ export class LiveUpdates {
   }
 
   #drop(key: string, f: Follower): void {
+    f.ready.resolve();
     f.stop.abort();
     if (this.#followers.get(key) === f) this.#followers.delete(key);
   }
@@ -120,6 +130,7 @@ export class LiveUpdates {
           attempt = 0;
           if (seen) this.#emit(uri);
           seen = true;
+          f.ready.resolve();
         }
         break;
       } catch (e) {
@@ -129,6 +140,7 @@ export class LiveUpdates {
           break;
         }
         // The backend is unreachable for now: try again, backing off.
+        f.ready.resolve();
         await sleep(Math.min(30_000, 250 * 2 ** Math.min(attempt, 7)), f.stop.signal);
       }
     }

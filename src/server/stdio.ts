@@ -58,9 +58,26 @@ export class StdioLive {
         return inner.close();
       },
     };
+    // A listen request is passed on (and so acknowledged) only once its
+    // watches have their starting versions; later messages wait behind it,
+    // in order.
+    let queue: Promise<void> = Promise.resolve();
+    let queued = 0;
     inner.onmessage = (message, extra) => {
-      tap(message);
-      outer.onmessage?.(message, extra);
+      const wait = tap(message);
+      if (wait === undefined && queued === 0) {
+        outer.onmessage?.(message, extra);
+        return;
+      }
+      queued++;
+      queue = queue.then(() => wait).then(() => {
+        queued--;
+        try {
+          outer.onmessage?.(message, extra);
+        } catch (e) {
+          outer.onerror?.(e instanceof Error ? e : new Error(String(e)));
+        }
+      });
     };
     inner.onclose = () => {
       end();
@@ -82,8 +99,8 @@ export class StdioLive {
   adopt(server: McpServer, era: "legacy" | "modern"): McpServer {
     this.#servers.add(server);
     if (era === "legacy") {
-      server.server.setRequestHandler("resources/subscribe", (req) => {
-        this.#follow(`legacy:${req.params.uri}`, [req.params.uri]);
+      server.server.setRequestHandler("resources/subscribe", async (req) => {
+        await this.#follow(`legacy:${req.params.uri}`, [req.params.uri]);
         return {};
       });
       server.server.setRequestHandler("resources/unsubscribe", (req) => {
@@ -100,23 +117,25 @@ export class StdioLive {
     this.#live.close();
   }
 
-  #tap(message: JSONRPCMessage): void {
+  /** Sees one inbound message; for a listen request, what to wait for before passing it on. */
+  #tap(message: JSONRPCMessage): Promise<void> | undefined {
     const m = message as { method?: string; id?: unknown; params?: Record<string, unknown> };
     if (m.method === "subscriptions/listen" && m.id !== undefined) {
       const uris = (m.params?.notifications as { resourceSubscriptions?: unknown } | undefined)
         ?.resourceSubscriptions;
-      if (Array.isArray(uris)) this.#follow(JSON.stringify(m.id), uris.map(String));
+      if (Array.isArray(uris)) return this.#follow(JSON.stringify(m.id), uris.map(String));
     } else if (m.method === "notifications/cancelled") {
       this.#end(JSON.stringify(m.params?.requestId));
     }
+    return undefined;
   }
 
-  #follow(key: string, uris: string[]): void {
+  #follow(key: string, uris: string[]): Promise<void> {
     const handles = uris.map(handleOfUri).filter((h) => h !== undefined);
     const stop = new AbortController();
     this.#end(key);
     this.#subs.set(key, stop);
-    this.#live.follow(this.#user, handles, stop.signal);
+    return this.#live.follow(this.#user, handles, stop.signal);
   }
 
   #end(key: string): void {
