@@ -1,8 +1,9 @@
 /**
  * Cross-instance notification latency: two `mcpstate serve --transport http`
  * processes on one backend; an official client holds a `subscriptions/listen`
- * stream on instance A while another patches through instance B. For each
- * patch it records the patch call's own time (the write, for reference) and
+ * stream on instance A while another patches through instance B, one patch
+ * at a time after a random pause of 0–120 ms (so that writes do not fall
+ * into step with a poll interval). For each patch it records the patch call's own time (the write, for reference) and
  * the time from sending the patch to the `notifications/resources/updated`
  * arriving on A. Prints a Markdown table; `--write` puts it into
  * `docs/benchmarks.md` between `<!-- live -->` and `<!-- /live -->`.
@@ -74,6 +75,8 @@ async function measure(name: string, backend: string): Promise<Row> {
             resolve();
           };
         });
+        // A random pause, so that writes do not fall into step with a poll interval.
+        await new Promise((r) => setTimeout(r, Math.random() * 120));
         const t0 = performance.now();
         await ok(writer, "state_patch", {
           handle,
