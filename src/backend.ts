@@ -326,6 +326,18 @@ export interface Backend {
    */
   leases?(user: string, handles: readonly string[], now: number): Promise<Map<string, LeaseRecord>>;
   /**
+   * Optional (leases): {@link Backend.read} and {@link Backend.leases} of one
+   * handle in one step (one statement, one round trip) — what every `get`
+   * needs. Without it the store makes both calls at once.
+   *
+   * @since 0.4.0
+   */
+  readLeased?(
+    user: string,
+    handle: string,
+    now: number,
+  ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }>;
+  /**
    * Optional (change feed): calls `listener` soon after any write to
    * `(user, handle)` commits — insert, save, update, remove, untrash, restore,
    * sweep — whether it went through this backend object, another connection,

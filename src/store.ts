@@ -467,9 +467,14 @@ export class HandleStore implements AsyncDisposable {
     const user = checkUser(options);
     checkHandle(handle);
     const now = this.#clock();
-    const [r, leases] = await this.#call(() =>
-      Promise.all([this.#backend.read(user, handle), this.#leasesOf(user, [handle], now)])
-    );
+    const b = this.#backend;
+    const [r, leases] = await this.#call(async () => {
+      if (!b.readLeased) {
+        return Promise.all([b.read(user, handle), this.#leasesOf(user, [handle], now)]);
+      }
+      const { record, lease } = await b.readLeased(user, handle, now);
+      return [record, lease ? new Map([[handle, lease]]) : undefined] as const;
+    });
     return withLease(snapshotOf<S>(this.#live(r, handle, now)), leases);
   }
 

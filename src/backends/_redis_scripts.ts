@@ -489,6 +489,14 @@ return 1
 `;
 
 /**
+ * readLeased: a record's `d` field and its lease, in one command.
+ * KEYS: record, lease. Replies {d or false, lease or false}.
+ */
+export const READ_LEASED: string = `
+return {redis.call('HGET', KEYS[1], 'd'), redis.call('GET', KEYS[2])}
+`;
+
+/**
  * releaseLease: deletes the lease when the holder holds it.
  * KEYS: lease. ARGV: now, holder.
  * Replies 1 when a lease in force (expiresAt after now) was deleted, else 0.

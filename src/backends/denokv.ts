@@ -1229,6 +1229,24 @@ export class DenoKvBackend implements Backend {
     return (await this.#load(u, h, handle)).record;
   }
 
+  /** {@inheritDoc Backend.readLeased} */
+  async readLeased(
+    user: string,
+    handle: string,
+    now: number,
+  ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }> {
+    const u = this.#user(user), h = keyPart(handle, NAME_PART_MAX);
+    // The head and the lease in one read; the state's chunks (if any) follow.
+    const [head, l] = await this.#io(() =>
+      this.#kv.getMany<[Head, LeaseRecord]>([this.#headKey(u, h), this.#leaseKey(user, handle)])
+    );
+    const { record } = await this.#load(u, h, handle, head);
+    const lease = l.value && l.value.expiresAt > now
+      ? { holder: l.value.holder, expiresAt: l.value.expiresAt }
+      : null;
+    return { record, lease };
+  }
+
   /** {@inheritDoc Backend.save} */
   save(
     user: string,

@@ -321,6 +321,20 @@ export class MemoryBackend implements Backend {
     return Promise.resolve(out);
   }
 
+  /** {@inheritDoc Backend.readLeased} */
+  readLeased(
+    user: string,
+    handle: string,
+    now: number,
+  ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }> {
+    const r = this.#users.get(user)?.get(handle);
+    const l = this.#leases.get(JSON.stringify([user, handle]));
+    return Promise.resolve({
+      record: r ? { ...r } : null,
+      lease: l && l.expiresAt > now ? { ...l } : null,
+    });
+  }
+
   /** {@inheritDoc Backend.subscribe} */
   subscribe(user: string, handle: string, listener: () => void): Promise<() => void> {
     return Promise.resolve(this.#listeners.add(user, handle, listener).remove);

@@ -377,6 +377,19 @@ export class PostgresBackend implements Backend {
     });
   }
 
+  /** {@inheritDoc Backend.readLeased} */
+  readLeased(
+    user: string,
+    handle: string,
+    now: number,
+  ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }> {
+    return this.#op(async (sql) => {
+      const [row] = await sql.unsafe(this.#q.readLeased, [user, handle, now]).values();
+      if (!row) return { record: null, lease: null };
+      return { record: recordOf(row), lease: row[8] == null ? null : leaseOf(row.slice(8)) };
+    });
+  }
+
   /** {@inheritDoc Backend.save} */
   save(
     user: string,
@@ -790,6 +803,7 @@ export class PostgresBackend implements Backend {
 /** The SQL texts of one schema, built once. */
 interface Statements {
   read: string;
+  readLeased: string;
   lock: string;
   lockAny: string;
   insert: string;
@@ -839,6 +853,11 @@ function statements(s: string, channel: string): Statements {
      SELECT count(*)::int, CASE WHEN count(*) > 0 THEN ${notify("'*'")} END FROM expired`;
   return {
     read: `SELECT ${RECORD_COLUMNS} FROM ${h} WHERE user_id = $1 AND handle = $2 AND ${live}`,
+    readLeased: `SELECT ${RECORD_COLUMNS.split(", ").map((c) => `r.${c}`).join(", ")},
+                 l.holder, l.expires_at
+                 FROM ${h} AS r LEFT JOIN ${l} AS l ON l.user_id = r.user_id
+                   AND l.handle = r.handle AND l.expires_at > $3::bigint
+                 WHERE r.user_id = $1 AND r.handle = $2 AND r.${live}`,
     lock: `SELECT ${RECORD_COLUMNS} FROM ${h} WHERE user_id = $1 AND handle = $2 AND ${live}
            FOR UPDATE`,
     lockAny: `SELECT trashed_until IS NOT NULL FROM ${h} WHERE user_id = $1 AND handle = $2

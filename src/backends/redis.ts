@@ -86,6 +86,7 @@ import {
   CHANGES,
   INSERT,
   LIST,
+  READ_LEASED,
   RELEASE,
   REMOVE,
   RESTORE,
@@ -193,6 +194,7 @@ const S = {
   list: script(LIST),
   sweep: script(SWEEP),
   acquire: script(ACQUIRE),
+  readLeased: script(READ_LEASED),
   release: script(RELEASE),
 };
 
@@ -1096,6 +1098,25 @@ export class RedisBackend implements Backend {
   async releaseLease(user: string, handle: string, holder: string, now: number): Promise<boolean> {
     const key = this.#leaseKey(user, handle);
     return await this.#run(S.release, [key], [String(now), holder], wroteOne) === 1;
+  }
+
+  /** {@inheritDoc Backend.readLeased} */
+  async readLeased(
+    user: string,
+    handle: string,
+    now: number,
+  ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }> {
+    const k = this.#keys(user, handle);
+    // One command: both keys sit in the user's slot.
+    const [d, l] = await this.#run(S.readLeased, [k.rec, this.#leaseKey(user, handle)], []) as [
+      string | null,
+      string | null,
+    ];
+    const lease = typeof l === "string" ? leaseOf(l) : null;
+    return {
+      record: recordOfD(handle, d as string | null),
+      lease: lease && lease.expiresAt > now ? lease : null,
+    };
   }
 
   /** {@inheritDoc Backend.leases} */

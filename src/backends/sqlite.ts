@@ -266,6 +266,8 @@ export class SqliteBackend implements Backend {
   readonly #leaseOf: StatementSync;
   readonly #leaseDrop: StatementSync;
   readonly #leasesIn: StatementSync;
+  readonly #leaseOne: StatementSync;
+  readonly #readLeased: StatementSync;
   readonly #sweepLeases: StatementSync;
   readonly #dataVersion: StatementSync;
   readonly #listeners = new Listeners();
@@ -459,6 +461,18 @@ export class SqliteBackend implements Backend {
       "SELECT handle, holder, expires_at FROM leases WHERE user = ? " +
         "AND handle IN (SELECT value FROM json_each(?)) AND expires_at > ?",
     ));
+    // A get: the record and its lease in force, in one statement.
+    this.#readLeased = returnArrays(p(
+      "SELECT h.kind, h.state, h.version, h.created_ms, h.updated_ms, h.expires_ms, " +
+        "h.last_writer, l.holder, l.expires_at FROM handles h LEFT JOIN leases l " +
+        "ON l.user = h.user AND l.handle = h.handle AND l.expires_at > ?3 " +
+        "WHERE h.user = ?1 AND h.handle = ?2",
+    ));
+    // One handle: a primary-key lookup, without json_each.
+    this.#leaseOne = returnArrays(p(
+      "SELECT handle, holder, expires_at FROM leases " +
+        "WHERE user = ? AND handle = ? AND expires_at > ?",
+    ));
     this.#sweepLeases = p(
       "DELETE FROM leases WHERE rowid IN (SELECT rowid FROM leases " +
         `WHERE expires_at <= ? LIMIT ${SWEEP_BATCH})`,
@@ -512,6 +526,21 @@ export class SqliteBackend implements Backend {
   /** {@inheritDoc Backend.read} */
   read(user: string, handle: string): Promise<HandleRecord | null> {
     return this.#run(() => this.#readRow(user, handle));
+  }
+
+  /** {@inheritDoc Backend.readLeased} */
+  readLeased(
+    user: string,
+    handle: string,
+    now: number,
+  ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }> {
+    return this.#run(() => {
+      const row = this.#readLeased.get(user, handle, now) as Row | undefined;
+      if (!row) return { record: null, lease: null };
+      const c = cells(row);
+      const lease = c[7] == null ? null : { holder: c[7] as string, expiresAt: c[8] as number };
+      return { record: recordOf(handle, row), lease };
+    });
   }
 
   /** {@inheritDoc Backend.save} */
@@ -810,7 +839,10 @@ export class SqliteBackend implements Backend {
     return this.#run(() => {
       const out = new Map<string, LeaseRecord>();
       if (handles.length === 0) return out;
-      for (const r of this.#leasesIn.all(user, JSON.stringify(handles), now) as Row[]) {
+      const rows = handles.length === 1
+        ? this.#leaseOne.all(user, handles[0]!, now)
+        : this.#leasesIn.all(user, JSON.stringify(handles), now);
+      for (const r of rows as Row[]) {
         const [h, holder, expiresAt] = cells(r);
         out.set(h as string, { holder: holder as string, expiresAt: expiresAt as number });
       }
