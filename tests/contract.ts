@@ -70,6 +70,25 @@ export async function rejectsWith(
 }
 
 /**
+ * `promise`, or a failure naming `what` after `ms`.
+ *
+ * @returns What `promise` resolves to.
+ */
+export async function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
  * Registers the contract suite for one backend.
  *
  * @param name The backend's name in test output.

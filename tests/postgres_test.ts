@@ -23,7 +23,7 @@ import { Append, HandleStore, Increment, McpStateError, SetKey } from "../mod.ts
 import type { HandleRecord, WriteContext } from "../src/backend.ts";
 import { POSTGRES_SCHEMA_VERSION, PostgresBackend } from "../src/backends/postgres.ts";
 import { restoreContract } from "./_cli_restore_contract.ts";
-import { backendContract, freshUser, rejectsWith } from "./contract.ts";
+import { backendContract, freshUser, rejectsWith, within } from "./contract.ts";
 
 const BASE_URL = Deno.env.get("MCPSTATE_TEST_POSTGRES_URL") ??
   "postgres://postgres@127.0.0.1:5432/test";
@@ -692,21 +692,6 @@ Deno.test("an unreachable server is a prompt backend_error, and no message shows
   );
 });
 
-/** `promise`, or a failure naming `what` after `ms`. */
-async function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 Deno.test("a version-2 schema gains the leases table in place, its rows kept", async () => {
   const schema = schemaName("v2");
   const s = `"${schema}"`;
@@ -931,7 +916,7 @@ Deno.test("a watcher sees every version another process writes, within 5 s each"
   const user = freshUser();
   const h = await store.mint("live", { n: 0 }, { user });
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-all", "tests/_postgres_live_child.ts", url, user, h],
+    args: ["run", "--allow-all", "tests/_live_child.ts", "patch", url, user, h],
     cwd: REPO_ROOT,
     stdin: "piped",
     stdout: "piped",

@@ -4,7 +4,7 @@ import { HandleStore, Increment, Merge, SetKey } from "../mod.ts";
 import type { ChangesSince } from "../src/store.ts";
 import type { ConditionalWrite, HandleRecord, WriteContext } from "../src/backend.ts";
 import { SQLITE_SCHEMA_VERSION, SqliteBackend } from "../src/backends/sqlite.ts";
-import { backendContract, FakeClock, freshUser, rejectsWith } from "./contract.ts";
+import { backendContract, FakeClock, freshUser, rejectsWith, within } from "./contract.ts";
 import { restoreContract } from "./_cli_restore_contract.ts";
 import {
   makePythonV02Database,
@@ -1128,28 +1128,13 @@ function liveChild(args: string[]): Deno.ChildProcess {
     args: [
       "run",
       "--allow-all",
-      new URL("./_sqlite_live_child.ts", import.meta.url).pathname,
+      new URL("./_live_child.ts", import.meta.url).pathname,
       ...args,
     ],
     stdin: "piped",
     stdout: "piped",
     stderr: "piped",
   }).spawn();
-}
-
-/** `promise`, or a failure naming `what` after `ms`. */
-async function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 Deno.test("sqlite: a watcher sees every version another process writes, within 5 s each", async () => {

@@ -126,6 +126,8 @@ export interface SqliteBackendOptions {
   closeDatabase?: boolean;
 }
 
+/** At most this many leases in force are scanned per user for a page (see `leases`). */
+const LEASE_SCAN_MAX = 500;
 const URL_OPTIONS = "synchronous=full|normal";
 const META = "handle, kind, version, created_ms, updated_ms, expires_ms, last_writer";
 const SWEEP_BATCH = 500;
@@ -267,6 +269,7 @@ export class SqliteBackend implements Backend {
   readonly #leaseDrop: StatementSync;
   readonly #leasesIn: StatementSync;
   readonly #leaseOne: StatementSync;
+  readonly #leasesOfUser: StatementSync;
   readonly #readLeased: StatementSync;
   readonly #sweepLeases: StatementSync;
   readonly #dataVersion: StatementSync;
@@ -467,6 +470,13 @@ export class SqliteBackend implements Backend {
         "h.last_writer, l.holder, l.expires_at FROM handles h LEFT JOIN leases l " +
         "ON l.user = h.user AND l.handle = h.handle AND l.expires_at > ?3 " +
         "WHERE h.user = ?1 AND h.handle = ?2",
+    ));
+    // A page of handles: the user's leases in force are few (they lapse within
+    // minutes, and sweeps drop them), so one range scan of the primary key
+    // beats a lookup per handle; past LEASE_SCAN_MAX rows, the lookups win.
+    this.#leasesOfUser = returnArrays(p(
+      "SELECT handle, holder, expires_at FROM leases WHERE user = ? AND expires_at > ? " +
+        `LIMIT ${LEASE_SCAN_MAX + 1}`,
     ));
     // One handle: a primary-key lookup, without json_each.
     this.#leaseOne = returnArrays(p(
@@ -839,10 +849,19 @@ export class SqliteBackend implements Backend {
     return this.#run(() => {
       const out = new Map<string, LeaseRecord>();
       if (handles.length === 0) return out;
-      const rows = handles.length === 1
-        ? this.#leaseOne.all(user, handles[0]!, now)
-        : this.#leasesIn.all(user, JSON.stringify(handles), now);
-      for (const r of rows as Row[]) {
+      let rows: Row[];
+      if (handles.length === 1) {
+        rows = this.#leaseOne.all(user, handles[0]!, now) as Row[];
+      } else {
+        rows = this.#leasesOfUser.all(user, now) as Row[];
+        if (rows.length > LEASE_SCAN_MAX) {
+          rows = this.#leasesIn.all(user, JSON.stringify(handles), now) as Row[];
+        } else {
+          const wanted = new Set(handles);
+          rows = rows.filter((r) => wanted.has(cells(r)[0] as string));
+        }
+      }
+      for (const r of rows) {
         const [h, holder, expiresAt] = cells(r);
         out.set(h as string, { holder: holder as string, expiresAt: expiresAt as number });
       }

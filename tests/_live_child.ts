@@ -1,6 +1,6 @@
 /**
- * A child process for the SQLite lease and watch tests: a real, separate OS
- * process on the same database file as the test.
+ * A child process for the lease and watch tests of every backend: a real,
+ * separate OS process on the same database (file, server) as the test.
  *
  * - `patch <url> <user> <handle>`: prints `ready`, then for every line on
  *   stdin increments `n` of the handle once and prints the new version;
@@ -18,7 +18,7 @@ import { HandleStore, Increment } from "../mod.ts";
 
 const [mode, url, user, handle, holder = "", seconds = "0"] = Deno.args;
 if (!mode || !url || !user || !handle) {
-  console.error("Usage: _sqlite_live_child.ts patch|lease <url> <user> <handle> [holder seconds]");
+  console.error("Usage: _live_child.ts patch|lease <url> <user> <handle> [holder seconds]");
   Deno.exit(2);
 }
 
