@@ -3,6 +3,7 @@ import { fileURLToPath } from "node:url";
 import { Append, HandleStore, Increment, SetKey } from "../mod.ts";
 import type { HandleRecord, WriteContext } from "../src/backend.ts";
 import { DenoKvBackend, parseDenoKvUrl } from "../src/backends/denokv.ts";
+import { leaseOutlivesKilledHolder, watcherHearsAnotherProcess } from "./_live_checks.ts";
 import { backendContract, FakeClock, freshUser, rejectsWith } from "./contract.ts";
 
 const DAY = 86_400_000;
@@ -1112,4 +1113,13 @@ Deno.test("denokv: processes creating one new file at the same moment all open i
     await using check = await HandleStore.fromUrl(`denokv:///${dir}/race-${k}.kv`);
     assert.equal((await check.list("u")).length, 3);
   }
+});
+
+Deno.test("denokv: the live checks every backend runs, across two processes on one file", async (t) => {
+  await t.step("a watcher hears every version the other process writes", async () => {
+    await watcherHearsAnotherProcess(`denokv:///${dir}/live-watch.kv`);
+  });
+  await t.step("a lease outlives its holder's kill -9 until it lapses", async () => {
+    await leaseOutlivesKilledHolder(`denokv:///${dir}/live-lease.kv`);
+  });
 });

@@ -24,6 +24,7 @@ import type { HandleRecord, WriteContext } from "../src/backend.ts";
 import { POSTGRES_SCHEMA_VERSION, PostgresBackend } from "../src/backends/postgres.ts";
 import { restoreContract } from "./_cli_restore_contract.ts";
 import { backendContract, freshUser, rejectsWith, within } from "./contract.ts";
+import { leaseOutlivesKilledHolder, watcherHearsAnotherProcess } from "./_live_checks.ts";
 
 const BASE_URL = Deno.env.get("MCPSTATE_TEST_POSTGRES_URL") ??
   "postgres://postgres@127.0.0.1:5432/test";
@@ -911,56 +912,18 @@ Deno.test("the change feed: every write is heard at commit by each instance on t
 
 Deno.test("a watcher sees every version another process writes, within 5 s each", async () => {
   const schema = schemaName("watch");
-  const url = urlFor(schema);
-  const store = await HandleStore.fromUrl(url);
-  const user = freshUser();
-  const h = await store.mint("live", { n: 0 }, { user });
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-all", "tests/_live_child.ts", "patch", url, user, h],
-    cwd: REPO_ROOT,
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const out = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let buffer = "";
-  const line = async () => {
-    while (!buffer.includes("\n")) {
-      const { value, done } = await out.read();
-      if (done) return null;
-      buffer += value;
-    }
-    const nl = buffer.indexOf("\n");
-    const text = buffer.slice(0, nl);
-    buffer = buffer.slice(nl + 1);
-    return text;
-  };
-  const stdin = child.stdin.getWriter();
-  const stop = new AbortController();
-  // A long safety-net poll: only the change feed can deliver in time.
-  const it = store.watch<{ n: number }>(h, { user, signal: stop.signal, pollMs: 600_000 });
   try {
-    assert.equal(await within(30_000, "the writer process", line()), "ready");
-    assert.equal((await it.next()).value?.version, 1);
-    for (let version = 2; version <= 4; version++) {
-      await stdin.write(new TextEncoder().encode("patch\n"));
-      assert.equal(await line(), String(version), "the writer process failed");
-      const r = await within(5_000, `version ${version}`, it.next());
-      assert.equal(r.done, false);
-      assert.deepEqual([r.value?.version, r.value?.state.n, r.value?.lastWriter], [
-        version,
-        version - 1,
-        "child",
-      ]);
-    }
+    await watcherHearsAnotherProcess(urlFor(schema));
   } finally {
-    stop.abort();
-    await it.return?.(undefined);
-    await stdin.close();
-    const [status, stderr] = await Promise.all([child.status, new Response(child.stderr).text()]);
-    out.cancel().catch(() => {});
-    assert.ok(status.success, `the writer process failed (${status.code}): ${stderr}`);
-    await store.close();
+    await dropSchema(schema);
+  }
+});
+
+Deno.test("a lease outlives its holder's kill -9 until it lapses, then another holder takes it", async () => {
+  const schema = schemaName("lease_kill");
+  try {
+    await leaseOutlivesKilledHolder(urlFor(schema));
+  } finally {
     await dropSchema(schema);
   }
 });

@@ -17,6 +17,7 @@ import type { Backend, ChangeEntry, HandleRecord } from "../src/backend.ts";
 import { MemoryBackend } from "../src/backends/memory.ts";
 import { RedisBackend } from "../src/backends/redis.ts";
 import { backendContract, FakeClock, freshUser, rejectsWith, within } from "./contract.ts";
+import { leaseOutlivesKilledHolder, watcherHearsAnotherProcess } from "./_live_checks.ts";
 import { restoreContract } from "./_cli_restore_contract.ts";
 import {
   freePort,
@@ -1134,58 +1135,12 @@ Deno.test("redis: kill -9 and restart the server under a watcher: it survives, a
   }
 });
 
-Deno.test("redis: a lease taken by a process that is then SIGKILLed lapses on time; another holder then takes it", async () => {
-  const srv = await server();
-  await using store = await HandleStore.fromUrl(srv.url);
-  const user = freshUser();
-  const h = await store.mint("task", {}, { user });
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--allow-all",
-      `${import.meta.dirname}/_live_child.ts`,
-      "lease",
-      srv.url,
-      user,
-      h,
-      "child/1",
-      "2",
-    ],
-    stdin: "null",
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
-  let line = "";
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  try {
-    while (!line.includes("\n")) {
-      const { value, done } = await within(30_000, "the child's lease", reader.read());
-      if (done) break;
-      line += value;
-    }
-  } finally {
-    reader.releaseLock();
-    child.kill("SIGKILL");
-    await child.status;
-    await child.stdout.cancel().catch(() => {});
-  }
-  const leased = /^leased (\d+)$/m.exec(line);
-  assert.ok(leased, `the child took no lease: ${line}`);
-  const taken = { expiresAt: Number(leased[1]) };
-  // Its holder is dead, but the lease holds until it lapses.
-  assert.equal((await store.get(h, { user })).activeLease?.holder, "child/1");
-  const refused = await store.lease(h, { user, writer: "parent/1", seconds: 5 });
-  if (Date.now() < taken.expiresAt - 200) {
-    assert.deepEqual([refused.acquired, refused.expiresAt.getTime()], [false, taken.expiresAt]);
-  }
-  const got = await eventually(6000, async () => {
-    const r = await store.lease(h, { user, writer: "parent/1", seconds: 5 });
-    assert.ok(r.acquired, "still held");
-    return Date.now();
-  });
-  assert.ok(got >= taken.expiresAt, `taken ${taken.expiresAt - got} ms before the lapse`);
-  assert.ok(got < taken.expiresAt + 1500, `taken ${got - taken.expiresAt} ms after the lapse`);
-  assert.equal((await store.get(h, { user })).activeLease?.holder, "parent/1");
+Deno.test("redis: a lease outlives its holder's kill -9 until it lapses, then another holder takes it", async () => {
+  await leaseOutlivesKilledHolder((await server()).url);
+});
+
+Deno.test("redis: a watcher sees every version another process writes, within 5 s each", async () => {
+  await watcherHearsAnotherProcess((await server()).url);
 });
 
 Deno.test("redis: a lease is one key in the user's slot with a native TTL that Redis drops; it never touches the record", async (t) => {

@@ -4,8 +4,14 @@ import { HandleStore, Increment, Merge, SetKey } from "../mod.ts";
 import type { ChangesSince } from "../src/store.ts";
 import type { ConditionalWrite, HandleRecord, WriteContext } from "../src/backend.ts";
 import { SQLITE_SCHEMA_VERSION, SqliteBackend } from "../src/backends/sqlite.ts";
-import { backendContract, FakeClock, freshUser, rejectsWith, within } from "./contract.ts";
+import { backendContract, FakeClock, freshUser, rejectsWith } from "./contract.ts";
 import { restoreContract } from "./_cli_restore_contract.ts";
+import {
+  leaseOutlivesKilledHolder,
+  Lines,
+  readAll,
+  watcherHearsAnotherProcess,
+} from "./_live_checks.ts";
 import {
   makePythonV02Database,
   PyFloat,
@@ -103,31 +109,6 @@ function integrityOk(path: string): void {
   }
 }
 
-/** Reads a child's stdout line by line. */
-class Lines {
-  #reader: ReadableStreamDefaultReader<string>;
-  #buffer = "";
-  #done = false;
-  constructor(stream: ReadableStream<Uint8Array>) {
-    this.#reader = stream.pipeThrough(new TextDecoderStream()).getReader();
-  }
-  /** The next complete line, or `null` at the end of the stream. */
-  async next(): Promise<string | null> {
-    for (;;) {
-      const nl = this.#buffer.indexOf("\n");
-      if (nl >= 0) {
-        const line = this.#buffer.slice(0, nl);
-        this.#buffer = this.#buffer.slice(nl + 1);
-        return line;
-      }
-      if (this.#done) return null;
-      const { value, done } = await this.#reader.read();
-      if (done) this.#done = true;
-      else this.#buffer += value;
-    }
-  }
-}
-
 /**
  * Checks a changelog answer of patches made with `Append("log", x)` as their
  * last op: not truncated, contiguous up to the current version, and entry
@@ -159,10 +140,6 @@ function child(args: string[]): Deno.ChildProcess {
     stdout: "piped",
     stderr: "piped",
   }).spawn();
-}
-
-async function readAll(stream: ReadableStream<Uint8Array>): Promise<string> {
-  return await new Response(stream).text();
 }
 
 Deno.test("sqlite: a new file is WAL, synchronous=FULL, busy timeout set, current schema", async () => {
@@ -1123,91 +1100,15 @@ Deno.test("sqlite: listeners hear of every committed write, this object's at onc
   await rejectsWith(() => a.subscribe(user, h, () => {}), "backend_error");
 });
 
-function liveChild(args: string[]): Deno.ChildProcess {
-  return new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--allow-all",
-      new URL("./_live_child.ts", import.meta.url).pathname,
-      ...args,
-    ],
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-}
-
 Deno.test("sqlite: a watcher sees every version another process writes, within 5 s each", async () => {
   const path = freshPath("watch-procs");
-  const url = urlOf(path);
-  const user = freshUser();
-  const store = await HandleStore.fromUrl(url, { reclaimIntervalMs: 0 });
-  const h = await store.mint("live", { n: 0 }, { user });
-  const proc = liveChild(["patch", url, user, h]);
-  const lines = new Lines(proc.stdout);
-  const stdin = proc.stdin.getWriter();
-  const stop = new AbortController();
-  // A long safety-net poll: only the change feed can deliver in time.
-  const it = store.watch<{ n: number }>(h, { user, signal: stop.signal, pollMs: 600_000 });
-  try {
-    assert.equal(await lines.next(), "ready", "the writer process did not start");
-    assert.equal((await it.next()).value?.version, 1);
-    for (let version = 2; version <= 4; version++) {
-      await stdin.write(new TextEncoder().encode("patch\n"));
-      assert.equal(await lines.next(), String(version), "the writer process failed");
-      const r = await within(5_000, `version ${version}`, it.next());
-      assert.equal(r.done, false);
-      assert.equal(r.value?.version, version);
-      assert.equal(r.value?.state.n, version - 1);
-      assert.equal(r.value?.lastWriter, "child");
-    }
-  } finally {
-    stop.abort();
-    await it.return?.(undefined);
-    await stdin.close();
-    const [status, stderr] = await Promise.all([proc.status, readAll(proc.stderr)]);
-    assert.equal(status.code, 0, stderr);
-    await store.close();
-  }
+  await watcherHearsAnotherProcess(urlOf(path));
   integrityOk(path);
 });
 
 Deno.test("sqlite: a lease outlives its holder's kill -9 until it lapses, then another holder takes it", async () => {
   const path = freshPath("lease-kill");
-  const url = urlOf(path);
-  const user = freshUser();
-  const store = await HandleStore.fromUrl(url, { reclaimIntervalMs: 0 });
-  const h = await store.mint("task", { step: 1 }, { user, writer: "w" });
-  const proc = liveChild(["lease", url, user, h, "child/a", "2"]);
-  const line = await new Lines(proc.stdout).next();
-  proc.kill("SIGKILL");
-  const [status, stderr] = await Promise.all([proc.status, readAll(proc.stderr)]);
-  try {
-    assert.match(String(line), /^leased \d+$/, `the child took no lease: ${stderr}`);
-    assert.equal(status.signal, "SIGKILL");
-    const expiresAt = new Date(Number(line!.split(" ")[1]));
-    const s = await store.get(h, { user });
-    assert.deepEqual(s.activeLease, { holder: "child/a", expiresAt });
-    assert.deepEqual([s.version, s.lastWriter], [1, "w"]);
-    assert.deepEqual(await store.lease(h, { user, writer: "test/b", seconds: 5 }), {
-      acquired: false,
-      holder: "child/a",
-      expiresAt,
-    });
-    // The real clock runs past the lease's end.
-    await new Promise((r) => setTimeout(r, Math.max(0, expiresAt.getTime() - Date.now()) + 20));
-    assert.equal((await store.get(h, { user })).activeLease, undefined);
-    const taken = await store.lease(h, { user, writer: "test/b", seconds: 5 });
-    assert.deepEqual([taken.acquired, taken.holder], [true, "test/b"]);
-    const after = await store.get(h, { user });
-    assert.deepEqual([after.version, after.lastWriter, after.activeLease?.holder], [
-      1,
-      "w",
-      "test/b",
-    ]);
-  } finally {
-    await store.close();
-  }
+  await leaseOutlivesKilledHolder(urlOf(path));
   integrityOk(path);
 });
 
