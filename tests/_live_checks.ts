@@ -9,6 +9,7 @@
 
 import assert from "node:assert/strict";
 import { HandleStore } from "../mod.ts";
+import type { Backend } from "../src/backend.ts";
 import { freshUser, within } from "./contract.ts";
 
 /** Reads a stream line by line. */
@@ -139,4 +140,62 @@ export async function leaseOutlivesKilledHolder(url: string): Promise<void> {
   } finally {
     await store.close();
   }
+}
+
+/** How a test looks inside a backend's engine for {@link leasePrimitivesHold}. */
+export interface LeaseProbe {
+  /** The user's lease rows, as `"<handle> <holder> <expiresAt>"`, ordered by handle. */
+  rows(): Promise<string[]>;
+  /** Every record of the engine, as text: leases must never change it. */
+  records(): Promise<string>;
+}
+
+/**
+ * The lease primitives of a backend that sweeps lapsed leases itself, at the
+ * backend level with explicit times: one holder at a time, renewal, lapse at
+ * `expiresAt`, listing, release by the holder only, sweep of lapsed rows,
+ * and no record touched. `a` and `b` may be two connections to one engine.
+ *
+ * @param a The backend that takes the leases.
+ * @param b The backend that lists, sweeps and releases them.
+ * @param user A fresh user whose `n_aaaaaaaa` record `a` has inserted.
+ * @param probe Looks at the engine's lease rows and records.
+ */
+export async function leasePrimitivesHold(
+  a: Backend,
+  b: Backend,
+  user: string,
+  probe: LeaseProbe,
+): Promise<void> {
+  const h = "n_aaaaaaaa", other = "n_bbbbbbbb";
+  const before = await probe.records();
+  const take = (holder: string, expiresAt: number, now: number, handle = h) =>
+    a.acquireLease!(user, handle, { holder, expiresAt }, now);
+  const lease = (holder: string, expiresAt: number) => ({ holder, expiresAt });
+  assert.deepEqual(await take("a", 2000, 1000), { acquired: true, lease: lease("a", 2000) });
+  assert.deepEqual(await take("b", 3000, 1999), { acquired: false, lease: lease("a", 2000) });
+  assert.deepEqual(await take("a", 2500, 1999), { acquired: true, lease: lease("a", 2500) });
+  // At its expiry a lease has lapsed: another holder takes it.
+  assert.deepEqual(await take("b", 3000, 2500), { acquired: true, lease: lease("b", 3000) });
+  assert.deepEqual(await take("c", 1500, 1000, other), { acquired: true, lease: lease("c", 1500) });
+  assert.deepEqual(
+    await b.leases!(user, [h, other, "n_none"], 1499),
+    new Map([[h, lease("b", 3000)], [other, lease("c", 1500)]]),
+  );
+  assert.deepEqual(await b.leases!(user, [h, other], 1500), new Map([[h, lease("b", 3000)]]));
+  assert.deepEqual(await b.leases!(user, [], 0), new Map());
+  assert.deepEqual(await b.leases!(freshUser(), [h], 0), new Map());
+  // Sweep drops the lapsed leases, and only them.
+  assert.equal(await b.sweep(null, 0, 1500), 0);
+  assert.deepEqual(await probe.rows(), [`${h} b 3000`]);
+  // Only the holder releases; a lapsed lease is dropped but not "released".
+  assert.equal(await b.releaseLease!(user, h, "a", 2000), false);
+  assert.equal(await b.releaseLease!(freshUser(), h, "b", 2000), false);
+  assert.deepEqual(await probe.rows(), [`${h} b 3000`]);
+  assert.equal(await b.releaseLease!(user, h, "b", 3000), false);
+  assert.deepEqual(await probe.rows(), []);
+  await take("b", 4000, 3000);
+  assert.equal(await b.releaseLease!(user, h, "b", 3999), true);
+  assert.equal(await b.releaseLease!(user, h, "b", 3999), false);
+  assert.equal(await probe.records(), before, "a lease changed a record");
 }

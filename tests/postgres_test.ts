@@ -24,7 +24,11 @@ import type { HandleRecord, WriteContext } from "../src/backend.ts";
 import { POSTGRES_SCHEMA_VERSION, PostgresBackend } from "../src/backends/postgres.ts";
 import { restoreContract } from "./_cli_restore_contract.ts";
 import { backendContract, freshUser, rejectsWith, within } from "./contract.ts";
-import { leaseOutlivesKilledHolder, watcherHearsAnotherProcess } from "./_live_checks.ts";
+import {
+  leaseOutlivesKilledHolder,
+  leasePrimitivesHold,
+  watcherHearsAnotherProcess,
+} from "./_live_checks.ts";
 
 const BASE_URL = Deno.env.get("MCPSTATE_TEST_POSTGRES_URL") ??
   "postgres://postgres@127.0.0.1:5432/test";
@@ -733,9 +737,8 @@ Deno.test("leases: one row beside the record, one holder at a time even in a rac
   const sql = admin();
   try {
     const user = freshUser();
-    const h = "n_aaaaaaaa", other = "n_bbbbbbbb";
     const record: HandleRecord = {
-      handle: h,
+      handle: "n_aaaaaaaa",
       kind: "n",
       state: "{}",
       version: 1,
@@ -747,41 +750,15 @@ Deno.test("leases: one row beside the record, one holder at a time even in a rac
     await a.insert(user, record, { now: 1, graceMs: 0 });
     const records = async () =>
       JSON.stringify(await sql.unsafe(`SELECT * FROM "${schema}".handles ORDER BY handle`));
-    const rows = async () =>
-      (await sql.unsafe(
-        `SELECT handle, holder, expires_at FROM "${schema}".leases WHERE user_id = $1 ORDER BY 1`,
-        [user],
-      )).map((r) => `${r.handle} ${r.holder} ${r.expires_at}`);
     const before = await records();
-    const take = (holder: string, expiresAt: number, now: number, handle = h) =>
-      a.acquireLease(user, handle, { holder, expiresAt }, now);
-    const lease = (holder: string, expiresAt: number) => ({ holder, expiresAt });
-    assert.deepEqual(await take("a", 2000, 1000), { acquired: true, lease: lease("a", 2000) });
-    assert.deepEqual(await take("b", 3000, 1999), { acquired: false, lease: lease("a", 2000) });
-    assert.deepEqual(await take("a", 2500, 1999), { acquired: true, lease: lease("a", 2500) });
-    assert.deepEqual(await take("b", 3000, 2500), { acquired: true, lease: lease("b", 3000) });
-    assert.deepEqual(await take("c", 1500, 1000, other), {
-      acquired: true,
-      lease: lease("c", 1500),
+    await leasePrimitivesHold(a, b, user, {
+      rows: async () =>
+        (await sql.unsafe(
+          `SELECT handle, holder, expires_at FROM "${schema}".leases WHERE user_id = $1 ORDER BY 1`,
+          [user],
+        )).map((r) => `${r.handle} ${r.holder} ${r.expires_at}`),
+      records,
     });
-    assert.deepEqual(
-      await b.leases(user, [h, other, "n_none"], 1499),
-      new Map([[h, lease("b", 3000)], [other, lease("c", 1500)]]),
-    );
-    assert.deepEqual(await b.leases(user, [h, other], 1500), new Map([[h, lease("b", 3000)]]));
-    assert.deepEqual(await b.leases(user, [], 0), new Map());
-    assert.deepEqual(await b.leases(freshUser(), [h], 0), new Map());
-    // Sweep drops the lapsed leases, and only them.
-    assert.equal(await b.sweep(null, 0, 1500), 0);
-    assert.deepEqual(await rows(), [`${h} b 3000`]);
-    // Only the holder releases; a lapsed lease is dropped but not "released".
-    assert.equal(await b.releaseLease(user, h, "a", 2000), false);
-    assert.equal(await b.releaseLease(freshUser(), h, "b", 2000), false);
-    assert.equal(await b.releaseLease(user, h, "b", 3000), false);
-    assert.deepEqual(await rows(), []);
-    await take("b", 4000, 3000);
-    assert.equal(await b.releaseLease(user, h, "b", 3999), true);
-    assert.equal(await b.releaseLease(user, h, "b", 3999), false);
     // Twenty holders through two pools race for fresh leases and for lapsed
     // ones: one wins each round, and every other is told who.
     for (let round = 0; round < 6; round++) {

@@ -8,6 +8,7 @@ import { backendContract, FakeClock, freshUser, rejectsWith } from "./contract.t
 import { restoreContract } from "./_cli_restore_contract.ts";
 import {
   leaseOutlivesKilledHolder,
+  leasePrimitivesHold,
   Lines,
   readAll,
   watcherHearsAnotherProcess,
@@ -994,42 +995,15 @@ Deno.test("sqlite: leases live in their own table, never touch a record, and are
   const backend = await SqliteBackend.fromUrl(urlOf(freshPath("leases")));
   const db = backend.database;
   const user = freshUser();
-  const h = SAMPLE.handle, other = "n_bbbbbbbb";
-  const records = () => JSON.stringify(db.prepare("SELECT * FROM handles").all());
-  const rows = () =>
-    db.prepare("SELECT handle, holder, expires_at FROM leases WHERE user = ? ORDER BY handle")
-      .all(user).map((r) => `${r.handle} ${r.holder} ${r.expires_at}`);
   await backend.insert(user, SAMPLE, CTX);
-  const before = records();
-  const take = (holder: string, expiresAt: number, now: number, handle = h) =>
-    backend.acquireLease(user, handle, { holder, expiresAt }, now);
-  const lease = (holder: string, expiresAt: number) => ({ holder, expiresAt });
-  assert.deepEqual(await take("a", 2000, 1000), { acquired: true, lease: lease("a", 2000) });
-  assert.deepEqual(await take("b", 3000, 1999), { acquired: false, lease: lease("a", 2000) });
-  assert.deepEqual(await take("a", 2500, 1999), { acquired: true, lease: lease("a", 2500) });
-  // At its expiry a lease has lapsed: another holder takes it.
-  assert.deepEqual(await take("b", 3000, 2500), { acquired: true, lease: lease("b", 3000) });
-  assert.deepEqual(await take("c", 1500, 1000, other), { acquired: true, lease: lease("c", 1500) });
-  assert.deepEqual(
-    await backend.leases(user, [h, other, "n_none"], 1499),
-    new Map([[h, lease("b", 3000)], [other, lease("c", 1500)]]),
-  );
-  assert.deepEqual(await backend.leases(user, [h, other], 1500), new Map([[h, lease("b", 3000)]]));
-  assert.deepEqual(await backend.leases(user, [], 0), new Map());
-  assert.deepEqual(await backend.leases(freshUser(), [h], 0), new Map());
-  // Sweep drops the lapsed leases, and only them.
-  assert.equal(await backend.sweep(null, 0, 1500), 0);
-  assert.deepEqual(rows(), [`${h} b 3000`]);
-  // Only the holder releases; a lapsed lease is dropped but not "released".
-  assert.equal(await backend.releaseLease(user, h, "a", 2000), false);
-  assert.equal(await backend.releaseLease(freshUser(), h, "b", 2000), false);
-  assert.deepEqual(rows(), [`${h} b 3000`]);
-  assert.equal(await backend.releaseLease(user, h, "b", 3000), false);
-  assert.deepEqual(rows(), []);
-  await take("b", 4000, 3000);
-  assert.equal(await backend.releaseLease(user, h, "b", 3999), true);
-  assert.equal(await backend.releaseLease(user, h, "b", 3999), false);
-  assert.equal(records(), before, "a lease changed a record");
+  await leasePrimitivesHold(backend, backend, user, {
+    rows: () =>
+      Promise.resolve(
+        db.prepare("SELECT handle, holder, expires_at FROM leases WHERE user = ? ORDER BY handle")
+          .all(user).map((r) => `${r.handle} ${r.holder} ${r.expires_at}`),
+      ),
+    records: () => Promise.resolve(JSON.stringify(db.prepare("SELECT * FROM handles").all())),
+  });
   await backend.close();
 });
 
