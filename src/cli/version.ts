@@ -6,5 +6,5 @@
 
 import denoJson from "../../deno.json" with { type: "json" };
 
-/** The package version, e.g. `0.3.0`. */
+/** The package version, e.g. `0.4.0`. */
 export const VERSION: string = denoJson.version;
