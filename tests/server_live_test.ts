@@ -1,8 +1,8 @@
 /**
  * Live collaboration through the server: a client subscribed on one
  * instance hears of a change made through another instance (HTTP on one
- * SQLite file, one Redis, one Deno KV file; stdio processes on one SQLite
- * file), handles are per-user resources, and leases tell a resuming session
+ * SQLite file, one Redis, one Deno KV file, one PostgreSQL schema; stdio
+ * processes on one SQLite file), handles are per-user resources, and leases tell a resuming session
  * who is at work.
  */
 
@@ -165,6 +165,20 @@ Deno.test("live: two HTTP instances on one Deno KV file", async (t) => {
     await crossInstance(t, `denokv:///${dir}/state.kv`);
   } finally {
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("live: two HTTP instances on one PostgreSQL schema", async (t) => {
+  const base = Deno.env.get("MCPSTATE_TEST_POSTGRES_URL") ??
+    "postgres://postgres@127.0.0.1:5432/test";
+  const schema = `mcpstate_test_live_${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+  try {
+    await crossInstance(t, `${base}?schema=${schema}`);
+  } finally {
+    const { default: postgres } = await import("postgres");
+    const sql = postgres(base, { onnotice: () => {} });
+    await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await sql.end();
   }
 });
 
