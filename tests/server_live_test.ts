@@ -112,6 +112,10 @@ async function crossInstance(t: Deno.TestContext, backend: string): Promise<void
           () => onA.listen({ resourceSubscriptions: ["mcpstate://state/doc_zzzzzzzz"] }),
           /not found|No state exists/i,
         );
+        await assert.rejects(
+          () => onA.listen({ resourceSubscriptions: Array.from({ length: 101 }, () => uri) }),
+          /at most 100/,
+        );
       },
     );
 

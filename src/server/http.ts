@@ -271,6 +271,18 @@ async function checkListen(
   const uris = (m.params?.notifications as { resourceSubscriptions?: unknown } | undefined)
     ?.resourceSubscriptions;
   if (!Array.isArray(uris)) return undefined;
+  const id = typeof m.id === "string" || typeof m.id === "number" ? m.id : null;
+  if (uris.length > MAX_LISTEN_URIS) {
+    return Response.json({
+      jsonrpc: "2.0",
+      id,
+      error: {
+        code: -32602,
+        message:
+          `A subscription may name at most ${MAX_LISTEN_URIS} resources; open another for more.`,
+      },
+    });
+  }
   const handles: string[] = [];
   for (const uri of uris) {
     const handle = typeof uri === "string" ? handleOfUri(uri) : undefined;
@@ -283,7 +295,6 @@ async function checkListen(
       }
     }
     if (!known) {
-      const id = typeof m.id === "string" || typeof m.id === "number" ? m.id : null;
       return Response.json({
         jsonrpc: "2.0",
         id,
@@ -332,6 +343,9 @@ function untilClosed(res: Response, ended: AbortController): Response {
 }
 
 const TOO_LARGE: unique symbol = Symbol("too large");
+
+/** Resources one `subscriptions/listen` request may name (each is watched on the backend). */
+const MAX_LISTEN_URIS = 100;
 
 /** A JSON-RPC error answer with no id. */
 function rpcError(status: number, code: number, message: string): Response {
