@@ -153,8 +153,8 @@ function fuzzSection(r: GauntletResults["fuzz"]): string {
   return `## 2. Fuzzing through a real MCP connection
 
 A real \`mcpstate serve --transport http\` process (SQLite file, bearer tokens from a test issuer on
-loopback). **Tool calls**: fast-check generates arguments for all eight tools (the six state
-tools, \`state_changes\` and \`state_restore\`) and for unknown tool names — near-valid and hostile values mixed: real handles and mangled ones, current and stale
+loopback). **Tool calls**: fast-check generates arguments for all nine tools (the six state
+tools, \`state_changes\`, \`state_restore\` and \`state_lease\`) and for unknown tool names — near-valid and hostile values mixed: real handles and mangled ones, current and stale
 versions, ops with every op name and malformed fields, paths in both syntaxes, prototype names,
 lone surrogates, NUL, 70-deep nesting, states just over 1 MiB and over the 4 MiB body limit,
 1,500-op patches, wrong types everywhere. They are sent with the official client, alternating between the 2026-07-28 and
