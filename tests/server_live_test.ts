@@ -196,7 +196,7 @@ Deno.test("live: two stdio processes on one SQLite file; leases through the tool
   const b = await stdioSession("2026-07-28", {
     MCPSTATE_BACKEND: backend,
     MCPSTATE_WRITER: "phone/b",
-    MCPSTATE_LEASE_SECONDS: "2",
+    MCPSTATE_LEASE_SECONDS: "3",
   });
   try {
     const { handle } = await ok(b.client, "state_save", { kind: "plan", state: { steps: [] } }) as {
@@ -220,13 +220,13 @@ Deno.test("live: two stdio processes on one SQLite file; leases through the tool
     });
 
     await t.step("a write's implicit lease shows who is at work, and blocks no one", async () => {
-      // B's writes above took (and renewed) B's 2 s lease; A sees it on load and list.
+      // B's writes above took (and renewed) B's 3 s lease; A sees it on load and list.
       const loaded = await ok(a.client, "state_load", { handle });
       assert.equal((loaded.active_lease as { holder: string }).holder, "phone/b");
       const listed = await ok(a.client, "state_list", {});
       const row = (listed.handles as Record<string, unknown>[]).find((h) => h.handle === handle);
       assert.equal((row?.active_lease as { holder: string }).holder, "phone/b");
-      // A explicit lease by A is refused while B's is in force, naming B.
+      // An explicit lease by A is refused while B's is in force, naming B.
       const refused = await ok(a.client, "state_lease", { handle, seconds: 60 });
       assert.equal(refused.acquired, false);
       assert.equal((refused.active_lease as { holder: string }).holder, "phone/b");
@@ -239,7 +239,8 @@ Deno.test("live: two stdio processes on one SQLite file; leases through the tool
       assert.equal(saved.version, Number(loaded.version) + 1);
       assert.equal((saved.active_lease as { holder: string }).holder, "phone/b");
       // B's lease lapses on time; then A's explicit lease is granted.
-      await new Promise((r) => setTimeout(r, 2_100));
+      const lapse = Date.parse((refused.active_lease as { expires_at: string }).expires_at);
+      await new Promise((r) => setTimeout(r, Math.max(0, lapse - Date.now()) + 100));
       const taken = await ok(a.client, "state_lease", { handle, seconds: 60 });
       assert.equal(taken.acquired, true);
       assert.equal((taken.active_lease as { holder: string }).holder, "laptop/a");
