@@ -42,6 +42,9 @@ export function handleOfUri(uri: string): string | undefined {
   }
 }
 
+/** The longest {@link LiveUpdates.follow} waits for the watches' starting versions, in ms. */
+export const READY_BOUND_MS = 10_000;
+
 interface Follower {
   count: number;
   stop: AbortController;
@@ -86,7 +89,9 @@ export class LiveUpdates {
    * @param user The subscriber's user; only that user's handles are watched.
    * @param handles The handles to follow.
    * @param signal Ends this subscription's share of the follow.
-   * @returns Settles when every handle's watch has read its starting version.
+   * @returns Settles when every handle's watch has read its starting version,
+   *   or after {@link READY_BOUND_MS} at the latest (a backend that does not
+   *   answer must not hold the subscription, or a stdio connection, forever).
    */
   follow(user: string, handles: readonly string[], signal: AbortSignal): Promise<void> {
     if (this.#closed || signal.aborted) return Promise.resolve();
@@ -106,7 +111,9 @@ export class LiveUpdates {
         if (--follower.count === 0) this.#drop(key, follower);
       }, { once: true });
     }
-    return Promise.all(ready).then(() => {});
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const bound = new Promise<void>((resolve) => timer = setTimeout(resolve, READY_BOUND_MS));
+    return Promise.race([Promise.all(ready), bound]).then(() => clearTimeout(timer));
   }
 
   /** Stops every follow. */

@@ -48,7 +48,7 @@ export {
 } from "./tools.ts";
 export { createStateServer, type StateServerOptions } from "./server.ts";
 export { registerStateResources, RESOURCE_LIST_LIMIT } from "./resources.ts";
-export { handleOfUri, LiveUpdates, RESOURCE_PREFIX, resourceUri } from "./live.ts";
+export { handleOfUri, LiveUpdates, READY_BOUND_MS, RESOURCE_PREFIX, resourceUri } from "./live.ts";
 export {
   ANONYMOUS_USER,
   createHttpHandler,
