@@ -110,6 +110,31 @@ function integrityOk(path: string): void {
   }
 }
 
+/**
+ * What an in-place migration must keep, read from the file: its version and
+ * tables, the root pages and definitions of the `kept` tables and their
+ * indexes (none rebuilt), the rows of `rowTables`, and the schema cookie.
+ */
+function layoutOf(path: string, kept: string[], rowTables: string[]) {
+  const db = new DatabaseSync(path, { readOnly: true });
+  try {
+    const names = kept.map((t) => `'${t}'`).join(", ");
+    return {
+      version: pragma(db, "user_version"),
+      tables: tablesOf(db),
+      old: JSON.stringify(
+        db.prepare(
+          `SELECT name, rootpage, sql FROM sqlite_master WHERE tbl_name IN (${names}) ORDER BY name`,
+        ).all(),
+      ),
+      rows: rowTables.map((t) => JSON.stringify(db.prepare(`SELECT * FROM ${t}`).all())),
+      schema: pragma(db, "schema_version"),
+    };
+  } finally {
+    db.close();
+  }
+}
+
 /** Opening a migrated file again changes nothing (same schema cookie) and leaves it sound. */
 async function reopenChangesNothing(path: string, schema: () => unknown): Promise<void> {
   const before = schema();
@@ -572,33 +597,14 @@ Deno.test("sqlite: a schema 2 database gains the changelog and the trash in plac
   ).run(now - 1000, now - 500);
   old.prepare("INSERT INTO idempotency VALUES ('u', '', 'k', 'f', NULL, ?)").run(now + DAY);
   old.close();
-  const layout = () => {
-    const db = new DatabaseSync(path, { readOnly: true });
-    try {
-      return {
-        version: pragma(db, "user_version"),
-        tables: tablesOf(db),
-        // Same root pages and definitions: no existing table or index was rebuilt.
-        old: JSON.stringify(
-          db.prepare(
-            "SELECT name, rootpage, sql FROM sqlite_master WHERE tbl_name IN ('handles', " +
-              "'idempotency') ORDER BY name",
-          ).all(),
-        ),
-        rows: JSON.stringify(db.prepare("SELECT * FROM handles").all()),
-        schema: pragma(db, "schema_version"),
-      };
-    } finally {
-      db.close();
-    }
-  };
+  const layout = () => layoutOf(path, ["handles", "idempotency"], ["handles"]);
   const before = layout();
   const store = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
   const after = layout();
   assert.equal(after.version, SQLITE_SCHEMA_VERSION);
   assert.deepEqual(after.tables, ["changes", "handles", "idempotency", "leases", "trash"]);
   assert.equal(after.old, before.old);
-  assert.equal(after.rows, before.rows);
+  assert.deepEqual(after.rows, before.rows);
   const h = "note_aaaaaaaa";
   // A handle from before history has no log: asking before its first logged write truncates.
   const first = await store.changesSince(h, 2, { user: "u" });
@@ -946,27 +952,8 @@ Deno.test("sqlite: a schema 3 database gains the leases table in place, without 
   ).run(now - 1000, now - 1000, now + DAY);
   old.prepare("INSERT INTO idempotency VALUES ('u', '', 'k', 'f', NULL, ?)").run(now + DAY);
   old.close();
-  const layout = () => {
-    const db = new DatabaseSync(path, { readOnly: true });
-    try {
-      return {
-        version: pragma(db, "user_version"),
-        tables: tablesOf(db),
-        // Same root pages and definitions: no existing table or index was rebuilt.
-        old: JSON.stringify(
-          db.prepare(
-            "SELECT name, rootpage, sql FROM sqlite_master WHERE tbl_name <> 'leases' ORDER BY name",
-          ).all(),
-        ),
-        rows: ["handles", "changes", "trash", "idempotency"].map((t) =>
-          JSON.stringify(db.prepare(`SELECT * FROM ${t}`).all())
-        ),
-        schema: pragma(db, "schema_version"),
-      };
-    } finally {
-      db.close();
-    }
-  };
+  const v3Tables = ["handles", "changes", "trash", "idempotency"];
+  const layout = () => layoutOf(path, v3Tables, v3Tables);
   const before = layout();
   assert.equal(before.version, 3);
   const store = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
