@@ -1136,14 +1136,19 @@ export function toPayload(s: HandleInfo | Snapshot<unknown>): Record<string, unk
     expires_at: s.expiresAt ? s.expiresAt.toISOString() : null,
     last_writer: s.lastWriter,
   };
-  if (s.activeLease) {
-    out.active_lease = {
-      holder: s.activeLease.holder,
-      expires_at: s.activeLease.expiresAt.toISOString(),
-    };
-  }
+  if (s.activeLease) out.active_lease = leasePayload(s.activeLease);
   if ("state" in s) out.state = s.state;
   return out;
+}
+
+/**
+ * Renders a lease in the wire form: `{ holder, expires_at }` (ISO-8601 UTC).
+ *
+ * @param l A lease in force, or a {@link LeaseResult}.
+ * @returns `{ holder, expires_at }`.
+ */
+export function leasePayload(l: ActiveLease): { holder: string; expires_at: string } {
+  return { holder: l.holder, expires_at: l.expiresAt.toISOString() };
 }
 
 function withLease<T extends HandleInfo>(

@@ -26,7 +26,13 @@ import {
 } from "../errors.ts";
 import type { JsonObject } from "../json.ts";
 import { getPath, type PatchOp } from "../ops.ts";
-import { type HandleInfo, type HandleStore, type Snapshot, toPayload } from "../store.ts";
+import {
+  type HandleInfo,
+  type HandleStore,
+  leasePayload,
+  type Snapshot,
+  toPayload,
+} from "../store.ts";
 import { VERSION } from "../cli/version.ts";
 
 /** The version this server reports in its `serverInfo`. */
@@ -821,10 +827,6 @@ export function payloadFor(
   const out = toPayload(s);
   if (s.activeLease && s.activeLease.holder === (writer || "unknown")) delete out.active_lease;
   return out;
-}
-
-function leasePayload(l: { holder: string; expiresAt: Date }): Record<string, string> {
-  return { holder: l.holder, expires_at: l.expiresAt.toISOString() };
 }
 
 /** In the shared bucket there is no state_list to suggest: reword not-found. */
