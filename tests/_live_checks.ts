@@ -9,7 +9,7 @@
 
 import assert from "node:assert/strict";
 import { HandleStore } from "../mod.ts";
-import type { Backend } from "../src/backend.ts";
+import type { Backend, HandleRecord } from "../src/backend.ts";
 import { freshUser, within } from "./contract.ts";
 
 /** Reads a stream line by line. */
@@ -158,7 +158,7 @@ export interface LeaseProbe {
  *
  * @param a The backend that takes the leases.
  * @param b The backend that lists, sweeps and releases them.
- * @param user A fresh user whose `n_aaaaaaaa` record `a` has inserted.
+ * @param user A fresh user; `a` inserts its record `n_aaaaaaaa` first.
  * @param probe Looks at the engine's lease rows and records.
  */
 export async function leasePrimitivesHold(
@@ -168,6 +168,17 @@ export async function leasePrimitivesHold(
   probe: LeaseProbe,
 ): Promise<void> {
   const h = "n_aaaaaaaa", other = "n_bbbbbbbb";
+  const record: HandleRecord = {
+    handle: h,
+    kind: "n",
+    state: "{}",
+    version: 1,
+    createdAt: 1,
+    updatedAt: 1,
+    expiresAt: null,
+    lastWriter: null,
+  };
+  assert.deepEqual(await a.insert(user, record, { now: 1, graceMs: 0 }), { inserted: true });
   const before = await probe.records();
   const take = (holder: string, expiresAt: number, now: number, handle = h) =>
     a.acquireLease!(user, handle, { holder, expiresAt }, now);

@@ -737,20 +737,8 @@ Deno.test("leases: one row beside the record, one holder at a time even in a rac
   const sql = admin();
   try {
     const user = freshUser();
-    const record: HandleRecord = {
-      handle: "n_aaaaaaaa",
-      kind: "n",
-      state: "{}",
-      version: 1,
-      createdAt: 1,
-      updatedAt: 1,
-      expiresAt: null,
-      lastWriter: null,
-    };
-    await a.insert(user, record, { now: 1, graceMs: 0 });
     const records = async () =>
       JSON.stringify(await sql.unsafe(`SELECT * FROM "${schema}".handles ORDER BY handle`));
-    const before = await records();
     await leasePrimitivesHold(a, b, user, {
       rows: async () =>
         (await sql.unsafe(
@@ -759,6 +747,7 @@ Deno.test("leases: one row beside the record, one holder at a time even in a rac
         )).map((r) => `${r.handle} ${r.holder} ${r.expires_at}`),
       records,
     });
+    const before = await records();
     // Twenty holders through two pools race for fresh leases and for lapsed
     // ones: one wins each round, and every other is told who.
     for (let round = 0; round < 6; round++) {

@@ -981,7 +981,6 @@ Deno.test("sqlite: leases live in their own table, never touch a record, and are
   const backend = await SqliteBackend.fromUrl(urlOf(freshPath("leases")));
   const db = backend.database;
   const user = freshUser();
-  await backend.insert(user, SAMPLE, CTX);
   await leasePrimitivesHold(backend, backend, user, {
     rows: () =>
       Promise.resolve(
