@@ -45,10 +45,7 @@ async function measure(name: string, backend: string): Promise<Row> {
     backend,
     "--public-url",
     PUBLIC_URL,
-    "--auth-issuer",
-    issuer.issuer,
-    "--auth-jwks-url",
-    issuer.jwksUrl,
+    ...issuer.serveArgs,
   ];
   await using a = await startHttpServer(args);
   await using b = await startHttpServer(args);

@@ -44,10 +44,7 @@ const issuer = await startIssuer();
 const server = await startHttpServer([
   "--backend",
   backend,
-  "--auth-issuer",
-  issuer.issuer,
-  "--auth-jwks-url",
-  issuer.jwksUrl,
+  ...issuer.serveArgs,
 ]);
 
 const latencies = new Map<Tool, number[]>();

@@ -134,10 +134,7 @@ export async function runAbuse(options: AbuseOptions): Promise<AbuseReport> {
   const server: ServerProcess = await startServer([
     "--backend",
     `sqlite:///${dir}/state.db`,
-    "--auth-issuer",
-    issuer.issuer,
-    "--auth-jwks-url",
-    issuer.jwksUrl,
+    ...issuer.serveArgs,
     "--auth-jwks-cooldown-ms",
     "1000",
     ...(bodyTimeoutOption ? ["--body-timeout-ms", String(bodyTimeoutMs)] : []),

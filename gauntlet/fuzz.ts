@@ -569,10 +569,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
   const server = await startServer([
     "--backend",
     `sqlite:///${dir}/state.db`,
-    "--auth-issuer",
-    issuer.issuer,
-    "--auth-jwks-url",
-    issuer.jwksUrl,
+    ...issuer.serveArgs,
   ]);
   const aud = server.url.href;
   const seeds: { headers: Record<string, string>; body: string }[] = [];

@@ -131,10 +131,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const server = await startServer([
     "--backend",
     backendUrl,
-    "--auth-issuer",
-    issuer.issuer,
-    "--auth-jwks-url",
-    issuer.jwksUrl,
+    ...issuer.serveArgs,
   ]);
   const aud = server.url.href;
   const report: SoakReport = {

@@ -277,6 +277,8 @@ export interface TestIssuer extends AsyncDisposable {
   issuer: string;
   /** The JWKS URL. */
   jwksUrl: string;
+  /** The `serve` flags that trust this issuer: `--auth-issuer … --auth-jwks-url …`. */
+  serveArgs: string[];
   /** How many times the JWKS was fetched. */
   jwksFetches(): number;
   /** Signs a token with the current RS256 key (or `opts.key`). */
@@ -358,6 +360,7 @@ export async function startIssuer(): Promise<TestIssuer> {
   return {
     issuer,
     jwksUrl,
+    serveArgs: ["--auth-issuer", issuer, "--auth-jwks-url", jwksUrl],
     jwksFetches: () => fetches,
     token: (claims, opts = {}) => {
       const key = opts.alg === "ES256" ? ec : rsa;

@@ -35,10 +35,7 @@ Deno.test("HTTP bearer auth: identities, forged tokens, metadata, key rotation",
   await using server = await startHttpServer([
     "--backend",
     backend,
-    "--auth-issuer",
-    issuer.issuer,
-    "--auth-jwks-url",
-    issuer.jwksUrl,
+    ...issuer.serveArgs,
     "--auth-jwks-cooldown-ms",
     "100",
   ]);

@@ -66,10 +66,7 @@ async function twoInstances(
     backend,
     "--public-url",
     PUBLIC_URL,
-    "--auth-issuer",
-    issuer.issuer,
-    "--auth-jwks-url",
-    issuer.jwksUrl,
+    ...issuer.serveArgs,
   ];
   return await Promise.all([startHttpServer(args), startHttpServer(args)]);
 }
@@ -303,10 +300,7 @@ Deno.test("live: 2025-era HTTP is stateless, so it is not offered subscriptions"
     PUBLIC_URL,
     "--backend",
     "memory://",
-    "--auth-issuer",
-    issuer.issuer,
-    "--auth-jwks-url",
-    issuer.jwksUrl,
+    ...issuer.serveArgs,
   ]);
   const token = await issuer.token({ sub: "alice", aud: PUBLIC_URL });
   const legacy = await httpClient(server.url, "2025-11-25", token);

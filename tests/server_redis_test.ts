@@ -16,10 +16,7 @@ Deno.test("two HTTP instances on one Redis serve one user across devices", async
     redis.url,
     "--public-url",
     publicUrl,
-    "--auth-issuer",
-    issuer.issuer,
-    "--auth-jwks-url",
-    issuer.jwksUrl,
+    ...issuer.serveArgs,
   ];
   await using one = await startHttpServer(args);
   await using two = await startHttpServer(args);

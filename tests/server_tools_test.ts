@@ -50,10 +50,7 @@ Deno.test("server tools over HTTP with bearer tokens, both eras", async (t) => {
   await using server = await startHttpServer([
     "--backend",
     `sqlite:///${dir}/state.db`,
-    "--auth-issuer",
-    issuer.issuer,
-    "--auth-jwks-url",
-    issuer.jwksUrl,
+    ...issuer.serveArgs,
   ]);
   try {
     const token = await issuer.token({ sub: "alice", aud: server.url.href });
