@@ -37,11 +37,6 @@ export class Listeners {
     return this.#by.size;
   }
 
-  /** The registry keys that have listeners. */
-  keys(): IterableIterator<string> {
-    return this.#by.keys();
-  }
-
   /**
    * Adds a listener.
    *

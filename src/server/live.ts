@@ -75,11 +75,6 @@ export class LiveUpdates {
     this.#emit = emit;
   }
 
-  /** How many `(user, handle)` pairs are being followed. */
-  get size(): number {
-    return this.#followers.size;
-  }
-
   /**
    * Follows `handles` of `user` until `signal` aborts. Acknowledge the
    * subscription only once the returned promise settles: from then on, every
