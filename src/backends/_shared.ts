@@ -40,24 +40,20 @@ export class Listeners {
   /**
    * Adds a listener.
    *
-   * @returns An idempotent remover, and whether this was the key's first listener.
+   * @returns An idempotent remover.
    */
-  add(user: string, handle: string, listener: () => void): { remove: () => void; first: boolean } {
+  add(user: string, handle: string, listener: () => void): () => void {
     const key = Listeners.key(user, handle);
     let set = this.#by.get(key);
-    const first = !set;
     if (!set) this.#by.set(key, set = new Set());
     const fn = () => listener();
     set.add(fn);
     let live = true;
-    return {
-      first,
-      remove: () => {
-        if (!live) return;
-        live = false;
-        set.delete(fn);
-        if (set.size === 0 && this.#by.get(key) === set) this.#by.delete(key);
-      },
+    return () => {
+      if (!live) return;
+      live = false;
+      set.delete(fn);
+      if (set.size === 0 && this.#by.get(key) === set) this.#by.delete(key);
     };
   }
 

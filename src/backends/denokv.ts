@@ -1845,7 +1845,7 @@ export class DenoKvBackend implements Backend {
   async subscribe(user: string, handle: string, listener: () => void): Promise<() => void> {
     if (this.#closed) throw new BackendError("The Deno KV backend is closed; open a new one.");
     const id = Listeners.key(user, handle);
-    const { remove } = this.#listeners.add(user, handle, listener);
+    const remove = this.#listeners.add(user, handle, listener);
     const w = this.#watched.get(id) ?? this.#watch(id, user, handle);
     const unsubscribe = () => {
       remove();

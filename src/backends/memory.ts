@@ -337,7 +337,7 @@ export class MemoryBackend implements Backend {
 
   /** {@inheritDoc Backend.subscribe} */
   subscribe(user: string, handle: string, listener: () => void): Promise<() => void> {
-    return Promise.resolve(this.#listeners.add(user, handle, listener).remove);
+    return Promise.resolve(this.#listeners.add(user, handle, listener));
   }
 
   /** {@inheritDoc Backend.close} */

@@ -649,7 +649,7 @@ export class PostgresBackend implements Backend {
    */
   async subscribe(user: string, handle: string, listener: () => void): Promise<() => void> {
     if (this.#closed) throw closedError();
-    const { remove } = this.#listeners.add(user, handle, listener);
+    const remove = this.#listeners.add(user, handle, listener);
     await this.#listen();
     return remove;
   }

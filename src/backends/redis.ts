@@ -1151,12 +1151,12 @@ export class RedisBackend implements Backend {
     }
     const channel = ch;
     channel.listeners++;
-    const added = this.#listeners.add(user, handle, listener);
+    const removeListener = this.#listeners.add(user, handle, listener);
     let live = true;
     const remove = () => {
       if (!live) return;
       live = false;
-      added.remove();
+      removeListener();
       if (--channel.listeners === 0 && this.#channels.get(name) === channel) {
         this.#channels.delete(name);
         this.#sub?.then((sub) => sub.unsubscribe(name)).catch(() => this.#stale.add(name));

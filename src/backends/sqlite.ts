@@ -879,7 +879,7 @@ export class SqliteBackend implements Backend {
    */
   subscribe(user: string, handle: string, listener: () => void): Promise<() => void> {
     return this.#run(() => {
-      const { remove } = this.#listeners.add(user, handle, listener);
+      const remove = this.#listeners.add(user, handle, listener);
       if (this.#shared && this.#feedTimer === undefined) {
         this.#seenVersion = this.#dataVersion.get()?.data_version;
         const timer = setInterval(() => this.#poll(), FEED_POLL_MS);
