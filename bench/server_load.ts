@@ -11,7 +11,13 @@
 
 import { parseArgs } from "node:util";
 import type { Client } from "@modelcontextprotocol/client";
-import { type Era, httpClient, startHttpServer, startIssuer } from "../tests/_server_harness.ts";
+import {
+  type Era,
+  httpClient,
+  payloadOf,
+  startHttpServer,
+  startIssuer,
+} from "../tests/_server_harness.ts";
 
 const { values } = parseArgs({
   options: {
@@ -62,7 +68,7 @@ async function worker(client: Client, id: number): Promise<void> {
     let list = latencies.get(tool);
     if (!list) latencies.set(tool, list = []);
     list.push(ms);
-    const payload = res.structuredContent as Record<string, unknown>;
+    const payload = payloadOf(res);
     if (res.isError) {
       errors.push(`${tool} (client ${id}): ${JSON.stringify(payload?.error)}`);
       return undefined;

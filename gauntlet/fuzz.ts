@@ -5,7 +5,10 @@
  * - random tool arguments (fast-check, fixed seed) sent with the official
  *   client, speaking both protocol eras: every answer must be a success or a
  *   structured refusal (`isError` with `{ok: false, error: {code, message}}`
- *   and a known code, or a JSON-RPC error for an unknown tool); nothing may
+ *   as the JSON of its text block and a known code, or a JSON-RPC error for
+ *   an unknown tool); every `structuredContent`, of a failure too, must match
+ *   the tool's declared output schema as SDK 1.x clients check it (they throw
+ *   otherwise, and the model never sees the error); nothing may
  *   leak internals (stack traces, file paths, error class names outside
  *   `internal_error`); a refused call must change nothing (the user's whole
  *   listing and the target's `state_load` are compared before and after);
@@ -25,7 +28,14 @@ import {
   SdkHttpError,
   StreamableHTTPClientTransport,
 } from "@modelcontextprotocol/client";
-import { type Era, newClient, startIssuer, type TestIssuer } from "../tests/_server_harness.ts";
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
+import {
+  type Era,
+  newClient,
+  payloadOf,
+  startIssuer,
+  type TestIssuer,
+} from "../tests/_server_harness.ts";
 import { startServer } from "./_server.ts";
 import { messageOf, randomSeed, Rng } from "./_util.ts";
 
@@ -451,16 +461,86 @@ interface Snap {
   target: string;
 }
 
+/** A tool's output check, as SDK 1.x builds it from `tools/list`. */
+type OutputCheck = (value: unknown) => { valid: boolean; errorMessage?: string | undefined };
+
+/** The output checks of every tool, compiled from `tools/list` the way SDK 1.x clients do. */
+async function outputChecks(client: Client): Promise<Map<string, OutputCheck>> {
+  const ajv = new AjvJsonSchemaValidator();
+  const checks = new Map<string, OutputCheck>();
+  for (const tool of (await client.listTools()).tools) {
+    type Schema = Parameters<typeof ajv.getValidator>[0];
+    if (tool.outputSchema) checks.set(tool.name, ajv.getValidator(tool.outputSchema as Schema));
+  }
+  return checks;
+}
+
+/**
+ * What is wrong with a tool result as a client reads it, or `null`. Any
+ * `structuredContent`, of a failure too, must pass the tool's output check
+ * (SDK 1.x clients throw otherwise) and equal the text block; the text block
+ * holds the whole payload: `ok` the opposite of `isError`, and a failure's
+ * `error` with a `code` and a `message`.
+ *
+ * @param res A `tools/call` result.
+ * @param check The tool's output check, if it declares an output schema.
+ * @returns The violation.
+ */
+export function resultViolation(
+  res: Record<string, unknown>,
+  check: OutputCheck | undefined,
+): string | null {
+  const content = res.content as { type?: string; text?: unknown }[] | undefined;
+  const text = Array.isArray(content) ? content[0]?.text : undefined;
+  const payload = payloadOf(res);
+  const isError = res.isError === true;
+  if (typeof text !== "string" || !payload) return "the text block is not a JSON object";
+  if (payload.ok !== !isError) return `ok=${payload.ok} but isError=${isError}`;
+  const structured = res.structuredContent;
+  if (structured !== undefined) {
+    const verdict = check?.(structured);
+    if (verdict && !verdict.valid) {
+      return `structuredContent fails the declared outputSchema (SDK 1.x clients throw): ${verdict.errorMessage}`;
+    }
+    if (JSON.stringify(structured) !== text) return "the text block differs from structuredContent";
+  } else if (!isError && check) {
+    return "a success without structuredContent";
+  }
+  const error = payload.error as Record<string, unknown> | undefined;
+  if (isError && (typeof error?.code !== "string" || typeof error.message !== "string")) {
+    return "a failure whose text block lacks error.code or error.message";
+  }
+  return null;
+}
+
 async function callTool(
   client: Client,
   name: string,
   args: Record<string, unknown>,
-): Promise<{ payload: Record<string, unknown>; isError: boolean; text: string }> {
+): Promise<{
+  res: Record<string, unknown>;
+  payload: Record<string, unknown>;
+  isError: boolean;
+  text: string;
+}> {
   const res = await client.callTool({ name, arguments: args });
-  const payload = res.structuredContent as Record<string, unknown>;
   const content = res.content as { type: string; text?: string }[];
   const text = content?.[0]?.text ?? "";
-  return { payload, isError: res.isError === true, text };
+  return { res, payload: payloadOf(res) ?? {}, isError: res.isError === true, text };
+}
+
+/** The JSON-RPC messages of an answer: its JSON body, or the `data:` lines of its event stream. */
+function messagesIn(contentType: string, text: string): unknown[] {
+  const chunks = contentType.includes("text/event-stream")
+    ? text.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5))
+    : [text];
+  return chunks.flatMap((c) => {
+    try {
+      return [JSON.parse(c)];
+    } catch {
+      return [];
+    }
+  });
 }
 
 async function snapshot(client: Client, target: unknown): Promise<Snap> {
@@ -574,6 +654,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
   const aud = server.url.href;
   const seeds: { headers: Record<string, string>; body: string }[] = [];
   const clients: Client[] = [];
+  let checks = new Map<string, OutputCheck>();
   try {
     const connect = async (era: Era, user: string): Promise<{ client: Client; token: string }> => {
       const token = await issuer.token({ sub: user, aud });
@@ -585,6 +666,8 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
         }),
       );
       clients.push(client);
+      // Listed first, as a client does: SDK 1.x checks results only against a cached listing.
+      if (checks.size === 0) checks = await outputChecks(client);
       return { client, token };
     };
 
@@ -634,16 +717,11 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
       try {
         const r = await callTool(client, call.tool, args);
         const p = r.payload;
-        if (typeof p !== "object" || p === null) {
-          fail(`${where}: no structuredContent`);
-        } else if (r.text !== JSON.stringify(p)) {
-          fail(`${where}: the text block differs from structuredContent`);
-        } else if (p.ok !== !r.isError) {
-          fail(`${where}: ok=${p.ok} but isError=${r.isError}`);
-        }
+        const violation = resultViolation(r.res, checks.get(call.tool));
+        if (violation) fail(`${where}: ${violation}`);
         if (r.isError) {
           refused = true;
-          const error = p?.error as Record<string, unknown> | undefined;
+          const error = p.error as Record<string, unknown> | undefined;
           const code = String(error?.code);
           report.toolCalls.refused[code] = (report.toolCalls.refused[code] ?? 0) + 1;
           if (typeof error?.message !== "string" || error.message.length === 0) {
@@ -664,8 +742,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
         const leak = leakIn(
           r.text,
           input,
-          p?.error !== undefined &&
-            (p.error as Record<string, unknown>).code === "internal_error",
+          p.error !== undefined && (p.error as Record<string, unknown>).code === "internal_error",
         );
         if (leak) fail(`${where}: the answer leaks ${leak}: ${r.text.slice(0, 300)}`);
       } catch (e) {
@@ -807,6 +884,20 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
       report.rawBodies.byStatus[res.status] = (report.rawBodies.byStatus[res.status] ?? 0) + 1;
       if (res.status >= 500) fail(`${where}: status ${res.status}: ${text.slice(0, 300)}`);
       const input = new TextDecoder().decode(bytes);
+      // A tools/call that got through is held to what every client reads.
+      const sent = messagesIn("", input)[0] as
+        | { method?: unknown; params?: { name?: unknown } }
+        | undefined;
+      if (sent?.method === "tools/call" && typeof sent.params?.name === "string") {
+        const check = checks.get(sent.params.name);
+        for (const m of messagesIn(res.headers.get("content-type") ?? "", text)) {
+          const result = (m as { result?: Record<string, unknown> } | null)?.result;
+          if (result && Array.isArray(result.content)) {
+            const violation = resultViolation(result, check);
+            if (violation) fail(`${where}: ${violation}`);
+          }
+        }
+      }
       const leak = leakIn(text, input);
       if (leak) fail(`${where}: the answer leaks ${leak}: ${text.slice(0, 300)}`);
       if (res.status >= 400 && res.status !== 401) {

@@ -159,8 +159,10 @@ versions, ops with every op name and malformed fields, paths in both syntaxes, p
 lone surrogates, NUL, 70-deep nesting, states just over 1 MiB and over the 4 MiB body limit,
 1,500-op patches, wrong types everywhere. They are sent with the official client, alternating between the 2026-07-28 and
 2025-11-25 eras, spread over ${r.users} users. Every answer must be a success or a refusal with
-\`isError\`, \`{ok: false, error: {code, message}}\` and a known code (a JSON-RPC error only for an
-unknown tool, HTTP 413 only over the body limit); \`internal_error\` or \`backend_error\` count as
+\`isError\`, \`{ok: false, error: {code, message}}\` as the JSON of its text block and a known code
+(a JSON-RPC error only for an unknown tool, HTTP 413 only over the body limit), and any
+\`structuredContent\`, of a refusal too, must match the tool's declared output schema the way
+SDK 1.x clients check it (they throw otherwise); \`internal_error\` or \`backend_error\` count as
 failures; no answer may contain a stack trace, a file path or an error class name that the input
 did not contain. Around every call the user's whole listing and the target's \`state_load\` are
 read: after a refused call both must be unchanged.

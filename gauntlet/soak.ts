@@ -12,7 +12,13 @@
  */
 
 import { type Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
-import { type Era, newClient, startIssuer, type TestIssuer } from "../tests/_server_harness.ts";
+import {
+  type Era,
+  newClient,
+  payloadOf,
+  startIssuer,
+  type TestIssuer,
+} from "../tests/_server_harness.ts";
 import { type RedisServer, startRedis } from "../tests/_redis.ts";
 import { startServer } from "./_server.ts";
 import { messageOf, quantile, randomSeed, Rng, round, rssKiB } from "./_util.ts";
@@ -181,7 +187,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       all.push(ms);
       report.calls[name] = (report.calls[name] ?? 0) + 1;
       return {
-        payload: res.structuredContent as Record<string, unknown>,
+        payload: payloadOf(res) ?? {},
         isError: res.isError === true,
       };
     };
@@ -377,7 +383,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     for (let u = 0; u < userCount; u++) {
       const c = u === 0 ? checker : await connect("2026-07-28", tokens[u]!, "soak-check");
       const r = await c.callTool({ name: "state_load", arguments: { handle: shared[u]!.counter } });
-      const p = r.structuredContent as Record<string, unknown>;
+      const p = payloadOf(r) ?? {};
       const state = p.state as { n: number; per: Record<string, number> };
       let want = 0;
       for (let id = u; id < clientCount; id += userCount) {

@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { fails, ok, stdioSession } from "./_server_harness.ts";
+import { fails, ok, payloadOf, stdioSession } from "./_server_harness.ts";
 
 Deno.test("two stdio servers on one SQLite file: shared writes, stale writes, users, restarts", async (t) => {
   const dir = await Deno.makeTempDir();
@@ -75,10 +75,7 @@ Deno.test("two stdio servers on one SQLite file: shared writes, stale writes, us
       const winners = results.filter((r) => !r.isError);
       assert.equal(winners.length, 1);
       for (const r of results.filter((r) => r.isError)) {
-        assert.equal(
-          (r.structuredContent as { error: { code: string } }).error.code,
-          "stale_write",
-        );
+        assert.equal((payloadOf(r)?.error as { code: string }).code, "stale_write");
       }
       assert.equal((await ok(b.client, "state_load", { handle })).version, 4);
     });

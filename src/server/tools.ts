@@ -222,6 +222,8 @@ const leaseInput = z.object({
   ),
 });
 
+// Output schemas are strict, as their JSON Schema (additionalProperties: false) is: the SDK
+// checks a success against them before sending it, the same check a client makes.
 const metaShape = {
   handle: z.string(),
   kind: z.string(),
@@ -230,26 +232,31 @@ const metaShape = {
   updated_at: z.string(),
   expires_at: z.string().nullable(),
   last_writer: z.string().nullable(),
-  active_lease: z.object({ holder: z.string(), expires_at: z.string() }).optional(),
+  active_lease: z.strictObject({ holder: z.string(), expires_at: z.string() }).optional(),
 };
 const ok = z.literal(true);
 
-const saveOutput = z.object({
+const saveOutput = z.strictObject({
   ok,
   handle: z.string(),
   version: z.number().int(),
   active_lease: metaShape.active_lease,
 });
-const loadOutput = z.object({ ok, ...metaShape, state: z.unknown(), path: z.string().optional() });
-const listOutput = z.object({
+const loadOutput = z.strictObject({
   ok,
-  handles: z.array(z.object(metaShape)),
+  ...metaShape,
+  state: z.unknown(),
+  path: z.string().optional(),
+});
+const listOutput = z.strictObject({
+  ok,
+  handles: z.array(z.strictObject(metaShape)),
   next_cursor: z.string().nullable(),
 });
-const patchOutput = z.object({ ok, ...metaShape, state: z.unknown() });
-const touchOutput = z.object({ ok, ...metaShape });
-const deleteOutput = z.object({ ok, handle: z.string(), deleted: z.literal(true) });
-const changesOutput = z.object({
+const patchOutput = z.strictObject({ ok, ...metaShape, state: z.unknown() });
+const touchOutput = z.strictObject({ ok, ...metaShape });
+const deleteOutput = z.strictObject({ ok, handle: z.string(), deleted: z.literal(true) });
+const changesOutput = z.strictObject({
   ok,
   handle: z.string(),
   since_version: z.number().int(),
@@ -258,13 +265,18 @@ const changesOutput = z.object({
   changes: z.array(z.record(z.string(), z.unknown())).optional(),
   current: z.unknown().optional(),
 });
-const restoreOutput = z.object({ ok, ...metaShape, state: z.unknown(), restored: z.literal(true) });
-const leaseOutput = z.object({
+const restoreOutput = z.strictObject({
+  ok,
+  ...metaShape,
+  state: z.unknown(),
+  restored: z.literal(true),
+});
+const leaseOutput = z.strictObject({
   ok,
   handle: z.string(),
   acquired: z.boolean(),
   released: z.boolean().optional(),
-  active_lease: z.object({ holder: z.string(), expires_at: z.string() }).nullable(),
+  active_lease: z.strictObject({ holder: z.string(), expires_at: z.string() }).nullable(),
 });
 
 /**
@@ -339,16 +351,16 @@ const SCHEMAS = {
 // Results.
 
 /**
- * Builds the tool result for a payload: `structuredContent` and the same JSON
- * as a text block.
+ * Builds the tool result for a payload. A success is `structuredContent` and
+ * the same JSON as its text block. A failure is the text block alone (the
+ * whole `{ok: false, error}` payload) with `isError`: the declared output
+ * schemas describe successes only, and clients on SDK 1.x check any
+ * `structuredContent` against them even when `isError` is set, then throw
+ * instead of showing the model the error.
  */
 function result(payload: Record<string, unknown>, isError = false): CallToolResult {
-  const out: CallToolResult = {
-    content: [{ type: "text", text: JSON.stringify(payload) }],
-    structuredContent: payload,
-  };
-  if (isError) out.isError = true;
-  return out;
+  const content: CallToolResult["content"] = [{ type: "text", text: JSON.stringify(payload) }];
+  return isError ? { content, isError: true } : { content, structuredContent: payload };
 }
 
 /**
