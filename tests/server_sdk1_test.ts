@@ -5,7 +5,9 @@
  * checks a result only against the output schema it cached from
  * `tools/list`), then drive every tool into a success and into each error it
  * can produce: the model-visible result (the text block) carries the whole
- * payload, a stale write's `current.state` included.
+ * payload, a stale write's `current.state` included. And 2025-era HTTP
+ * clients are told apart by their `User-Agent`: two of one user are two
+ * writers and two lease holders.
  */
 
 import assert from "node:assert/strict";
@@ -15,6 +17,7 @@ import { StreamableHTTPClientTransport as Sdk1HttpTransport } from "@modelcontex
 import { type Backend, HandleStore } from "../mod.ts";
 import { MemoryBackend } from "../src/backends/memory.ts";
 import { ANONYMOUS_USER, createHttpHandler } from "../src/server/mod.ts";
+import { clientLabel } from "../src/server/identity.ts";
 import {
   cleanEnv,
   fails,
@@ -260,7 +263,7 @@ Deno.test("SDK 1.x and v2 clients over HTTP read every tool's every error", asyn
   const token = await issuer.token({ sub: "alice", aud: server.url.href });
   const headers = { Authorization: `Bearer ${token}`, "User-Agent": "sdk1-agent/1.0" };
   await eachClient(t, [
-    ["SDK 1.x (2025-11-25)", () => sdk1Http(server.url, headers), HOST],
+    ["SDK 1.x (2025-11-25)", () => sdk1Http(server.url, headers), `${HOST}/sdk1-agent/1.0`],
     ["v2 (2026-07-28)", () => httpClient(server.url, "2026-07-28", token), `${HOST}/test-client`],
   ]);
   assert.equal((await server.stop()).code, 0, server.stderr());
@@ -321,4 +324,53 @@ Deno.test("SDK 1.x and v2 clients read unauthenticated, backend_error and intern
     await http.finished;
     await store.close();
   }
+});
+
+Deno.test("two 2025-era HTTP clients of one user are two writers and two lease holders", async () => {
+  await using issuer = await startIssuer();
+  await using server = await startHttpServer(["--backend", "memory://", ...issuer.serveArgs]);
+  const token = await issuer.token({ sub: "carol", aud: server.url.href });
+  const as = (ua: string) =>
+    sdk1Http(server.url, { Authorization: `Bearer ${token}`, "User-Agent": ua });
+  const a = await as("editor-a/1.0");
+  const b = await as("editor-b/2.0 (linux)");
+  // Control characters are dropped and the label is bounded.
+  const c = await as(`\tnoisy\u0085agent\t/3 ${"x".repeat(300)}`);
+  try {
+    const { handle } = await ok(a, "state_save", { kind: "note", state: { n: 0 } });
+    assert.equal((await ok(b, "state_load", { handle })).last_writer, `${HOST}/editor-a/1.0`);
+    const ops = [{ op: "increment", path: "", key: "n", by: 1 }];
+    const patched = await ok(b, "state_patch", { handle, ops });
+    assert.equal(patched.last_writer, `${HOST}/editor-b/2.0 (linux)`);
+    // A's implicit lease from its save is another holder's to B.
+    assert.deepEqual((patched.active_lease as { holder: string }).holder, `${HOST}/editor-a/1.0`);
+
+    const taken = await ok(a, "state_lease", { handle, seconds: 600 });
+    assert.equal(taken.acquired, true);
+    const refused = await ok(b, "state_lease", { handle, seconds: 600 });
+    assert.equal(refused.acquired, false);
+    assert.equal((refused.active_lease as { holder: string }).holder, `${HOST}/editor-a/1.0`);
+    assert.equal((await ok(a, "state_load", { handle })).active_lease, undefined, "A's own");
+    assert.ok((await ok(b, "state_load", { handle })).active_lease, "B sees A at work");
+
+    const noisy = await ok(c, "state_patch", { handle, ops });
+    const label = String(noisy.last_writer);
+    assert.ok(label.startsWith(`${HOST}/noisy agent /3 xxx`), label);
+    assert.equal(label.length, HOST.length + 1 + 100);
+    assert.doesNotMatch(label, /\p{Cc}/u);
+  } finally {
+    for (const client of [a, b, c]) await client.close();
+  }
+});
+
+Deno.test("clientLabel keeps what names a client and nothing that could break a label", () => {
+  assert.equal(clientLabel("claude-code/2.1"), "claude-code/2.1");
+  assert.equal(clientLabel("  a\r\n\tb\u0000c\u2028d  "), "a b c d");
+  assert.equal(clientLabel("zero\u200bwidth\u202eflip"), "zerowidthflip");
+  assert.equal(clientLabel("lone \ud800 half"), "lone half");
+  assert.equal(clientLabel("é".repeat(150)), "é".repeat(100));
+  assert.equal(clientLabel("x".repeat(99) + "😀"), "x".repeat(99), "never half a pair");
+  assert.equal(clientLabel(" \u0001 "), undefined);
+  assert.equal(clientLabel(42), undefined);
+  assert.equal(clientLabel(undefined), undefined);
 });

@@ -59,8 +59,8 @@ Deno.test("server tools over HTTP with bearer tokens, both eras", async (t) => {
       const client = await httpClient(server.url, era, token);
       try {
         await t.step(`http ${era}`, async (t) => {
-          // Stateless 2025 HTTP requests carry no client info: the writer is the hostname.
-          const writer = era === "2026-07-28" ? `${HOST}/test-client` : HOST;
+          // Stateless 2025 HTTP requests carry no client info: their User-Agent names the client.
+          const writer = `${HOST}/${era === "2026-07-28" ? "test-client" : navigator.userAgent}`;
           await toolScenario(t, client, { kind: `note-${tag}`, writer, era });
         });
       } finally {

@@ -41,5 +41,35 @@ export function writerLabel(
 ): (request: Pick<ToolRequest, "clientName">) => string {
   if (fixed !== undefined) return () => fixed;
   return ({ clientName }) =>
-    (clientName === undefined ? hostname : `${hostname}/${clientName}`).slice(0, 256);
+    cut(clientName === undefined ? hostname : `${hostname}/${clientName}`, 256);
+}
+
+/** The most UTF-16 units of a client name taken from a request. */
+export const CLIENT_NAME_MAX_CHARS = 100;
+
+/**
+ * A client name as a request states it (client info, or a `User-Agent`
+ * header), made fit for a writer label: control characters become spaces,
+ * invisible format characters and lone surrogates are dropped, whitespace is
+ * collapsed, and at most {@link CLIENT_NAME_MAX_CHARS} characters are kept.
+ *
+ * @param said What the request says, of any type.
+ * @returns The label, or `undefined` when nothing usable is left.
+ */
+export function clientLabel(said: unknown): string | undefined {
+  if (typeof said !== "string") return undefined;
+  const clean = said.slice(0, 4 * CLIENT_NAME_MAX_CHARS)
+    .replace(/[\p{Cc}\p{Zl}\p{Zp}]/gu, " ")
+    .replace(/[\p{Cf}\p{Cs}]/gu, "")
+    .replace(/\s+/g, " ")
+    .trim();
+  const label = cut(clean, CLIENT_NAME_MAX_CHARS).trimEnd();
+  return label.length > 0 ? label : undefined;
+}
+
+/** `text` cut to at most `max` UTF-16 units, never between the halves of a surrogate pair. */
+function cut(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const last = text.charCodeAt(max - 1);
+  return text.slice(0, last >= 0xd800 && last <= 0xdbff ? max - 1 : max);
 }

@@ -34,6 +34,7 @@ import {
   toPayload,
 } from "../store.ts";
 import { VERSION } from "../cli/version.ts";
+import { clientLabel } from "./identity.ts";
 
 /** The version this server reports in its `serverInfo`. */
 export const SERVER_VERSION: string = VERSION;
@@ -64,7 +65,10 @@ export interface VerifiedToken {
 
 /** What a tool call knows about its caller, handed to the identity resolvers. */
 export interface ToolRequest {
-  /** The client's name, from the request's `_meta` client info or the 2025 `initialize`. */
+  /**
+   * The client's name: the request's `_meta` client info, the 2025 `initialize`, or an HTTP
+   * request's `User-Agent` (control characters dropped, at most 100 characters).
+   */
   clientName: string | undefined;
   /** The verified token of an HTTP request, when the transport authenticated one. */
   authInfo: VerifiedToken | undefined;
@@ -415,11 +419,17 @@ export function toolRequestOf(server: McpServer, ctx: ServerContext): ToolReques
   };
 }
 
+/**
+ * The client a request says it comes from: a 2026-07-28 request's client
+ * info, the 2025 `initialize` of a stdio session, else (a 2025-era HTTP
+ * request, which carries no client info after `initialize`) its
+ * `User-Agent`, so that two different clients of one user are two writers.
+ */
 function clientNameOf(server: McpServer, ctx: ServerContext): string | undefined {
   const envelope = ctx.mcpReq.envelope as Record<string, unknown> | undefined;
   const info = envelope?.[CLIENT_INFO_META_KEY] ?? server.server.getClientVersion();
-  const name = (info as { name?: unknown } | undefined)?.name;
-  return typeof name === "string" && name.length > 0 ? name.slice(0, 100) : undefined;
+  return clientLabel((info as { name?: unknown } | undefined)?.name) ??
+    clientLabel(ctx.http?.req?.headers.get("user-agent"));
 }
 
 function infoOnly(s: Snapshot): HandleInfo {
