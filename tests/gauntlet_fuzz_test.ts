@@ -1,8 +1,10 @@
 /**
  * The gauntlet's MCP fuzzing, CI size: random tool arguments through the
  * official client and random bytes as HTTP bodies against a real server
- * process. Only structured refusals, no leaks, no change on a refused call,
- * and the server keeps serving. The seed is fixed; `MCPSTATE_FC_SEED`
+ * process. Only structured refusals (the whole payload in the text block),
+ * `structuredContent` that passes each tool's declared output schema as
+ * SDK 1.x clients check it, no leaks, no change on a refused call, and the
+ * server keeps serving. The seed is fixed; `MCPSTATE_FC_SEED`
  * replaces it. `deno task gauntlet` runs 5,000 of each.
  *
  * @module
