@@ -1070,9 +1070,9 @@ export class HandleStore implements AsyncDisposable {
   ): Promise<WriteContext> {
     const now = this.#clock();
     if (key === undefined) return { now, graceMs: this.#graceMs };
-    if (typeof key !== "string" || key.length === 0 || key.length > 256 || !wellFormed(key)) {
+    if (typeof key !== "string" || key.length === 0 || key.length > 256 || !isIdentifier(key)) {
       throw new InvalidArgument(
-        "idempotencyKey must be a well-formed string of 1 to 256 characters.",
+        "idempotencyKey must be a well-formed string of 1 to 256 characters, without U+0000.",
         {
           field: "idempotency_key",
         },
@@ -1199,10 +1199,10 @@ function checkUser(options: unknown): string {
   }
   const user = (options as UserOption).user;
   if (
-    typeof user !== "string" || user.length === 0 || user.length > 1024 || !wellFormed(user)
+    typeof user !== "string" || user.length === 0 || user.length > 1024 || !isIdentifier(user)
   ) {
     throw new InvalidArgument(
-      "user must be a non-empty, well-formed Unicode string of at most 1024 characters: the identity the state belongs to.",
+      "user must be a non-empty, well-formed Unicode string of at most 1024 characters, without U+0000: the identity the state belongs to.",
       { field: "user" },
     );
   }
@@ -1232,10 +1232,20 @@ function wellFormed(s: string): boolean {
   return s.isWellFormed();
 }
 
+/**
+ * Whether `s` may name a user, handle, writer, lease holder or idempotency
+ * key: well-formed, and without U+0000. PostgreSQL's text refuses U+0000 and
+ * other engines would keep it, so it is refused everywhere alike (a state may
+ * hold it: states travel as JSON text, where it is an escape).
+ */
+function isIdentifier(s: string): boolean {
+  return wellFormed(s) && !s.includes("\0");
+}
+
 function checkHandle(handle: unknown): asserts handle is string {
   if (
     typeof handle !== "string" || handle.length === 0 || handle.length > 256 ||
-    !wellFormed(handle)
+    !isIdentifier(handle)
   ) {
     throw new InvalidArgument(
       'handle must be the handle string a mint returned (e.g. "research_k3v9x2mq").',
@@ -1246,10 +1256,11 @@ function checkHandle(handle: unknown): asserts handle is string {
 
 function checkWriter(writer: unknown): string | null {
   if (writer === undefined || writer === null) return null;
-  if (typeof writer !== "string" || writer.length > 256 || !wellFormed(writer)) {
-    throw new InvalidArgument("writer must be a well-formed string of at most 256 characters.", {
-      field: "writer",
-    });
+  if (typeof writer !== "string" || writer.length > 256 || !isIdentifier(writer)) {
+    throw new InvalidArgument(
+      "writer must be a well-formed string of at most 256 characters, without U+0000.",
+      { field: "writer" },
+    );
   }
   return writer;
 }

@@ -612,6 +612,88 @@ async function contractSteps(
     assert.equal((await store.list(user)).length, 1);
   });
 
+  await t.step(
+    "U+0000 in a user, handle, kind, writer, holder or key is invalid_argument; nothing is written",
+    async () => {
+      const user = freshUser();
+      const h = await store.mint("nul", { keep: true }, { user, writer: "w" });
+      const before = await store.get(h, { user });
+      const refused = async (what: string, fn: () => unknown) => {
+        await rejectsWith(async () => await fn(), "invalid_argument")
+          .catch((e) => assert.fail(`${what}: ${e}`));
+      };
+      const everyCall = (u: string, handle: string) =>
+        ({
+          mint: () => store.mint("nul", {}, { user: u }),
+          get: () => store.get(handle, { user: u }),
+          save: () => store.save(handle, {}, { user: u, expectVersion: 1 }),
+          patch: () => store.patch(handle, [SetKey("", "x", 1)], { user: u }),
+          touch: () => store.touch(handle, { user: u, ttlDays: 1 }),
+          revoke: () => store.revoke(handle, { user: u }),
+          restore: () => store.restore(handle, { user: u }),
+          changesSince: () => store.changesSince(handle, 0, { user: u }),
+          lease: () => store.lease(handle, { user: u, writer: "w", seconds: 5 }),
+          release: () => store.release(handle, { user: u, writer: "w" }),
+          watch: () => store.watch(handle, { user: u }),
+          list: () => store.list(u),
+          listPage: () => store.listPage(u),
+          sweep: () => store.sweep(u),
+        }) as Record<string, () => unknown>;
+      for (const bad of [`${user}\0`, `${user}\0evil`, "\0", `\0${user}`]) {
+        for (const [name, call] of Object.entries(everyCall(bad, h))) {
+          await refused(`user ${JSON.stringify(bad)}, ${name}`, call);
+        }
+      }
+      for (const bad of [`${h}\0`, `${h}\0x`, "\0"]) {
+        const calls = everyCall(user, bad);
+        for (const name of Object.keys(calls)) {
+          if (["mint", "list", "listPage", "sweep"].includes(name)) continue;
+          await refused(`handle ${JSON.stringify(bad)}, ${name}`, calls[name]!);
+        }
+      }
+      for (const bad of ["nul\0", "\0"]) {
+        await refused(`kind ${JSON.stringify(bad)}`, () => store.mint(bad, {}, { user }));
+        await refused(
+          `list kind ${JSON.stringify(bad)}`,
+          () => store.listPage(user, { kind: bad }),
+        );
+      }
+      for (const bad of ["w\0", "\0", "laptop/\0claude"]) {
+        const writer = bad;
+        await refused("mint writer", () => store.mint("nul", {}, { user, writer }));
+        await refused("save writer", () => store.save(h, {}, { user, expectVersion: 1, writer }));
+        await refused("patch writer", () => store.patch(h, [SetKey("", "x", 1)], { user, writer }));
+        await refused("touch writer", () => store.touch(h, { user, ttlDays: 1, writer }));
+        await refused("lease holder", () => store.lease(h, { user, writer, seconds: 5 }));
+        await refused("release holder", () => store.release(h, { user, writer }));
+      }
+      for (const idempotencyKey of ["k\0", "\0", "\0".repeat(256)]) {
+        await refused("mint key", () => store.mint("nul", {}, { user, idempotencyKey }));
+        await refused(
+          "save key",
+          () => store.save(h, {}, { user, expectVersion: 1, idempotencyKey }),
+        );
+        await refused(
+          "patch key",
+          () => store.patch(h, [SetKey("", "x", 1)], { user, idempotencyKey }),
+        );
+        await refused("touch key", () => store.touch(h, { user, ttlDays: 1, idempotencyKey }));
+        await refused("revoke key", () => store.revoke(h, { user, idempotencyKey }));
+      }
+      assert.deepEqual(await store.get(h, { user }), before);
+      assert.deepEqual((await store.list(user)).map((x) => x.handle), [h]);
+      // States hold U+0000 in keys and values, and it round-trips exactly.
+      const state = { "\0": "a\0b", list: ["\0"] };
+      const held = await store.mint("nul", state, { user, idempotencyKey: "k" });
+      assert.deepEqual((await store.get(held, { user })).state, state);
+      const p = await store.patch(held, [SetKey("", "k\0", "v\0"), Append("list", "\0\0")], {
+        user,
+      });
+      assert.deepEqual((await store.get(held, { user })).state, p.state);
+      assert.deepEqual(p.state, { "\0": "a\0b", list: ["\0", "\0\0"], "k\0": "v\0" });
+    },
+  );
+
   await t.step("sweep() without a user removes every user's expired records", async () => {
     const a = freshUser(), b = freshUser();
     const ha = await store.mint("s", {}, { user: a, ttlDays: 1 });
