@@ -14,6 +14,8 @@ import {
   AddToSet,
   Append,
   DelKey,
+  type HandlePage,
+  type HandleRecord,
   type HandleStore,
   type HandleStoreOptions,
   Increment,
@@ -613,6 +615,99 @@ async function contractSteps(
   });
 
   await t.step(
+    "users and imported handles outside ASCII: get, save, patch, list across pages, revoke",
+    async () => {
+      const id = crypto.randomUUID().slice(0, 8);
+      const users = [
+        `研究者-${id}`, // CJK
+        `\u{1F600}\u{1F469}\u200D\u{1F4BB}-${id}`, // astral, with a zero-width joiner
+        `e\u0301mile-${id}`, // a combining mark (NFD)
+        `\u05DE\u05E9\u05EA\u05DE\u05E9-${id}`, // right to left (Hebrew)
+      ];
+      // Kinds outside [a-z0-9-] are never minted: only an import brings them.
+      const kinds = ["研究", "\u{1F600}", "cafe\u0301", "\u0628\u062D\u062B", "note"];
+      for (const user of users) {
+        const minted = await store.mint("doc", { by: user }, { user, writer: "ノート/クロード" });
+        assert.equal((await store.get(minted, { user })).lastWriter, "ノート/クロード");
+        const imported: string[] = [];
+        for (const kind of kinds) {
+          clock.advance(10);
+          const handle = `${kind}_${id}`;
+          await importRecord(store, user, {
+            handle,
+            kind,
+            state: JSON.stringify({ kind, n: 0 }),
+            version: 1,
+            createdAt: clock.now,
+            updatedAt: clock.now,
+            expiresAt: null,
+            lastWriter: "\u05D9\u05D1\u05D5\u05D0", // an RTL writer
+          });
+          imported.push(handle);
+        }
+        for (const [i, h] of imported.entries()) {
+          const s = await store.get(h, { user });
+          assert.deepEqual([s.kind, s.version, s.state], [kinds[i], 1, { kind: kinds[i], n: 0 }]);
+          assert.equal(s.lastWriter, "\u05D9\u05D1\u05D5\u05D0");
+        }
+        // Newest first: the imports in reverse, then the mint; every page
+        // boundary (limit 1) puts a non-ASCII handle in the cursor.
+        const order = [...imported].reverse().concat(minted);
+        assert.deepEqual((await store.list(user)).map((x) => x.handle), order);
+        for (const limit of [1, 2, 4]) {
+          assert.deepEqual(await allPages(store, user, limit), order, `limit ${limit}`);
+        }
+        const [cjk, emoji] = imported as [string, string];
+        clock.advance(10);
+        const saved = await store.save(cjk, { n: 1 }, {
+          user,
+          expectVersion: 1,
+          writer: "\u{1F916}",
+        });
+        assert.deepEqual([saved.version, saved.lastWriter], [2, "\u{1F916}"]);
+        const patched = await store.patch(cjk, [Increment("", "n"), SetKey("", "研", "究")], {
+          user,
+        });
+        assert.deepEqual([patched.version, patched.state], [3, { n: 2, 研: "究" }]);
+        assert.equal((await store.list(user))[0]?.handle, cjk);
+        // The same names under another user are another user's.
+        const other = user.normalize("NFC") === user ? `${user}\u0301` : user.normalize("NFC");
+        await rejectsWith(() => store.get(cjk, { user: other }), "handle_not_found");
+        assert.deepEqual(await store.list(other), []);
+        await store.revoke(emoji, { user });
+        await rejectsWith(() => store.get(emoji, { user }), "handle_not_found");
+        assert.deepEqual(
+          await allPages(store, user, 1),
+          order.filter((h) => h !== emoji && h !== cjk).toSpliced(0, 0, cjk),
+        );
+        assert.equal((await store.restore(emoji, { user })).version, 1);
+        await store.revoke(emoji, { user });
+      }
+      // Handles that share one updatedAt are ordered by the handle alone: the
+      // cursor's handle decides where the next page starts.
+      const user = users[0]!;
+      const tied = [...kinds, "a", "z", "é", "\u{10FFFF}"].map((k) => `${k}_${id}t`);
+      clock.advance(10);
+      for (const handle of tied) {
+        await importRecord(store, user, {
+          handle,
+          kind: "tied",
+          state: "{}",
+          version: 1,
+          createdAt: clock.now,
+          updatedAt: clock.now,
+          expiresAt: null,
+          lastWriter: null,
+        });
+      }
+      for (const limit of [1, 3]) {
+        const top = (await allPages(store, user, limit)).slice(0, tied.length);
+        assert.deepEqual(top.toSorted(), tied.toSorted(), `limit ${limit}`);
+      }
+    },
+  );
+
+  await t.step(
     "U+0000 in a user, handle, kind, writer, holder or key is invalid_argument; nothing is written",
     async () => {
       const user = freshUser();
@@ -1056,4 +1151,27 @@ async function contractSteps(
     await s.close();
     await rejectsWith(() => s.get("x_aaaaaaaa", { user: "u" }), "backend_error");
   });
+}
+
+/** Every handle of `user`, newest first, read `limit` at a time through the cursors. */
+async function allPages(store: HandleStore, user: string, limit: number): Promise<string[]> {
+  const seen: string[] = [];
+  let cursor: string | null = null;
+  do {
+    const page: HandlePage = await store.listPage(user, { limit, cursor });
+    seen.push(...page.handles.map((x) => x.handle));
+    cursor = page.nextCursor;
+  } while (cursor !== null && seen.length < 10_000);
+  return seen;
+}
+
+/**
+ * Writes a record straight into the store's backend, as `mcpstate import`
+ * does: through the backend's `restore` when it has one, else `insert`.
+ */
+async function importRecord(store: HandleStore, user: string, record: HandleRecord): Promise<void> {
+  const b = store.backend;
+  const ctx = { now: record.updatedAt, graceMs: 7 * DAY };
+  if (b.restore) assert.equal(await b.restore(user, record, ctx), "inserted");
+  else assert.deepEqual(await b.insert(user, record, ctx), { inserted: true });
 }
