@@ -1153,16 +1153,32 @@ async function contractSteps(
   });
 }
 
-/** Every handle of `user`, newest first, read `limit` at a time through the cursors. */
-async function allPages(store: HandleStore, user: string, limit: number): Promise<string[]> {
-  const seen: string[] = [];
+/**
+ * Every handle of `user`, newest first, read `limit` at a time through
+ * `listPage`, with the cursors it handed out.
+ *
+ * @returns The handles and the cursors.
+ */
+export async function pageThrough(
+  store: HandleStore,
+  user: string,
+  limit: number,
+): Promise<{ handles: string[]; cursors: string[] }> {
+  const handles: string[] = [];
+  const cursors: string[] = [];
   let cursor: string | null = null;
   do {
     const page: HandlePage = await store.listPage(user, { limit, cursor });
-    seen.push(...page.handles.map((x) => x.handle));
+    handles.push(...page.handles.map((x) => x.handle));
     cursor = page.nextCursor;
-  } while (cursor !== null && seen.length < 10_000);
-  return seen;
+    if (cursor !== null) cursors.push(cursor);
+  } while (cursor !== null && handles.length < 10_000);
+  return { handles, cursors };
+}
+
+/** The handles of {@link pageThrough}. */
+async function allPages(store: HandleStore, user: string, limit: number): Promise<string[]> {
+  return (await pageThrough(store, user, limit)).handles;
 }
 
 /**

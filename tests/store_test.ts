@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { type HandlePage, HandleStore, InvalidArgument } from "../mod.ts";
+import { HandleStore, InvalidArgument } from "../mod.ts";
 import { MemoryBackend } from "../src/backends/memory.ts";
-import { FakeClock, rejectsWith } from "./contract.ts";
+import { FakeClock, pageThrough, rejectsWith } from "./contract.ts";
 
 Deno.test("a state built from shared subtrees is refused at once, not walked exponentially", async () => {
   await using store = new HandleStore(new MemoryBackend());
@@ -51,24 +51,6 @@ async function restoreHandles(
   }
 }
 
-/** Every handle of `user`, one listPage call per `limit` handles, with the cursors used. */
-async function pageThrough(
-  store: HandleStore,
-  user: string,
-  limit: number,
-): Promise<{ seen: string[]; cursors: string[] }> {
-  const seen: string[] = [];
-  const cursors: string[] = [];
-  let cursor: string | null = null;
-  do {
-    const page: HandlePage = await store.listPage(user, { limit, cursor });
-    seen.push(...page.handles.map((h) => h.handle));
-    cursor = page.nextCursor;
-    if (cursor !== null) cursors.push(cursor);
-  } while (cursor !== null && seen.length < 1_000);
-  return { seen, cursors };
-}
-
 /** Handles whose kinds only an import can bring: CJK, astral, combining marks, right-to-left, Latin-1. */
 const FOREIGN_HANDLES = [
   "研究_abcdefgh",
@@ -89,13 +71,13 @@ Deno.test("listPage() pages through handles outside Latin-1: every cursor comes 
   await restoreHandles(backend, "tied", FOREIGN_HANDLES, () => t0);
   for (const user of ["u", "tied"]) {
     for (const limit of [1, 2, 3]) {
-      const { seen, cursors } = await pageThrough(store, user, limit);
+      const { handles: seen, cursors } = await pageThrough(store, user, limit);
       assert.equal(seen.length, FOREIGN_HANDLES.length, `${user}, limit ${limit}`);
       assert.deepEqual(new Set(seen), new Set(FOREIGN_HANDLES));
       for (const c of cursors) assert.match(c, /^c2\.[A-Za-z0-9_-]+$/);
     }
   }
-  const { seen } = await pageThrough(store, "u", 1);
+  const { handles: seen } = await pageThrough(store, "u", 1);
   assert.deepEqual(seen, [...FOREIGN_HANDLES].reverse());
   assert.deepEqual((await store.list("u")).map((h) => h.handle), seen);
 });
