@@ -16,7 +16,10 @@
  *   the requests the official client really sends, JSON-RPC-shaped garbage
  *   and invalid UTF-8: no 5xx, JSON-RPC errors for protocol garbage, no
  *   leaks, a watched handle changes only when a call succeeded;
- * - and the server process is alive and healthy at the end.
+ * - and the server process is alive and healthy at the end;
+ * - then, on a server with `--allow-anonymous`, anonymous callers minting
+ *   with colliding idempotency keys (`_shared_bucket.ts`): no call gets
+ *   another call's handle, and nobody learns that a key was used.
  *
  * @module
  */
@@ -38,6 +41,7 @@ import {
 } from "../tests/_server_harness.ts";
 import { startServer } from "./_server.ts";
 import { messageOf, randomSeed, Rng } from "./_util.ts";
+import { fuzzSharedBucket, type SharedBucketReport } from "./_shared_bucket.ts";
 
 /** Options of {@link runFuzz}. */
 export interface FuzzOptions {
@@ -45,6 +49,8 @@ export interface FuzzOptions {
   toolCalls: number;
   /** Random HTTP bodies. */
   rawBodies: number;
+  /** Anonymous mints with colliding idempotency keys. Default `toolCalls`, at most 1,000. */
+  sharedBucketMints?: number;
   /** Seed of every generator. Default random. */
   seed?: number;
   /** Stop after this long. Default 20 minutes. */
@@ -68,6 +74,8 @@ export interface FuzzReport {
   unchangedAfterRefusal: number;
   /** HTTP bodies sent, by response status. */
   rawBodies: { total: number; byStatus: Record<string, number> };
+  /** The shared bucket's mints with colliding idempotency keys. */
+  sharedBucket: SharedBucketReport;
   /** Users (each a fresh token and connection) the calls were spread over. */
   users: number;
   /** Whether the server was alive and healthy at the end. */
@@ -636,6 +644,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
     toolCalls: { total: 0, succeeded: 0, refused: {}, protocolErrors: {} },
     unchangedAfterRefusal: 0,
     rawBodies: { total: 0, byStatus: {} },
+    sharedBucket: { calls: 0, newHandles: 0, replays: 0, refusedKeys: 0 },
     users: 0,
     serverHealthy: false,
     durationMs: 0,
@@ -949,6 +958,8 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
     await issuer.close();
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
+  const mints = options.sharedBucketMints ?? Math.min(options.toolCalls, 1_000);
+  report.sharedBucket = await fuzzSharedBucket(mints, seed + 2, fail, started + timeLimit);
   report.durationMs = Math.round(performance.now() - started);
   return report;
 }

@@ -174,6 +174,12 @@ token, sometimes with odd protocol headers. No 5xx, error statuses carry a JSON-
 and a watched handle may change only when the response holds a successful tool result. The server
 must be alive and healthy at the end.
 
+**Shared bucket**: on a second server with \`--allow-anonymous\`, four anonymous callers (both
+eras) mint with idempotency keys drawn from one small pool, so keys collide across callers and
+calls. Every mint succeeds (a key the store refuses outright is \`invalid_argument\`), no answer
+says that a key was used, the same key with the same call gets its first handle back, and no call
+ever gets a handle that a different call got.
+
 ${
     table(["what", "count", "result"], [
       ["tool calls", fmt(r.toolCalls.total), held(r.failures.length)],
@@ -181,6 +187,16 @@ ${
       ["  refused", fmt(refusedTotal), ""],
       ["  refused and verified unchanged", fmt(r.unchangedAfterRefusal), ""],
       ["HTTP bodies", fmt(r.rawBodies.total), ""],
+      ...(r.sharedBucket
+        ? [
+          ["anonymous mints, colliding keys", fmt(r.sharedBucket.calls), ""],
+          [
+            "  new handles / replays",
+            `${fmt(r.sharedBucket.newHandles)} / ${fmt(r.sharedBucket.replays)}`,
+            "",
+          ],
+        ]
+        : []),
       ["server healthy at the end", r.serverHealthy ? "yes" : "**no**", ""],
     ])
   }

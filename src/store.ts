@@ -1070,9 +1070,9 @@ export class HandleStore implements AsyncDisposable {
   ): Promise<WriteContext> {
     const now = this.#clock();
     if (key === undefined) return { now, graceMs: this.#graceMs };
-    if (typeof key !== "string" || key.length === 0 || key.length > 256 || !wellFormed(key)) {
+    if (typeof key !== "string" || key.length === 0 || key.length > 256 || !isIdentifier(key)) {
       throw new InvalidArgument(
-        "idempotencyKey must be a well-formed string of 1 to 256 characters.",
+        "idempotencyKey must be a well-formed string of 1 to 256 characters, without U+0000.",
         {
           field: "idempotency_key",
         },
@@ -1199,10 +1199,10 @@ function checkUser(options: unknown): string {
   }
   const user = (options as UserOption).user;
   if (
-    typeof user !== "string" || user.length === 0 || user.length > 1024 || !wellFormed(user)
+    typeof user !== "string" || user.length === 0 || user.length > 1024 || !isIdentifier(user)
   ) {
     throw new InvalidArgument(
-      "user must be a non-empty, well-formed Unicode string of at most 1024 characters: the identity the state belongs to.",
+      "user must be a non-empty, well-formed Unicode string of at most 1024 characters, without U+0000: the identity the state belongs to.",
       { field: "user" },
     );
   }
@@ -1232,10 +1232,20 @@ function wellFormed(s: string): boolean {
   return s.isWellFormed();
 }
 
+/**
+ * Whether `s` may name a user, handle, writer, lease holder or idempotency
+ * key: well-formed, and without U+0000. PostgreSQL's text refuses U+0000 and
+ * other engines would keep it, so it is refused everywhere alike (a state may
+ * hold it: states travel as JSON text, where it is an escape).
+ */
+function isIdentifier(s: string): boolean {
+  return wellFormed(s) && !s.includes("\0");
+}
+
 function checkHandle(handle: unknown): asserts handle is string {
   if (
     typeof handle !== "string" || handle.length === 0 || handle.length > 256 ||
-    !wellFormed(handle)
+    !isIdentifier(handle)
   ) {
     throw new InvalidArgument(
       'handle must be the handle string a mint returned (e.g. "research_k3v9x2mq").',
@@ -1246,10 +1256,11 @@ function checkHandle(handle: unknown): asserts handle is string {
 
 function checkWriter(writer: unknown): string | null {
   if (writer === undefined || writer === null) return null;
-  if (typeof writer !== "string" || writer.length > 256 || !wellFormed(writer)) {
-    throw new InvalidArgument("writer must be a well-formed string of at most 256 characters.", {
-      field: "writer",
-    });
+  if (typeof writer !== "string" || writer.length > 256 || !isIdentifier(writer)) {
+    throw new InvalidArgument(
+      "writer must be a well-formed string of at most 256 characters, without U+0000.",
+      { field: "writer" },
+    );
   }
   return writer;
 }
@@ -1284,26 +1295,65 @@ async function digest(text: string): Promise<string> {
   return Array.from(new Uint8Array(hash), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-function encodeCursor(r: HandleMeta): string {
-  const json = JSON.stringify([r.updatedAt, r.handle]);
-  return "c1." + btoa(json).replaceAll("+", "-").replaceAll("/", "_").replaceAll("=", "");
+/**
+ * The longest cursor {@link encodeCursor} makes: a 256-character handle
+ * whose every character JSON escapes as `\u001f` (6 bytes), a 16-digit time,
+ * in base64 (4 characters per 3 bytes), with its prefix.
+ */
+const MAX_CURSOR_CHARS = 3 + Math.ceil((256 * 6 + 24) / 3) * 4;
+
+/**
+ * A list cursor: `c2.` and the base64url of the UTF-8 of `[updatedAt, handle]`.
+ * (`c1.` cursors of earlier releases held the same JSON as Latin-1 and could
+ * not carry a handle outside it; {@link decodeCursor} still reads them.)
+ */
+function encodeCursor(r: { updatedAt: number; handle: string }): string {
+  return "c2." + base64url(new TextEncoder().encode(JSON.stringify([r.updatedAt, r.handle])));
 }
 
+function encodeLegacyCursor(r: { updatedAt: number; handle: string }): string {
+  return "c1." + base64url(Uint8Array.from(JSON.stringify([r.updatedAt, r.handle]), latin1));
+}
+
+function latin1(c: string): number {
+  const code = c.charCodeAt(0);
+  if (code > 0xff) throw new RangeError("Not Latin-1");
+  return code;
+}
+
+function base64url(bytes: Uint8Array): string {
+  let binary = "";
+  for (const b of bytes) binary += String.fromCharCode(b);
+  return btoa(binary).replaceAll("+", "-").replaceAll("/", "_").replaceAll("=", "");
+}
+
+/**
+ * Reads a cursor back. Only the exact text {@link encodeCursor} (or the `c1.`
+ * form of earlier releases) makes for a position is accepted: anything else,
+ * whatever it decodes to, is `invalid_argument`, never another error.
+ */
 function decodeCursor(cursor: unknown): { updatedAt: number; handle: string } {
   const bad = () =>
     new InvalidArgument(
       "This cursor did not come from this store's listPage/state_list. Pass back next_cursor exactly as you got it, or omit it to start from the first page.",
       { field: "cursor" },
     );
-  if (typeof cursor !== "string" || !cursor.startsWith("c1.") || cursor.length > 600) throw bad();
+  if (typeof cursor !== "string" || cursor.length > MAX_CURSOR_CHARS) throw bad();
+  const legacy = cursor.startsWith("c1.");
+  if (!legacy && !cursor.startsWith("c2.")) throw bad();
   try {
-    const b64 = cursor.slice(3).replaceAll("-", "+").replaceAll("_", "/");
-    const v: unknown = JSON.parse(atob(b64));
+    const binary = atob(cursor.slice(3).replaceAll("-", "+").replaceAll("_", "/"));
+    const json = legacy ? binary : new TextDecoder("utf-8", { fatal: true }).decode(
+      Uint8Array.from(binary, (c) => c.charCodeAt(0)),
+    );
+    const v: unknown = JSON.parse(json);
     if (
       Array.isArray(v) && v.length === 2 && Number.isSafeInteger(v[0]) &&
-      typeof v[1] === "string" && v[1].length > 0 && v[1].length <= 256
+      typeof v[1] === "string" && v[1].length > 0 && v[1].length <= 256 && isIdentifier(v[1])
     ) {
-      return { updatedAt: v[0], handle: v[1] };
+      const at = { updatedAt: v[0] as number, handle: v[1] };
+      // One position, one text: other spellings of it did not come from here.
+      if ((legacy ? encodeLegacyCursor(at) : encodeCursor(at)) === cursor) return at;
     }
   } catch { /* fall through */ }
   throw bad();

@@ -684,6 +684,89 @@ Deno.test("cli: a corrupt JSON Lines line stops import with its line number and 
   }
 });
 
+Deno.test("cli: a record whose user, handle, kind or writer holds U+0000 is refused by its line, on SQLite and PostgreSQL alike; migrate reports one", async (t) => {
+  const home = await tempHome();
+  const { recordLine } = await import("../src/cli/records.ts");
+  const good = (i: number) => recordLine(`user${i}`, sampleRecord(`note_aaaaaaa${i}`, 1));
+  const line2 = JSON.parse(good(2));
+  const pg = new URL(
+    Deno.env.get("MCPSTATE_TEST_POSTGRES_URL") ?? "postgres://postgres@127.0.0.1:5432/test",
+  );
+  const schema = `mcpstate_test_nul_${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+  pg.searchParams.set("schema", schema);
+  const count = async (url: string, users: string[]) => {
+    const back = await openBackend(url);
+    try {
+      return await countAll(back, users);
+    } finally {
+      await back.close();
+    }
+  };
+  try {
+    const fields = [
+      ["user", "user2\u0000x"],
+      ["handle", "note_aaaa\u0000"],
+      ["kind", "note\u0000"],
+      ["last_writer", "laptop/\u0000"],
+    ];
+    for (const [field, value] of fields) {
+      for (
+        const [name, url] of [["SQLite", sqliteUrl(join(home, `${field}.db`))], [
+          "PostgreSQL",
+          pg.toString(),
+        ]] as const
+      ) {
+        await t.step(`${field} on ${name} → exit 1, "Line 2", nothing imported`, async () => {
+          const lines = [good(1), JSON.stringify({ ...line2, [field!]: value }), good(3)];
+          const r = await mcpstate(home, ["import", "--backend", url], {
+            stdin: lines.join("\n") + "\n",
+          });
+          assertOneLineError(
+            r,
+            1,
+            new RegExp(`Line 2 is not a valid mcpstate record: "${field}" holds U\\+0000`),
+          );
+          assert.match(r.stderr, /Nothing was imported/);
+          assert.equal(await count(url, ["user1", "user2", "user3"]), 0);
+        });
+      }
+    }
+    await t.step(
+      "migrate from a database that kept one: reported, not written; the rest copied",
+      async () => {
+        // Deno KV keeps such a name whole (node:sqlite reads text only up to a U+0000).
+        const source = denokvUrl(join(home, "kept.kv"));
+        const back = await openBackend(source);
+        try {
+          await back.restore!("old\u0000user", sampleRecord("note_aaaaaaa1", 1), restoreContext());
+          await back.restore!("fine", sampleRecord("note_aaaaaaa2", 1), restoreContext());
+        } finally {
+          await back.close();
+        }
+        const r = await mcpstate(home, [
+          "migrate",
+          "--from",
+          source,
+          "--to",
+          pg.toString(),
+          "--json",
+        ]);
+        assert.equal(r.code, 1, r.stderr);
+        assert.match(r.stderr, /did not verify; first: user "old\\u0000user".*holds U\+0000/);
+        const summary = JSON.parse(r.stdout);
+        assert.deepEqual([summary.inserted, summary.mismatched], [1, 1]);
+        assert.equal(await count(pg.toString(), ["fine"]), 1);
+      },
+    );
+  } finally {
+    const { default: postgres } = await import("postgres");
+    const sql = postgres(pg.toString().split("?")[0]!, { max: 1, onnotice: () => {} });
+    await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await sql.end();
+    await Deno.remove(home, { recursive: true });
+  }
+});
+
 Deno.test("cli: migrate killed halfway (SIGKILL) and run again ends identical to an uninterrupted run", async () => {
   const home = await tempHome();
   const source = sqliteUrl(join(home, "source.db"));

@@ -28,4 +28,6 @@ Deno.test("gauntlet: random tool arguments and random HTTP bodies get structured
   assert.ok(r.toolCalls.succeeded > 0, "some random calls are valid");
   assert.ok(r.unchangedAfterRefusal > 100, "most random calls are refused, and checked");
   assert.ok(r.serverHealthy);
+  assert.equal(r.sharedBucket.calls, 300);
+  assert.ok(r.sharedBucket.replays > 0 && r.sharedBucket.newHandles > 0, "keys collided");
 });

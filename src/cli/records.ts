@@ -61,6 +61,22 @@ export class CorruptLine extends Error {
   }
 }
 
+/** Why a name fails {@link isIdentifier}, after the field's name. */
+export const NOT_AN_IDENTIFIER =
+  "holds U+0000 or a lone surrogate, which mcpstate never stores in a name";
+
+/**
+ * Whether a user, handle, kind or writer label is one mcpstate accepts:
+ * well-formed Unicode without U+0000 (the store refuses anything else on
+ * every backend, so a record holding one is never written).
+ *
+ * @param s The name.
+ * @returns `true` when it may be stored.
+ */
+export function isIdentifier(s: string): boolean {
+  return s.isWellFormed() && !s.includes("\0");
+}
+
 /**
  * Renders a record as its canonical line (no newline).
  *
@@ -138,6 +154,7 @@ export function parseRecordLine(text: string, lineNo: number, maxStateBytes: num
     if (typeof x !== "string" || x.length === 0 || x.length > max) {
       throw bad(`"${key}" must be a non-empty string of at most ${max} characters.`);
     }
+    if (!isIdentifier(x)) throw bad(`"${key}" ${NOT_AN_IDENTIFIER}.`);
     return x;
   };
   const time = (key: string): number => {
@@ -163,6 +180,7 @@ export function parseRecordLine(text: string, lineNo: number, maxStateBytes: num
   if (writer !== null && (typeof writer !== "string" || writer.length > 256)) {
     throw bad(`"last_writer" must be null or a string of at most 256 characters.`);
   }
+  if (writer !== null && !isIdentifier(writer)) throw bad(`"last_writer" ${NOT_AN_IDENTIFIER}.`);
   if (!isPlainObject(v.state)) throw bad(`"state" must be a JSON object.`);
   try {
     assertJson(v.state);

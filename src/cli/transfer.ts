@@ -13,7 +13,13 @@
 
 import type { Backend, HandleRecord } from "../backend.ts";
 import { CliFailure } from "./_common.ts";
-import { digestLine, recordLine, type UserRecord } from "./records.ts";
+import {
+  digestLine,
+  isIdentifier,
+  NOT_AN_IDENTIFIER,
+  recordLine,
+  type UserRecord,
+} from "./records.ts";
 import type { Progress } from "./progress.ts";
 
 /** How long an expired record stays readable before it is reclaimed (the store's default). */
@@ -235,6 +241,15 @@ export async function restoreAll(
     const now = Date.now();
     if (record.expiresAt !== null && record.expiresAt + GRACE_MS <= now) {
       report.skippedExpired++;
+      return;
+    }
+    const names = [user, record.handle, record.kind, record.lastWriter ?? ""];
+    if (!names.every(isIdentifier)) {
+      problem(
+        user,
+        record.handle,
+        `its user, handle, kind or writer ${NOT_AN_IDENTIFIER} (not written)`,
+      );
       return;
     }
     let line: string;

@@ -35,6 +35,7 @@ import {
 } from "../store.ts";
 import { VERSION } from "../cli/version.ts";
 import { clientLabel } from "./identity.ts";
+import { sharedBucketMintKey } from "./_shared_bucket.ts";
 
 /** The version this server reports in its `serverInfo`. */
 export const SERVER_VERSION: string = VERSION;
@@ -592,10 +593,14 @@ export function registerStateTools(
           { field: "kind" },
         );
       }
+      // The shared bucket scopes a mint's key by the whole call (_shared_bucket.ts).
+      const key = anonymous && args.idempotency_key !== undefined
+        ? await sharedBucketMintKey(args.idempotency_key, [args.kind, state, args.ttl_days, writer])
+        : args.idempotency_key;
       const handle = await store.mint(args.kind, state, {
         user,
         ...w,
-        ...idem,
+        ...(key === undefined ? {} : { idempotencyKey: key }),
         ...(args.ttl_days === undefined ? {} : { ttlDays: args.ttl_days }),
         ...(anonymous ? { randomChars: ANONYMOUS_RANDOM_CHARS } : {}),
       });
