@@ -52,6 +52,7 @@ if (values.child) {
   const lat: number[] = [];
   let failed = 0;
   let version = (await store.get(handle, { user: USER_B })).version;
+  await Deno.writeTextFile(`${stop}.ready`, "");
   while (!await exists(stop)) {
     const t0 = performance.now();
     try {
@@ -110,7 +111,7 @@ try {
       stdout: "piped",
       stderr: "inherit",
     }).spawn();
-    await new Promise((r) => setTimeout(r, 500)); // the child is up and saving
+    while (!await exists(`${stop}.ready`)) await new Promise((r) => setTimeout(r, 20));
     let busy = true;
     const waits: number[] = [];
     const bob = (async () => {
