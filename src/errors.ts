@@ -150,17 +150,29 @@ export class StaleWrite extends McpStateError {
  *
  * A new reason may be added; an existing one never changes meaning.
  */
-export type PatchReason =
-  | "unknown_op"
-  | "missing_field"
-  | "wrong_type"
-  | "bad_path"
-  | "path_not_found"
-  | "not_an_object"
-  | "not_a_list"
-  | "not_a_number"
-  | "out_of_range"
-  | "too_many_ops";
+export type PatchReason = typeof PATCH_REASONS[number];
+
+/**
+ * Every {@link PatchReason}.
+ *
+ * @example Checking a payload's reason
+ * ```ts
+ * import { PATCH_REASONS } from "@mcpstate/core";
+ * PATCH_REASONS.includes("too_many_ops"); // true
+ * ```
+ */
+export const PATCH_REASONS = [
+  "unknown_op",
+  "missing_field",
+  "wrong_type",
+  "bad_path",
+  "path_not_found",
+  "not_an_object",
+  "not_a_list",
+  "not_a_number",
+  "out_of_range",
+  "too_many_ops",
+] as const;
 
 const NOTHING_APPLIED = "No op of this patch was applied; fix the op and send the patch again.";
 

@@ -28,6 +28,7 @@ import {
   opFromJson,
   opsFromJson,
   parsePath,
+  PATCH_REASONS,
   PatchError,
   type PatchOp,
   SetKey,
@@ -163,19 +164,8 @@ function overTheWire(v: unknown): unknown {
   return text === undefined ? v : JSON.parse(text);
 }
 
-/** The machine codes a PatchError may carry (SPEC §2, and getPath's `path_not_found`). */
-const REASONS = new Set([
-  "unknown_op",
-  "missing_field",
-  "wrong_type",
-  "bad_path",
-  "path_not_found",
-  "not_an_object",
-  "not_a_list",
-  "not_a_number",
-  "out_of_range",
-  "too_many_ops",
-]);
+/** The machine codes a PatchError may carry. */
+const REASONS = new Set<string>(PATCH_REASONS);
 
 type Outcome<T> = { ok: true; value: T } | { ok: false; error: PatchError };
 

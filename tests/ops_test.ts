@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { PatchError, type PatchReason } from "../src/errors.ts";
+import { PATCH_REASONS, PatchError, type PatchReason } from "../src/errors.ts";
 import { patchCost, resetPatchCost } from "../src/_patch_cost.ts";
 import { Reads } from "./_counted.ts";
 import {
@@ -19,19 +19,13 @@ import {
   SetKey,
 } from "../src/ops.ts";
 
-/** Every reason code of SPEC §2, and `path_not_found` of getPath(). */
-const REASONS: readonly PatchReason[] = [
-  "unknown_op",
-  "missing_field",
-  "wrong_type",
-  "bad_path",
-  "path_not_found",
-  "not_an_object",
-  "not_a_list",
-  "not_a_number",
-  "out_of_range",
-  "too_many_ops",
-];
+// The codes of SPEC §2, and path_not_found of getPath().
+const REASONS: readonly string[] = PATCH_REASONS;
+assert.deepEqual(
+  [...REASONS].sort(),
+  ("unknown_op missing_field wrong_type bad_path path_not_found not_an_object not_a_list " +
+    "not_a_number out_of_range too_many_ops").split(" ").sort(),
+);
 
 /**
  * Asserts that `f` throws a PatchError (never another class) with `reason` as
@@ -52,7 +46,7 @@ function patchError(
   assert.equal(caught.code, "patch_error");
   assert.equal(caught.details.reason, reason, caught.message);
   assert.equal(caught.reason, reason);
-  assert.ok(REASONS.includes(caught.details.reason as PatchReason));
+  assert.ok(REASONS.includes(caught.details.reason as string));
   const payload = caught.toPayload();
   assert.equal(payload.code, "patch_error");
   assert.equal(payload.reason, reason);
