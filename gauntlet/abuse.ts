@@ -1008,6 +1008,11 @@ export async function runAbuse(options: AbuseOptions): Promise<AbuseReport> {
       await stillServing(part);
     }
 
+    // ------------------------------------------------------------ huge patches
+    await hugePatches({ url: server.url, issuer, aud, owner, known, clients, record, failures });
+    await stillServing("huge patches");
+    sampleRss();
+
     const r = await tool(owner, "state_load", { handle: known });
     if (r.ok !== true) {
       failures.push(`the owner can't read its handle afterwards: ${JSON.stringify(r)}`);
@@ -1031,6 +1036,214 @@ export async function runAbuse(options: AbuseOptions): Promise<AbuseReport> {
   }
   report.durationMs = Math.round(performance.now() - started);
   return report;
+}
+
+// ------------------------------------------------------------ huge patches
+
+/** What {@link hugePatches} needs from {@link runAbuse}. */
+interface HugePatchContext {
+  /** The server's MCP endpoint. */
+  url: URL;
+  /** The issuer whose tokens the server accepts. */
+  issuer: TestIssuer;
+  /** The audience of those tokens. */
+  aud: string;
+  /** Another user, who keeps loading `known` while the patches run. */
+  owner: Client;
+  /** The owner's handle. */
+  known: string;
+  /** Clients to close at the end. */
+  clients: Client[];
+  /** Records one check. */
+  record: (c: AbuseCheck) => void;
+  /** Violations outside any one check. */
+  failures: string[];
+}
+
+/** How long one patch, or another user's load meanwhile, may take. */
+const HUGE_PATCH_BOUND_MS = 2000;
+/** Notes (an object) and tags (a list) of the patched state: about 940 KB of JSON. */
+const HUGE_NOTES = 6000;
+const HUGE_TAGS = 20_000;
+
+/** A tool result's payload: the structured content, else the JSON text of its content. */
+async function payloadOf(
+  client: Client,
+  name: string,
+  args: Record<string, unknown>,
+): Promise<Record<string, unknown>> {
+  const res = await client.callTool({ name, arguments: args });
+  if (res.structuredContent) return res.structuredContent as Record<string, unknown>;
+  const text = (res.content as { type: string; text?: string }[] | undefined)?.find((c) =>
+    c.type === "text"
+  )?.text;
+  return text === undefined ? {} : JSON.parse(text);
+}
+
+/**
+ * Huge patches: one user sends the longest patches allowed (1,000 set_key,
+ * add_to_set and append ops, and a mix) against a state near the size cap,
+ * then patches over the limit, with a bad last op, with a counter past
+ * 2^53 − 1, and a request of nearly 4 MiB of ops. Each must answer within
+ * {@link HUGE_PATCH_BOUND_MS}, apply all or nothing, and fail as a structured
+ * `patch_error` (or `state_too_large`); meanwhile another user's loads keep
+ * being answered within the same bound.
+ */
+async function hugePatches(ctx: HugePatchContext): Promise<void> {
+  const part = "huge patches";
+  const token = await ctx.issuer.token({ sub: "huge-patcher", aud: ctx.aud });
+  const patcher = newClient("2026-07-28", "gauntlet-huge-patches");
+  await patcher.connect(
+    new StreamableHTTPClientTransport(ctx.url, {
+      requestInit: { headers: { Authorization: `Bearer ${token}` } },
+    }),
+  );
+  ctx.clients.push(patcher);
+  const notes: Record<string, string> = {};
+  for (let i = 0; i < HUGE_NOTES; i++) notes[`note-${i}`] = `Finding ${i}: arm64 builds first.`;
+  const tags = Array.from({ length: HUGE_TAGS }, (_, i) => `tag-${i}-${(i * 7919) % 100_000}`);
+  const state = { notes, tags, stats: { n: 0 } };
+  const made = await payloadOf(patcher, "state_save", { kind: "notes", state });
+  if (made.ok !== true) {
+    ctx.failures.push(`${part}: could not mint the state: ${JSON.stringify(made).slice(0, 300)}`);
+    return;
+  }
+  const handle = String(made.handle);
+  let version = Number(made.version);
+  const restore = async () => {
+    const r = await payloadOf(patcher, "state_save", { handle, state, expect_version: version });
+    version = Number(r.version);
+  };
+
+  // Another user loads their own handle in a loop for as long as the patches run.
+  let running = true;
+  const waits: number[] = [];
+  let loadFailures = 0;
+  const loads = (async () => {
+    while (running) {
+      const t0 = performance.now();
+      const r = await tool(ctx.owner, "state_load", { handle: ctx.known }).catch(() => null);
+      waits.push(performance.now() - t0);
+      if (r?.ok !== true) loadFailures++;
+      await sleep(5);
+    }
+  })();
+
+  const ops = {
+    set_key: (i: number) => ({
+      op: "set_key",
+      path: "notes",
+      key: `note-${(i * 7) % HUGE_NOTES}`,
+      value: `revised ${i}`,
+    }),
+    add_to_set: (i: number) => ({
+      op: "add_to_set",
+      path: "tags",
+      value: i % 2 ? `tag-${i * 13}-${(i * 13 * 7919) % 100_000}` : `new-${i}`,
+    }),
+    append: (i: number) => ({ op: "append", path: "/tags", value: `new-${i}` }),
+  };
+  const kinds = Object.keys(ops) as (keyof typeof ops)[];
+  const mixes: [string, (i: number) => Record<string, unknown>][] = [
+    ...kinds.map((k) => [k, ops[k]] as [string, (i: number) => Record<string, unknown>]),
+    ["mixed", (i) => ops[kinds[i % kinds.length]!](i)],
+  ];
+  try {
+    for (const [mix, make] of mixes) {
+      await restore();
+      const t0 = performance.now();
+      const r = await payloadOf(patcher, "state_patch", {
+        handle,
+        ops: Array.from({ length: 1000 }, (_, i) => make(i)),
+      });
+      const took = performance.now() - t0;
+      const applied = r.ok === true && Number(r.version) === version + 1;
+      if (r.ok === true) version = Number(r.version);
+      ctx.record({
+        part,
+        name: `1,000 ${mix} ops on a state of ~940 KB`,
+        expected: `applied in one call, answered within ${HUGE_PATCH_BOUND_MS} ms`,
+        tries: 1,
+        held: applied && took <= HUGE_PATCH_BOUND_MS ? 1 : 0,
+        observed: `${
+          r.ok === true ? `version ${String(r.version)}` : JSON.stringify(r).slice(0, 200)
+        }, ${round(took)} ms`,
+      });
+    }
+
+    // Refusals: each a structured error, answered promptly, with nothing applied.
+    const refusals: [string, unknown[], Record<string, unknown>][] = [
+      [
+        "1,001 ops (one over the limit)",
+        Array.from({ length: 1001 }, (_, i) => ops.set_key(i)),
+        { code: "patch_error", reason: "too_many_ops", limit: 1000, count: 1001 },
+      ],
+      [
+        "1,000 ops whose last one appends to an object",
+        [...Array.from({ length: 999 }, (_, i) => ops.set_key(i)), {
+          op: "append",
+          path: "notes",
+          value: 1,
+        }],
+        { code: "patch_error", reason: "not_a_list", op_index: 999 },
+      ],
+      [
+        "an increment past 2^53 − 1",
+        [
+          { op: "increment", path: "stats", key: "n", by: Number.MAX_SAFE_INTEGER },
+          { op: "increment", path: "stats", key: "n", by: 1 },
+        ],
+        { code: "patch_error", reason: "out_of_range", op_index: 1 },
+      ],
+      [
+        "1,000 add_to_set ops of 3.5 KB each (a request of ~3.6 MB)",
+        Array.from({ length: 1000 }, (_, i) => ({
+          op: "add_to_set",
+          path: "tags",
+          value: `${i}-`.padEnd(3500, "x"),
+        })),
+        { code: "state_too_large" },
+      ],
+    ];
+    for (const [name, list, want] of refusals) {
+      const before = version;
+      const t0 = performance.now();
+      const r = await payloadOf(patcher, "state_patch", { handle, ops: list });
+      const took = performance.now() - t0;
+      const error = (r.error ?? {}) as Record<string, unknown>;
+      const after = await payloadOf(patcher, "state_load", { handle });
+      const matches = r.ok === false &&
+        Object.entries(want).every(([k, v]) => error[k] === v) &&
+        typeof error.message === "string";
+      ctx.record({
+        part,
+        name,
+        expected: `${
+          Object.entries(want).map(([k, v]) => `${k} ${String(v)}`).join(", ")
+        }; nothing applied; answered within ${HUGE_PATCH_BOUND_MS} ms`,
+        tries: 1,
+        held: matches && after.version === before && took <= HUGE_PATCH_BOUND_MS ? 1 : 0,
+        observed: `${JSON.stringify({ ...error, message: undefined }).slice(0, 200)}; version ${
+          String(after.version)
+        } (was ${before}); ${round(took)} ms`,
+      });
+    }
+  } finally {
+    running = false;
+    await loads;
+  }
+  waits.sort((a, b) => a - b);
+  const worst = waits.at(-1) ?? NaN;
+  ctx.record({
+    part,
+    name: `another user's state_load while the patches run (${waits.length} loads)`,
+    expected: `every load answered, each within ${HUGE_PATCH_BOUND_MS} ms`,
+    tries: 1,
+    held: loadFailures === 0 && waits.length > 0 && worst <= HUGE_PATCH_BOUND_MS ? 1 : 0,
+    observed: `${loadFailures} failed; p50 ${round(quantile(waits, 0.5))} ms, p99 ${
+      round(quantile(waits, 0.99))
+    } ms, max ${round(worst)} ms`,
+  });
 }
 
 function withoutKey(h: Record<string, string | Uint8Array>, key: string): Record<string, string> {

@@ -14,6 +14,7 @@ export type ErrorCode =
   | "patch_error"
   | "state_too_large"
   | "invalid_argument"
+  | "expect_version_required"
   | "unauthenticated"
   | "backend_error"
   | "internal_error";
@@ -133,20 +134,78 @@ export class StaleWrite extends McpStateError {
   }
 }
 
-/** A patch op is malformed or cannot apply to the state. Nothing was applied. */
+/**
+ * Why a patch was refused: the stable machine code in `PatchError.details.reason`.
+ *
+ * - `unknown_op`: the `op` field names no op.
+ * - `missing_field`: a field the op needs is absent.
+ * - `wrong_type`: a field or value has the wrong type.
+ * - `bad_path`: a malformed path or pointer, or one with too many segments.
+ * - `path_not_found`: a path that reads a part of the state (`getPath`) does not exist.
+ * - `not_an_object` / `not_a_list`: the target is not the container the op needs.
+ * - `not_a_number`: `increment` of a non-number.
+ * - `out_of_range`: a list index past the end, or an operand or result of
+ *   `increment` outside ±(2^53 − 1), which JSON numbers cannot carry exactly.
+ * - `too_many_ops`: the patch holds more ops than allowed.
+ *
+ * A new reason may be added; an existing one never changes meaning.
+ */
+export type PatchReason = typeof PATCH_REASONS[number];
+
+/**
+ * Every {@link PatchReason}.
+ *
+ * @example Checking a payload's reason
+ * ```ts
+ * import { PATCH_REASONS } from "@mcpstate/core";
+ * PATCH_REASONS.includes("too_many_ops"); // true
+ * ```
+ */
+export const PATCH_REASONS = [
+  "unknown_op",
+  "missing_field",
+  "wrong_type",
+  "bad_path",
+  "path_not_found",
+  "not_an_object",
+  "not_a_list",
+  "not_a_number",
+  "out_of_range",
+  "too_many_ops",
+] as const;
+
+const NOTHING_APPLIED = "No op of this patch was applied; fix the op and send the patch again.";
+
+/**
+ * A patch op is malformed or cannot apply to the state. Nothing was applied.
+ * `details.reason` is a {@link PatchReason}; the sentence is the `message`.
+ *
+ * @example Reading the reason
+ * ```ts
+ * import { PatchError } from "@mcpstate/core";
+ * const e = new PatchError("not_a_list", 'append needs a list at path "tags".', { path: "tags" });
+ * e.toPayload(); // { code: "patch_error", reason: "not_a_list", path: "tags", message: "..." }
+ * ```
+ */
 export class PatchError extends McpStateError {
+  /** Why the patch was refused (also `details.reason`). */
+  readonly reason: PatchReason;
+
   /**
    * Creates the error for a malformed or inapplicable op.
    *
-   * @param reason What is wrong, in a sentence.
-   * @param details More facts (`op_index`, `path`, …).
+   * @param reason The stable machine code.
+   * @param message What is wrong and what to do, in a sentence; the note that
+   * nothing was applied is added unless the sentence already ends with it.
+   * @param details More facts (`op_index`, `path`, `field`, …).
    */
-  constructor(reason: string, details: Record<string, unknown> = {}) {
+  constructor(reason: PatchReason, message: string, details: Record<string, unknown> = {}) {
     super(
       "patch_error",
-      `${reason} No op of this patch was applied; fix the op and send the patch again.`,
-      { reason, ...details },
+      message.endsWith(NOTHING_APPLIED) ? message : `${message} ${NOTHING_APPLIED}`,
+      { ...details, reason },
     );
+    this.reason = reason;
   }
 }
 
@@ -177,6 +236,25 @@ export class InvalidArgument extends McpStateError {
    */
   constructor(message: string, details: Record<string, unknown> = {}) {
     super("invalid_argument", message, details);
+  }
+}
+
+/**
+ * A save names a handle but no expected version: updating an existing handle
+ * needs the version the caller last read.
+ */
+export class ExpectVersionRequired extends McpStateError {
+  /**
+   * Creates the error for an update without `expect_version`.
+   *
+   * @param handle The handle the caller tried to update.
+   */
+  constructor(handle: string) {
+    super(
+      "expect_version_required",
+      "Updating an existing handle requires expect_version: pass the version from your last state_load, state_patch or state_save (call state_load to read it). For additive edits use state_patch, which needs no version.",
+      { handle, field: "expect_version" },
+    );
   }
 }
 

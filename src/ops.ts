@@ -30,6 +30,20 @@
  *   a dotted path, a list where an object is needed or the reverse) is a
  *   {@link PatchError} naming the path.
  *
+ * Errors: every failure is a {@link PatchError} whose `details.reason` is a
+ * stable code (`unknown_op`, `missing_field`, `wrong_type`, `bad_path`,
+ * `not_an_object`, `not_a_list`, `not_a_number`, `out_of_range`,
+ * `too_many_ops`, and `path_not_found` from {@link getPath}), with the
+ * sentence in `message` and `op_index`, `path`, `field` beside it.
+ *
+ * Numbers: `increment` works within ±(2^53 − 1), where JSON numbers count
+ * exactly; a `by`, a stored counter or a sum beyond that is `out_of_range`.
+ *
+ * Cost: {@link applyOps} takes time in proportion to the ops and what they
+ * change, not to the size of the state: a container is copied at most once
+ * per call, and `add_to_set` finds values through an index of the list
+ * built once per call.
+ *
  * @example Applying ops
  * ```ts
  * import { AddToSet, Append, applyOps, Increment } from "@mcpstate/core";
@@ -44,7 +58,8 @@
  * @module
  */
 
-import { PatchError } from "./errors.ts";
+import { patchCost } from "./_patch_cost.ts";
+import { PatchError, type PatchReason } from "./errors.ts";
 
 import type { JsonObject } from "./json.ts";
 export type { JsonObject };
@@ -99,7 +114,7 @@ export interface IncrementOp {
   path: string;
   /** The counter's key. */
   key: string;
-  /** A finite number to add. */
+  /** A number to add, within ±(2^53 − 1). */
   by: number;
 }
 
@@ -119,6 +134,8 @@ export type PatchOp = AppendOp | SetKeyOp | DelKeyOp | MergeOp | IncrementOp | A
 const OP_NAMES = "append, set_key, del_key, merge, increment, add_to_set";
 const MAX_OPS = 1000;
 const MAX_SEGMENTS = 1000;
+/** The largest magnitude `increment` accepts or produces: 2^53 − 1, exact in a JSON number. */
+const MAX_COUNTER = Number.MAX_SAFE_INTEGER;
 
 /**
  * Builds an `append` op.
@@ -194,7 +211,7 @@ export function Merge(mapping: JsonObject, path = ""): MergeOp {
  *
  * @param path Where the object holding the counter is.
  * @param key The counter's key; an absent key counts from 0.
- * @param by A finite number to add, 1 by default.
+ * @param by A number to add, within ±(2^53 − 1); 1 by default.
  * @returns `{ op: "increment", path, key, by }`.
  *
  * @example Counting visits
@@ -229,7 +246,8 @@ export function AddToSet(path: string, value: unknown): AddToSetOp {
  *
  * @param path The path; `""` is the root.
  * @returns The decoded segments, `[]` for the root.
- * @throws {PatchError} When a dotted path has an empty segment or a pointer a bad `~` escape.
+ * @throws {PatchError} When a dotted path has an empty segment or a pointer a bad `~` escape
+ * (reason `bad_path`).
  *
  * @example Both syntaxes
  * ```ts
@@ -242,9 +260,19 @@ export function parsePath(path: string): string[] {
   return splitPath(path).segments;
 }
 
-function splitPath(path: unknown): { segments: string[]; pointer: boolean } {
+interface Path {
+  /** The path as written, for messages. */
+  text: string;
+  segments: string[];
+  /** A JSON Pointer (may index lists), not a dotted path. */
+  pointer: boolean;
+}
+
+function splitPath(path: unknown): Path {
   if (typeof path !== "string") {
-    throw new PatchError(`A path must be a string, not ${kindOf(path)}.`, { field: "path" });
+    throw new PatchError("wrong_type", `A path must be a string, not ${kindOf(path)}.`, {
+      field: "path",
+    });
   }
   const pointer = path.startsWith("/");
   let segments: string[] = [];
@@ -252,6 +280,7 @@ function splitPath(path: unknown): { segments: string[]; pointer: boolean } {
     segments = path.slice(1).split("/").map((s) => {
       if (/~(?![01])/.test(s)) {
         throw new PatchError(
+          "bad_path",
           `The JSON Pointer "${path}" has a bad escape: "~" must be followed by 0 (for ~) or 1 (for /).`,
           { field: "path", path },
         );
@@ -262,17 +291,20 @@ function splitPath(path: unknown): { segments: string[]; pointer: boolean } {
     segments = path.split(".");
     if (segments.includes("")) {
       throw new PatchError(
+        "bad_path",
         `The path "${path}" has an empty segment; write keys separated by single dots, such as "profile.tags", or "" for the root.`,
         { field: "path", path },
       );
     }
   }
   if (segments.length > MAX_SEGMENTS) {
-    throw new PatchError(`The path has ${segments.length} segments; at most ${MAX_SEGMENTS}.`, {
-      field: "path",
-    });
+    throw new PatchError(
+      "bad_path",
+      `The path has ${segments.length} segments; at most ${MAX_SEGMENTS}.`,
+      { field: "path" },
+    );
   }
-  return { segments, pointer };
+  return { text: path, segments, pointer };
 }
 
 /**
@@ -281,7 +313,9 @@ function splitPath(path: unknown): { segments: string[]; pointer: boolean } {
  *
  * @param x The untrusted value, e.g. one element of a tool's `ops` argument.
  * @returns A fresh op holding only the known fields.
- * @throws {PatchError} When `x` is not a well-formed op; `details.field` names the bad field.
+ * @throws {PatchError} When `x` is not a well-formed op; `details.reason` says
+ * how (`unknown_op`, `missing_field`, `wrong_type`, `bad_path`, `out_of_range`)
+ * and `details.field` names the bad field.
  *
  * @example Parsing a wire op
  * ```ts
@@ -292,6 +326,7 @@ function splitPath(path: unknown): { segments: string[]; pointer: boolean } {
 export function opFromJson(x: unknown): PatchOp {
   if (!isPlainObject(x)) {
     throw new PatchError(
+      "wrong_type",
       `An op must be an object such as {"op": "append", "path": "notes", "value": "..."}, not ${
         kindOf(x)
       }.`,
@@ -320,24 +355,42 @@ export function opFromJson(x: unknown): PatchOp {
       if (typeof by !== "number" || !Number.isFinite(by)) {
         throw fieldError(op, "by", by, "a finite number");
       }
+      if (Math.abs(by) > MAX_COUNTER) {
+        throw new PatchError(
+          "out_of_range",
+          `The "by" of an increment op must lie within ±${MAX_COUNTER} (2^53 − 1), which JSON numbers carry exactly; ${by} does not. Store a larger count as a string, or in several counters.`,
+          { field: "by", op },
+        );
+      }
       return { op, path: pathField(x, op), key: keyField(x, op), by };
     }
     default:
-      throw new PatchError(
-        typeof op === "string"
-          ? `Unknown op "${op}"; use one of ${OP_NAMES}.`
-          : `Every op needs an "op" field naming one of ${OP_NAMES}.`,
-        { field: "op" },
-      );
+      throw typeof op === "string"
+        ? new PatchError("unknown_op", `Unknown op "${op}"; use one of ${OP_NAMES}.`, {
+          field: "op",
+        })
+        : new PatchError(
+          op === undefined ? "missing_field" : "wrong_type",
+          `Every op needs an "op" field naming one of ${OP_NAMES}.`,
+          { field: "op" },
+        );
   }
 }
 
+/** Options of {@link opsFromJson}. */
+export interface OpsFromJsonOptions {
+  /** The most ops a list may hold. Default 1,000. */
+  maxOps?: number;
+}
+
 /**
- * Parses a list of wire ops (at most 1000; an empty list is allowed).
+ * Parses a list of wire ops (at most 1000 by default; an empty list is allowed).
  *
  * @param x The untrusted value, e.g. a tool's `ops` argument.
+ * @param options The most ops allowed (`maxOps`).
  * @returns Fresh, validated ops.
- * @throws {PatchError} When `x` is not a list, is too long, or holds a malformed op
+ * @throws {PatchError} When `x` is not a list (`wrong_type`), is too long
+ * (`too_many_ops`, with `limit` and `count`), or holds a malformed op
  * (`details.op_index` says which).
  *
  * @example Parsing a patch
@@ -346,16 +399,18 @@ export function opFromJson(x: unknown): PatchOp {
  * opsFromJson([{ op: "append", path: "sources", value: "https://example.org" }]);
  * ```
  */
-export function opsFromJson(x: unknown): PatchOp[] {
+export function opsFromJson(x: unknown, options: OpsFromJsonOptions = {}): PatchOp[] {
+  const limit = options.maxOps ?? MAX_OPS;
   if (!Array.isArray(x)) {
-    throw new PatchError(`The ops must be a list of op objects, not ${kindOf(x)}.`, {
+    throw new PatchError("wrong_type", `The ops must be a list of op objects, not ${kindOf(x)}.`, {
       field: "ops",
     });
   }
-  if (x.length > MAX_OPS) {
+  if (x.length > limit) {
     throw new PatchError(
-      `A patch holds at most ${MAX_OPS} ops, not ${x.length}; send fewer ops per patch.`,
-      { field: "ops", count: x.length, limit: MAX_OPS },
+      "too_many_ops",
+      `A patch holds at most ${limit} ops, not ${x.length}; send fewer ops per patch (split the work into several patches).`,
+      { field: "ops", count: x.length, limit },
     );
   }
   // An index loop, not map(): a hole in the list is a malformed op, not one to skip.
@@ -372,10 +427,15 @@ export function opsFromJson(x: unknown): PatchOp[] {
  * share untouched subtrees with it). Either every op applies or the call
  * throws. When nothing changes, the input object itself is returned.
  *
+ * The cost is O(ops + what changes): each container on the way to a change is
+ * copied once per call however many ops write into it, and `add_to_set` looks
+ * values up in an index of the list built once per call.
+ *
  * @param state The current state; its root must be a plain object.
  * @param ops The ops, in order; each is validated again as by {@link opFromJson}.
  * @returns The new state.
- * @throws {PatchError} When an op is malformed or cannot apply (`details.op_index`).
+ * @throws {PatchError} When an op is malformed or cannot apply (`details.op_index`,
+ * `details.reason`).
  *
  * @example Applying a patch
  * ```ts
@@ -385,22 +445,25 @@ export function opsFromJson(x: unknown): PatchOp[] {
  */
 export function applyOps(state: JsonObject, ops: readonly PatchOp[]): JsonObject {
   if (!isPlainObject(state)) {
-    throw new PatchError(`The state must be a plain object, not ${kindOf(state)}.`, {
+    throw new PatchError("wrong_type", `The state must be a plain object, not ${kindOf(state)}.`, {
       field: "state",
     });
   }
   if (!Array.isArray(ops)) {
-    throw new PatchError(`The ops must be a list of op objects, not ${kindOf(ops)}.`, {
-      field: "ops",
-    });
+    throw new PatchError(
+      "wrong_type",
+      `The ops must be a list of op objects, not ${kindOf(ops)}.`,
+      {
+        field: "ops",
+      },
+    );
   }
-  let out = state;
+  const patch = new Patch(state);
   for (let i = 0; i < ops.length; i++) {
     const raw: unknown = ops[i];
-    const current = out;
-    out = atIndex(i, () => applyOp(current, opFromJson(raw)));
+    atIndex(i, () => patch.apply(opFromJson(raw)));
   }
-  return out;
+  return patch.root;
 }
 
 /**
@@ -409,7 +472,8 @@ export function applyOps(state: JsonObject, ops: readonly PatchOp[]): JsonObject
  * @param state A state or any JSON value.
  * @param path A dotted path or JSON Pointer; `""` selects `state` itself.
  * @returns The value at `path` (not a copy).
- * @throws {PatchError} When the path is malformed or does not exist in `state`.
+ * @throws {PatchError} When the path is malformed (`bad_path`) or does not
+ * exist in `state` (`path_not_found`; `out_of_range` for a list index past the end).
  *
  * @example Selecting a list item
  * ```ts
@@ -423,149 +487,354 @@ export function getPath(state: unknown, path: string): unknown {
   for (const seg of segments) {
     if (Array.isArray(node) && pointer) {
       const idx = indexOf(seg);
-      if (idx === undefined || idx >= node.length) throw missing(path);
+      if (idx === undefined) throw missing(path, seg === "-" ? "out_of_range" : "bad_path");
+      if (idx >= node.length) throw missing(path, "out_of_range");
       node = node[idx];
     } else if (isPlainObject(node) && Object.hasOwn(node, seg)) {
       node = node[seg];
     } else {
-      throw missing(path);
+      throw missing(path, "path_not_found");
     }
   }
   return node;
 }
 
-function missing(path: string): PatchError {
+function missing(path: string, reason: PatchReason): PatchError {
   return new PatchError(
+    reason,
     `The path "${path}" does not exist in the state; load the whole state to see its shape.`,
     { field: "path", path },
   );
 }
 
-function applyOp(state: JsonObject, op: PatchOp): JsonObject {
-  const { path } = op;
-  switch (op.op) {
-    case "append":
-    case "add_to_set":
-      return update(state, path, true, (list) => {
-        if (list === undefined) return [op.value];
-        if (!Array.isArray(list)) throw wrongTarget(op.op, path, list, "a list");
-        if (op.op === "add_to_set" && list.some((v) => jsonEqual(v, op.value, false))) return list;
-        return [...list, op.value];
-      });
-    case "set_key":
-      return update(state, path, true, (obj) => {
-        const o = targetObject(op.op, path, obj);
-        return Object.hasOwn(o, op.key) && jsonEqual(o[op.key], op.value, true)
-          ? o
-          : setOwn({ ...o }, op.key, op.value);
-      });
-    case "del_key":
-      return update(state, path, false, (obj) => {
-        if (obj === undefined) return obj;
-        const o = targetObject(op.op, path, obj);
-        if (!Object.hasOwn(o, op.key)) return o;
-        const copy = { ...o };
-        Reflect.deleteProperty(copy, op.key);
-        return copy;
-      });
-    case "increment":
-      return update(state, path, true, (obj) => {
-        const o = targetObject(op.op, path, obj);
-        const had = Object.hasOwn(o, op.key);
+/**
+ * One `applyOps` call. Containers the call created (copies and new ones) are
+ * its own: referenced from one place only, never seen by the caller before
+ * the call returns, so later ops write into them in place. Everything else
+ * (the input, op values) is only read, and copied once before a write.
+ */
+class Patch {
+  root: JsonObject;
+  readonly #own = new WeakSet<object>();
+  /** Membership indexes of lists that `add_to_set` wrote to or looked into. */
+  readonly #sets = new Map<unknown[], SetIndex>();
+  /** Canonical encodings of containers that are not the call's own (they never change). */
+  readonly #encoded = new WeakMap<object, string | null>();
+
+  constructor(state: JsonObject) {
+    this.root = state;
+  }
+
+  apply(op: PatchOp): void {
+    const path = splitPath(op.path);
+    switch (op.op) {
+      case "append":
+      case "add_to_set": {
+        const nodes = this.#locate(path, true) as unknown[];
+        const list = nodes.at(-1);
+        if (list !== undefined && !Array.isArray(list)) {
+          throw wrongTarget("not_a_list", op.op, path, list, "a list");
+        }
+        if (op.op === "add_to_set" && list !== undefined && this.#index(list).has(list, op.value)) {
+          return;
+        }
+        const target = this.#writable(nodes, path, () => []) as unknown[];
+        target.push(op.value);
+        this.#sets.get(target)?.added(op.value);
+        return;
+      }
+      case "set_key": {
+        const nodes = this.#locate(path, true) as unknown[];
+        const o = targetObject(op.op, path, nodes.at(-1));
+        if (o !== undefined && Object.hasOwn(o, op.key) && jsonEqual(o[op.key], op.value, true)) {
+          return;
+        }
+        setOwn(this.#writable(nodes, path, () => ({})) as JsonObject, op.key, op.value);
+        return;
+      }
+      case "del_key": {
+        const nodes = this.#locate(path, false);
+        if (nodes === undefined) return;
+        const o = targetObject(op.op, path, nodes.at(-1));
+        if (o === undefined || !Object.hasOwn(o, op.key)) return;
+        Reflect.deleteProperty(this.#writable(nodes, path, () => ({})), op.key);
+        return;
+      }
+      case "increment": {
+        const nodes = this.#locate(path, true) as unknown[];
+        const o = targetObject(op.op, path, nodes.at(-1));
+        const had = o !== undefined && Object.hasOwn(o, op.key);
         const current = had ? o[op.key] : 0;
         if (typeof current !== "number") {
           throw new PatchError(
-            `increment needs a number at key "${op.key}" of path "${path}", but it holds ${
+            "not_a_number",
+            `The increment op needs a number at key "${op.key}" of ${where(path)}, but it holds ${
               kindOf(current)
-            }.`,
-            { field: "key", path, key: op.key },
+            }; count in another key, or replace it with set_key.`,
+            { field: "key", path: path.text, key: op.key },
           );
         }
         const sum = current + op.by;
-        if (!Number.isFinite(sum)) {
-          throw new PatchError(`Incrementing key "${op.key}" of path "${path}" overflows.`, {
-            field: "by",
-            path,
-            key: op.key,
-          });
+        if (!(Math.abs(current) <= MAX_COUNTER && Math.abs(sum) <= MAX_COUNTER)) {
+          throw new PatchError(
+            "out_of_range",
+            `Incrementing key "${op.key}" of ${
+              where(path)
+            } by ${op.by} gives ${sum}, beyond ±${MAX_COUNTER} (2^53 − 1), where JSON numbers stop counting exactly. Store a larger count as a string, or in several counters.`,
+            { field: "by", path: path.text, key: op.key },
+          );
         }
-        return had && sum === current ? o : setOwn({ ...o }, op.key, sum);
-      });
-    case "merge":
-      return update(state, path, true, (obj) => {
-        let o = targetObject(op.op, path, obj);
-        let copied = obj === undefined;
-        for (const [k, v] of Object.entries(op.mapping)) {
-          if (Object.hasOwn(o, k) && jsonEqual(o[k], v, true)) continue;
-          if (!copied) [o, copied] = [{ ...o }, true];
-          setOwn(o, k, v);
+        if (had && sum === current) return;
+        setOwn(this.#writable(nodes, path, () => ({})) as JsonObject, op.key, sum);
+        return;
+      }
+      case "merge": {
+        const nodes = this.#locate(path, true) as unknown[];
+        const o = targetObject(op.op, path, nodes.at(-1));
+        const changes = Object.entries(op.mapping).filter(([k, v]) =>
+          o === undefined || !Object.hasOwn(o, k) || !jsonEqual(o[k], v, true)
+        );
+        if (o !== undefined && changes.length === 0) return;
+        const target = this.#writable(nodes, path, () => ({})) as JsonObject;
+        for (const [k, v] of changes) setOwn(target, k, v);
+        return;
+      }
+    }
+  }
+
+  /**
+   * The nodes from the root to the target of `path`, read only: `nodes[0]` is
+   * the root, `nodes[i + 1]` the value at `segments[i]`, `undefined` where
+   * absent (and below). Without `create`, an absent node on the way ends the
+   * walk with `undefined`: there is nothing to change.
+   */
+  #locate(path: Path, create: boolean): unknown[] | undefined {
+    const { segments, pointer } = path;
+    const nodes: unknown[] = [this.root];
+    let node: unknown = this.root;
+    for (const seg of segments) {
+      if (node === undefined) {
+        if (!create) return undefined;
+      } else if (Array.isArray(node) && pointer) {
+        const idx = indexOf(seg);
+        if (idx === undefined || idx >= node.length) {
+          throw new PatchError(
+            idx === undefined && seg !== "-" ? "bad_path" : "out_of_range",
+            `The path "${path.text}" uses "${seg}" as an index into a list of length ${node.length}; list items must already exist (append adds one), indexed from 0.`,
+            { field: "path", path: path.text },
+          );
         }
-        return o;
-      });
+        node = node[idx];
+      } else if (isPlainObject(node)) {
+        node = own(node, seg);
+      } else {
+        throw new PatchError(
+          "not_an_object",
+          `The path "${path.text}" runs into ${kindOf(node)} before segment "${seg}"; only objects${
+            pointer ? " and lists" : " (and, in a JSON Pointer such as /items/0, lists)"
+          } can be walked into.`,
+          { field: "path", path: path.text },
+        );
+      }
+      nodes.push(node);
+    }
+    return nodes;
+  }
+
+  /**
+   * Makes every node that {@link Patch.#locate} found the call's own, top
+   * down: copies what is not yet (once per call), creates what is absent
+   * (`{}` on the way, `empty()` for the target), and returns the target.
+   */
+  #writable(nodes: unknown[], path: Path, empty: () => object): object {
+    let parent: object | undefined;
+    for (let i = 0; i < nodes.length; i++) {
+      let node = nodes[i] as object | undefined;
+      if (node === undefined || !this.#own.has(node)) {
+        node = node === undefined ? (i === nodes.length - 1 ? empty() : {}) : this.#copy(node);
+        this.#own.add(node);
+        if (parent === undefined) this.root = node as JsonObject;
+        else put(parent, path.segments[i - 1] as string, node);
+        nodes[i] = node;
+      }
+      // A list on the way: its item below is about to change.
+      if (Array.isArray(parent)) {
+        this.#sets.get(parent)?.changed(indexOf(path.segments[i - 1] as string) as number);
+      }
+      parent = node;
+    }
+    return parent as object;
+  }
+
+  #copy(node: object): object {
+    patchCost.copies++;
+    if (!Array.isArray(node)) return { ...node };
+    const copy = node.slice();
+    const index = this.#sets.get(node);
+    if (index) {
+      this.#sets.delete(node);
+      this.#sets.set(copy, index);
+    }
+    return copy;
+  }
+
+  #index(list: unknown[]): SetIndex {
+    let index = this.#sets.get(list);
+    if (!index) this.#sets.set(list, index = new SetIndex(list, (v) => this.#canonical(v)));
+    return index;
+  }
+
+  /**
+   * A text equal for two values exactly when `jsonEqual(a, b, false)` holds,
+   * or `undefined` for values it can't say that of cheaply (cycles, nesting
+   * deeper than {@link MAX_ENCODED_DEPTH}, an encoding over
+   * {@link MAX_ENCODED_CHARS}, NaN and ±Infinity, functions, symbols):
+   * those are compared with `jsonEqual` instead.
+   */
+  #canonical(value: unknown): string | undefined {
+    const walk = (v: unknown, depth: number): string | null => {
+      switch (typeof v) {
+        case "string":
+          return JSON.stringify(v);
+        case "number":
+          return Number.isFinite(v) ? String(v) : null;
+        case "boolean":
+          return v ? "true" : "false";
+        case "bigint":
+          return `${v}n`;
+        case "undefined":
+          return "u";
+        case "object":
+          break;
+        default:
+          return null;
+      }
+      if (v === null) return "null";
+      if (depth > MAX_ENCODED_DEPTH) return null;
+      const mine = this.#own.has(v);
+      const known = mine ? undefined : this.#encoded.get(v);
+      if (known !== undefined) return known;
+      // Built with + (ropes in V8), not join(): a level costs its own items, not its subtree.
+      let out: string | null = null;
+      if (Array.isArray(v)) {
+        let text = "[";
+        let i = 0;
+        for (; i < v.length && text.length <= MAX_ENCODED_CHARS; i++) {
+          const part = walk(v[i], depth + 1);
+          if (part === null) break;
+          text += i === 0 ? part : "," + part;
+        }
+        if (i === v.length) out = text + "]";
+      } else {
+        const keys = Object.keys(v).sort();
+        let text = "{";
+        let i = 0;
+        for (; i < keys.length && text.length <= MAX_ENCODED_CHARS; i++) {
+          const k = keys[i] as string;
+          const part = walk((v as JsonObject)[k], depth + 1);
+          if (part === null) break;
+          text += (i === 0 ? "" : ",") + JSON.stringify(k) + ":" + part;
+        }
+        if (i === keys.length) out = text + "}";
+      }
+      if (out !== null && out.length > MAX_ENCODED_CHARS) out = null;
+      // Remembering the long ones is enough to keep shared subtrees from being
+      // encoded over and over; short ones are cheaper to encode again.
+      if (!mine && (out === null || out.length >= MEMO_CHARS)) this.#encoded.set(v, out);
+      return out;
+    };
+    return walk(value, 0) ?? undefined;
   }
 }
 
+/** Deepest value {@link Patch.#canonical} encodes; deeper ones are compared directly. */
+const MAX_ENCODED_DEPTH = 256;
+/** Longest canonical encoding kept; a longer one is compared directly. */
+const MAX_ENCODED_CHARS = 1 << 26;
+/** Encodings at least this long are remembered per container for the call. */
+const MEMO_CHARS = 128;
+
 /**
- * Rebuilds the spine from the root to the target at `path`, copying on write.
- * `leaf` gets the target (`undefined` when absent) and returns its new value;
- * returning the same value leaves every ancestor unchanged.
+ * What a list holds, for `add_to_set`: a count of each item's canonical
+ * encoding, plus the positions whose item has none or has changed since
+ * (compared with `jsonEqual`; at most one per op of the call).
  */
-function update(
-  root: JsonObject,
-  path: string,
-  create: boolean,
-  leaf: (target: unknown) => unknown,
-): JsonObject {
-  const { segments, pointer } = splitPath(path);
-  const walk = (node: unknown, i: number): unknown => {
-    const seg = segments[i];
-    if (seg === undefined) return leaf(node);
-    if (node === undefined) {
-      if (!create) return node;
-      node = {};
-    }
-    if (Array.isArray(node) && pointer) {
-      const idx = indexOf(seg);
-      if (idx === undefined || idx >= node.length) {
-        throw new PatchError(
-          `The path "${path}" uses "${seg}" as an index into a list of length ${node.length}; list items must already exist (append adds one).`,
-          { field: "path", path },
-        );
-      }
-      const child = walk(node[idx], i + 1);
-      if (child === node[idx]) return node;
-      const copy = node.slice();
-      copy[idx] = child;
-      return copy;
-    }
-    if (!isPlainObject(node)) {
-      throw new PatchError(
-        `The path "${path}" runs into ${kindOf(node)} before segment "${seg}"; only objects${
-          pointer ? " and lists" : " (and, in a JSON Pointer such as /items/0, lists)"
-        } can be walked into.`,
-        { field: "path", path },
-      );
-    }
-    const before = own(node, seg);
-    const child = walk(before, i + 1);
-    return child === before ? node : setOwn({ ...node }, seg, child);
-  };
-  return walk(root, 0) as JsonObject;
+class SetIndex {
+  readonly #encode: (v: unknown) => string | undefined;
+  readonly #counts = new Map<string, number>();
+  readonly #keys: (string | undefined)[] = [];
+  readonly #odd = new Set<number>();
+
+  constructor(list: unknown[], encode: (v: unknown) => string | undefined) {
+    this.#encode = encode;
+    for (let i = 0; i < list.length; i++) this.#push(list[i]);
+  }
+
+  /** Whether an item deep-equal to `value` (key order ignored) is in `list`, the indexed list. */
+  has(list: readonly unknown[], value: unknown): boolean {
+    const key = this.#encode(value);
+    if (key === undefined) return list.some((v) => jsonEqual(v, value, false));
+    if (this.#counts.has(key)) return true;
+    for (const i of this.#odd) if (jsonEqual(list[i], value, false)) return true;
+    return false;
+  }
+
+  /** `value` was appended to the list. */
+  added(value: unknown): void {
+    this.#push(value);
+  }
+
+  /** The item at `i` is about to change in place. */
+  changed(i: number): void {
+    const key = this.#keys[i];
+    if (key === undefined) return;
+    const n = this.#counts.get(key) as number;
+    if (n === 1) this.#counts.delete(key);
+    else this.#counts.set(key, n - 1);
+    this.#keys[i] = undefined;
+    this.#odd.add(i);
+  }
+
+  #push(value: unknown): void {
+    patchCost.indexedItems++;
+    const key = this.#encode(value);
+    this.#keys.push(key);
+    if (key === undefined) this.#odd.add(this.#keys.length - 1);
+    else this.#counts.set(key, (this.#counts.get(key) ?? 0) + 1);
+  }
 }
 
-function targetObject(op: string, path: string, target: unknown): JsonObject {
-  if (target === undefined) return {};
-  if (!isPlainObject(target)) throw wrongTarget(op, path, target, "an object");
+function targetObject(op: string, path: Path, target: unknown): JsonObject | undefined {
+  if (target !== undefined && !isPlainObject(target)) {
+    throw wrongTarget("not_an_object", op, path, target, "an object");
+  }
   return target;
 }
 
-function wrongTarget(op: string, path: string, found: unknown, need: string): PatchError {
+function wrongTarget(
+  reason: PatchReason,
+  op: string,
+  path: Path,
+  found: unknown,
+  need: string,
+): PatchError {
   return new PatchError(
-    `${op} needs ${need} at ${path === "" ? "the root" : `path "${path}"`}, but it holds ${
+    reason,
+    `The ${op} op needs ${need} at ${where(path)}, but it holds ${
       kindOf(found)
-    }.`,
-    { field: "path", path },
+    }; load the state to see its shape, and point the op at ${need} (or replace the value with set_key).`,
+    { field: "path", path: path.text },
   );
+}
+
+function where(path: Path): string {
+  return path.text === "" ? "the root" : `path "${path.text}"`;
+}
+
+/** Writes `child` at `seg` of a container the call owns. */
+function put(parent: object, seg: string, child: unknown): void {
+  if (Array.isArray(parent)) parent[indexOf(seg) as number] = child;
+  else setOwn(parent as JsonObject, seg, child);
 }
 
 function pathField(x: JsonObject, op: string): string {
@@ -588,21 +857,25 @@ function valueField(x: JsonObject, op: string): unknown {
 }
 
 function fieldError(op: string, field: string, got: unknown, need: string): PatchError {
-  return new PatchError(
-    got === undefined
-      ? `The ${op} op needs a "${field}" field (${need}).`
-      : `The "${field}" of a ${op} op must be ${need}, not ${kindOf(got)}.`,
-    { field, op },
-  );
+  return got === undefined
+    ? new PatchError("missing_field", `The ${op} op needs a "${field}" field (${need}).`, {
+      field,
+      op,
+    })
+    : new PatchError(
+      "wrong_type",
+      `The "${field}" of a ${op} op must be ${need}, not ${kindOf(got)}.`,
+      { field, op },
+    );
 }
 
+/** Runs `f` for op `i`: a PatchError keeps its reason and gains `op_index`. */
 function atIndex<T>(i: number, f: () => T): T {
   try {
     return f();
   } catch (e) {
     if (!(e instanceof PatchError)) throw e;
-    const { reason, ...rest } = e.details;
-    throw new PatchError(`Op ${i}: ${String(reason)}`, { op_index: i, ...rest });
+    throw new PatchError(e.reason, `Op ${i}: ${e.message}`, { ...e.details, op_index: i });
   }
 }
 

@@ -144,6 +144,11 @@ export interface HandleStoreOptions {
   clock?: () => number;
   /** The state size cap in bytes of compact JSON. Default 1,048,576. */
   maxStateBytes?: number;
+  /**
+   * The most ops one `patch` may hold; a longer patch is a `patch_error` with
+   * reason `too_many_ops` (details `limit`, `count`) and applies nothing. Default 1,000.
+   */
+  maxPatchOps?: number;
   /** Days an expired handle still answers `handle_expired` before it is reclaimed. Default 7. */
   expiredGraceDays?: number;
   /** How often the background reclaim runs, in ms (backends without native TTL). Default 10 minutes; 0 turns it off. */
@@ -306,6 +311,7 @@ export class HandleStore implements AsyncDisposable {
   readonly #backend: Backend;
   readonly #clock: () => number;
   readonly #maxBytes: number;
+  readonly #maxPatchOps: number;
   readonly #graceMs: number;
   readonly #retention: Retention | undefined;
   readonly #maxEntryBytes: number;
@@ -317,7 +323,7 @@ export class HandleStore implements AsyncDisposable {
    * Wraps a backend.
    *
    * @param backend The storage primitives.
-   * @param options Clock, size cap, grace period, reclaim interval.
+   * @param options Clock, size cap, patch length cap, grace period, reclaim interval.
    */
   constructor(backend: Backend, options: HandleStoreOptions = {}) {
     checkOptions(options, "HandleStore");
@@ -334,6 +340,13 @@ export class HandleStore implements AsyncDisposable {
       throw new InvalidArgument("maxStateBytes must be a whole number of bytes, at least 2.");
     }
     this.#maxBytes = max;
+    const maxOps = options.maxPatchOps ?? 1000;
+    if (!Number.isSafeInteger(maxOps) || maxOps < 1) {
+      throw new InvalidArgument("maxPatchOps must be a whole number of ops, at least 1.", {
+        field: "maxPatchOps",
+      });
+    }
+    this.#maxPatchOps = maxOps;
     const grace = options.expiredGraceDays ?? 7;
     if (typeof grace !== "number" || !Number.isFinite(grace) || grace < 0) {
       throw new InvalidArgument("expiredGraceDays must be a finite number of days, 0 or more.");
@@ -399,6 +412,11 @@ export class HandleStore implements AsyncDisposable {
   /** The state size cap in bytes. */
   get maxStateBytes(): number {
     return this.#maxBytes;
+  }
+
+  /** The most ops one patch may hold. */
+  get maxPatchOps(): number {
+    return this.#maxPatchOps;
   }
 
   /**
@@ -575,11 +593,14 @@ export class HandleStore implements AsyncDisposable {
   ): Promise<Snapshot<S>> {
     const user = checkUser(options);
     checkHandle(handle);
-    const parsed = opsFromJson(ops);
+    const parsed = opsFromJson(ops, { maxOps: this.#maxPatchOps });
     for (const op of parsed) {
       for (const field of ["value", "mapping"] as const) {
         if (field in op) {
-          assertJson((op as unknown as Record<string, unknown>)[field], field, false);
+          // With the size cap, a value built from shared subtrees is refused
+          // before it is walked exponentially: no value over the cap can land.
+          const value = (op as unknown as Record<string, unknown>)[field];
+          assertJson(value, field, false, this.#maxBytes);
         }
       }
     }

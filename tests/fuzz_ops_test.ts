@@ -28,6 +28,7 @@ import {
   opFromJson,
   opsFromJson,
   parsePath,
+  PATCH_REASONS,
   PatchError,
   type PatchOp,
   SetKey,
@@ -163,6 +164,9 @@ function overTheWire(v: unknown): unknown {
   return text === undefined ? v : JSON.parse(text);
 }
 
+/** The machine codes a PatchError may carry. */
+const REASONS = new Set<string>(PATCH_REASONS);
+
 type Outcome<T> = { ok: true; value: T } | { ok: false; error: PatchError };
 
 /** Runs `f`; a PatchError is an outcome, anything else thrown fails the property. */
@@ -172,7 +176,8 @@ function outcome<T>(f: () => T): Outcome<T> {
   } catch (e) {
     if (e instanceof PatchError) {
       assert.equal(e.code, "patch_error");
-      assert.equal(typeof e.details.reason, "string");
+      assert.ok(REASONS.has(e.details.reason as string), `reason ${String(e.details.reason)}`);
+      assert.equal(e.details.reason, e.reason);
       assert.ok(e.message.length > 0);
       assert.doesNotThrow(() => JSON.stringify(e.toPayload()), "the payload is JSON");
       return { ok: false, error: e };
@@ -632,7 +637,11 @@ for (const library of [false, true]) {
           } else {
             assert.equal(typeof r.error.details.field, "string");
             const pathOk = isPlain(op) && outcome(() => parsePath(op.path as string)).ok;
-            if (mutations !== null && mutations.length === 0 && pathOk) {
+            // A counter step JSON can't carry exactly is refused even unmutated.
+            const inexact = isPlain(op) && op.op === "increment" &&
+              Number.isFinite(op.by) && Math.abs(op.by as number) > Number.MAX_SAFE_INTEGER;
+            if (inexact) assert.equal(r.error.details.reason, "out_of_range");
+            if (mutations !== null && mutations.length === 0 && pathOk && !inexact) {
               assert.fail(`an unmutated op was refused: ${r.error.message}`);
             }
           }
@@ -650,6 +659,7 @@ for (const library of [false, true]) {
         if (!Array.isArray(list) || list.length > 1000) {
           assert.ok(!r.ok, "a non-list or an over-long list is refused");
           assert.equal(r.error.details.field, "ops");
+          assert.equal(r.error.details.reason, Array.isArray(list) ? "too_many_ops" : "wrong_type");
           return;
         }
         let firstBad = -1;
@@ -666,7 +676,10 @@ for (const library of [false, true]) {
         } else {
           assert.ok(!r.ok, `op ${firstBad} is malformed, yet the list was accepted`);
           assert.equal(r.error.details.op_index, firstBad);
-          assert.match(String(r.error.details.reason), new RegExp(`^Op ${firstBad}: `));
+          assert.match(r.error.message, new RegExp(`^Op ${firstBad}: `));
+          const alone = outcome(() => opFromJson(list[firstBad]));
+          assert.ok(!alone.ok);
+          assert.equal(r.error.details.reason, alone.error.details.reason, "the reason is kept");
         }
       }),
       runs(library ? 7100004 : 7100003, 2500),

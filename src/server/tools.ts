@@ -16,7 +16,7 @@ import {
 import type { CallToolResult, ToolAnnotations } from "@modelcontextprotocol/server";
 import { z } from "zod";
 import {
-  type ErrorPayload,
+  ExpectVersionRequired,
   HandleNotFound,
   InternalError,
   InvalidArgument,
@@ -865,21 +865,4 @@ function forSharedBucket(e: unknown): unknown {
     `No state exists for handle "${handle}". Check that you passed the handle exactly as it was returned; if it was deleted or never existed, start over with a new handle.`,
     { handle },
   );
-}
-
-/**
- * `state_save` with a handle but no `expect_version`: the Python server's
- * `expect_version_required` error, kept for wire compatibility.
- */
-class ExpectVersionRequired extends InvalidArgument {
-  constructor(handle: string) {
-    super(
-      "Updating an existing handle requires expect_version: pass the version from your last state_load, state_patch or state_save (call state_load to read it). For additive edits use state_patch, which needs no version.",
-      { handle, field: "expect_version" },
-    );
-  }
-
-  override toPayload(): ErrorPayload {
-    return { ...super.toPayload(), code: "expect_version_required" };
-  }
 }
