@@ -60,6 +60,7 @@ export {
   createJwtVerifier,
   discoverJwksUrl,
   type JwtVerifierOptions,
+  MAX_SUBJECT_LENGTH,
   protectedResourceMetadata,
   type TokenVerifier,
   userOfAuthInfo,
