@@ -14,6 +14,7 @@ import {
   startHttpServer,
   startIssuer,
 } from "./_server_harness.ts";
+import { oddSubjects } from "./_tenants.ts";
 
 const now = () => Math.floor(Date.now() / 1000);
 
@@ -245,19 +246,7 @@ Deno.test("JWT sub and iss: anything but the configured issuer and a non-empty s
       assert.match(res.headers.get("www-authenticate") ?? "", /^Bearer .*resource_metadata=/, why);
       assert.ok(!text.includes("4321"), why);
     };
-    const odd: [string, unknown][] = [
-      ['["bob"] (a list holding a real subject)', ["bob"]],
-      ["123 (a number)", 123],
-      ['"" (empty)', ""],
-      ["{} (an object)", { name: "bob" }],
-      ["an object whose toString is not a function", { toString: 1 }],
-      ["null", null],
-      ["true", true],
-      ["1,025 characters", "b".repeat(1025)],
-      ["U+0000 inside", "bob\u0000"],
-      ["an unpaired surrogate", "bob\ud800"],
-    ];
-    for (const [why, sub] of odd) {
+    for (const [why, sub] of oddSubjects("bob")) {
       await t.step(`sub ${why} → 401 invalid_token`, async () => {
         await refused(await issuer.token({ sub, aud } as unknown as JWTPayload), why);
       });
