@@ -526,6 +526,21 @@ Deno.test("live: stdio holds the same limits, and a deeply nested listen keeps t
     await assert.rejects(() => s.client.listen({ resourceSubscriptions: [deep as string] }));
     assert.equal((await ok(s.client, "state_list", {})).ok, true);
     assert.doesNotMatch(s.stderr(), /Maximum call stack/);
+
+    // A 2025-era client's resources/subscribe counts against the watches, not the streams.
+    await using legacy = await stdioSession("2025-11-25", {
+      MCPSTATE_BACKEND: `sqlite:///${dir}/state.db`,
+      MCPSTATE_MAX_LISTEN_STREAMS_PER_USER: "1",
+      MCPSTATE_MAX_WATCHES_PER_USER: "2",
+    });
+    await legacy.client.subscribeResource({ uri: h1 });
+    await legacy.client.subscribeResource({ uri: h2 });
+    await assert.rejects(
+      () => legacy.client.subscribeResource({ uri: h3 }),
+      /--max-watches-per-user 2\b/,
+    );
+    await legacy.client.unsubscribeResource({ uri: h1 });
+    assert.deepEqual(await legacy.client.subscribeResource({ uri: h3 }), {});
   } finally {
     for (const sub of open) await sub.close();
     await s.close();

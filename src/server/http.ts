@@ -202,7 +202,7 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
     } catch (e) {
       ended.abort();
       if (!(e instanceof ListenLimitError)) throw e;
-      return rpcAnswer(id, -32000, e.message, { limit: e.limit, max: e.max });
+      return rpcAnswer(id, e.code, e.message, { limit: e.limit, max: e.max });
     }
     const res = await held.mcp.fetch(request, forward);
     return untilClosed(res, ended);

@@ -78,6 +78,8 @@ export type ListenLimitName =
  * a limit; nothing was followed. The message says which limit and what to do.
  */
 export class ListenLimitError extends RangeError {
+  /** The JSON-RPC error code of the refusal: -32000, a server error. */
+  readonly code: number = -32000;
   /** The limit that would be passed. */
   readonly limit: ListenLimitName;
   /** Its value. */

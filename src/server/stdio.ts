@@ -12,7 +12,6 @@ import {
   type JSONRPCMessage,
   type McpServer,
   ProtocolError,
-  ProtocolErrorCode,
   type Transport,
   type TransportSendOptions,
 } from "@modelcontextprotocol/server";
@@ -113,10 +112,7 @@ export class StdioLive {
           await this.#follow(`legacy:${req.params.uri}`, [req.params.uri], false);
         } catch (e) {
           if (!(e instanceof ListenLimitError)) throw e;
-          throw new ProtocolError(ProtocolErrorCode.InvalidRequest, e.message, {
-            limit: e.limit,
-            max: e.max,
-          });
+          throw new ProtocolError(e.code, e.message, { limit: e.limit, max: e.max });
         }
         return {};
       });
@@ -153,7 +149,7 @@ export class StdioLive {
         await inner.send({
           jsonrpc: "2.0",
           id,
-          error: { code: -32000, message: e.message, data: { limit: e.limit, max: e.max } },
+          error: { code: e.code, message: e.message, data: { limit: e.limit, max: e.max } },
         }).catch(() => {});
         return false;
       });
