@@ -2,8 +2,12 @@
  * HTTP abuse against a real `mcpstate serve --transport http` process with
  * bearer authentication: bodies over the limit, slow and stalled bodies,
  * 1,000 connections at once (busy and idle), bytes that are not UTF-8, wrong
- * content types and methods, and forged or misdirected JWTs. Each must be
- * refused properly, change nothing, and leave the server serving.
+ * content types and methods, and forged or misdirected JWTs; and one tenant
+ * against another: `subscriptions/listen` on another user's handle behind
+ * escaped method names, byte order marks and batches, two users' handles of
+ * one name, 1,030 listen streams from one user, odd JWT subjects, and JSON
+ * nested 100,000 levels deep. Each must be refused properly, change nothing,
+ * and leave the server serving.
  *
  * @module
  */
@@ -17,6 +21,16 @@ import {
   startIssuer,
   type TestIssuer,
 } from "../tests/_server_harness.ts";
+import { DEFAULT_MAX_LISTEN_STREAMS_PER_USER } from "../src/server/live.ts";
+import {
+  listenBody,
+  mcpHeaders,
+  MODERN_META,
+  oddSubjects,
+  post,
+  type Posted,
+  sameHandleFor,
+} from "../tests/_tenants.ts";
 import { bytesOf, concat, exchange, type RawResponse, requestBytes } from "./_raw_http.ts";
 import { type ServerProcess, startServer } from "./_server.ts";
 import { messageOf, openFds, quantile, round, rssKiB, sleep, timer } from "./_util.ts";
@@ -33,6 +47,8 @@ export interface AbuseOptions {
   bodyTimeoutMs?: number;
   /** How long a slow or stalled client may wait for an answer before it counts as unbounded. */
   slowBoundMs: number;
+  /** `subscriptions/listen` streams one user opens at once in the listen flood. Default 1,030. */
+  listenFlood?: number;
   /** Progress lines. */
   log?: (line: string) => void;
 }
@@ -131,9 +147,10 @@ export async function runAbuse(options: AbuseOptions): Promise<AbuseReport> {
   const bodyTimeoutMs = options.bodyTimeoutMs ?? 2000;
   const dir = await Deno.makeTempDir({ prefix: "mcpstate-abuse-" });
   const issuer: TestIssuer = await startIssuer();
+  const backend = `sqlite:///${dir}/state.db`;
   const server: ServerProcess = await startServer([
     "--backend",
-    `sqlite:///${dir}/state.db`,
+    backend,
     ...issuer.serveArgs,
     "--auth-jwks-cooldown-ms",
     "1000",
@@ -1012,6 +1029,43 @@ export async function runAbuse(options: AbuseOptions): Promise<AbuseReport> {
     await hugePatches({ url: server.url, issuer, aud, owner, known, clients, record, failures });
     await stillServing("huge patches");
     sampleRss();
+    // ------------------------------------------------------------ tenant isolation
+    {
+      const tenants: TenantAbuse = {
+        server,
+        issuer,
+        aud,
+        backend,
+        repeat: options.repeat,
+        listenFlood: options.listenFlood ?? 1030,
+        owner,
+        ownerToken,
+        known,
+        mintReq,
+        connect: async (sub) => {
+          const c = newClient("2026-07-28", "gauntlet-abuse");
+          await c.connect(
+            new StreamableHTTPClientTransport(server.url, {
+              requestInit: {
+                headers: { Authorization: `Bearer ${await issuer.token({ sub, aud })}` },
+              },
+            }),
+          );
+          clients.push(c);
+          return c;
+        },
+        record,
+        after: async (part) => {
+          await nothingMinted(part);
+          await stillServing(part);
+          sampleRss();
+        },
+      };
+      await listenOwnershipAbuse(tenants);
+      await listenFloodAbuse(tenants);
+      await oddSubjectAbuse(tenants);
+      await deepNestingAbuse(tenants);
+    }
 
     const r = await tool(owner, "state_load", { handle: known });
     if (r.ok !== true) {
@@ -1269,4 +1323,355 @@ function parseResponseLoose(data: Uint8Array): { status: number | null; ok: bool
     status: m ? Number(m[1]) : null,
     ok: text.includes('\\"ok\\":true') || text.includes('"ok":true'),
   };
+}
+
+// ---------------------------------------------------------------------------
+// Tenant isolation: what one user can do to another through live updates,
+// tokens and request shapes.
+
+/** What the tenant-isolation parts need from {@link runAbuse}. */
+interface TenantAbuse {
+  server: ServerProcess;
+  issuer: TestIssuer;
+  /** The audience tokens must carry. */
+  aud: string;
+  /** The server's backend URL (for records only a backend can make). */
+  backend: string;
+  repeat: number;
+  /** Listen streams the flooding user opens at once. */
+  listenFlood: number;
+  /** The owner's client, token and one of its handles. */
+  owner: Client;
+  ownerToken: string;
+  known: string;
+  /** The captured mint request of the owner. */
+  mintReq: Captured;
+  /** A connected 2026-07-28 client of user `sub` (closed at the end of the run). */
+  connect: (sub: string) => Promise<Client>;
+  record: (c: AbuseCheck) => void;
+  /** After a part: nothing minted in the owner's bucket, the server healthy. */
+  after: (part: string) => Promise<void>;
+}
+
+/**
+ * Another user's handle through `subscriptions/listen` spelled every way the
+ * JSON-RPC parser reads the same: escaped method names, a byte order mark,
+ * batches, the 100-resource limit; and two users' handles of one name.
+ */
+async function listenOwnershipAbuse(ctx: TenantAbuse): Promise<void> {
+  const part = "listen ownership";
+  const uri = `mcpstate://state/${ctx.known}`;
+  const mallory = await ctx.issuer.token({ sub: "mallory-listen", aud: ctx.aud });
+  const plain = listenBody([uri]);
+  const legacy = JSON.stringify({
+    jsonrpc: "2.0",
+    id: 1,
+    method: "subscriptions/listen",
+    params: { notifications: { resourceSubscriptions: [uri] } },
+  });
+  const many = listenBody(Array.from({ length: 101 }, () => uri));
+  const escaped = (body: string) => body.replace("/listen", "\\/listen");
+  const cases: [string, string, string, number][] = [
+    ["the owner's handle, plain", mallory, plain, -32002],
+    ["method spelled subscriptions\\/listen", mallory, escaped(plain), -32002],
+    [
+      "method spelled \\u0073ubscriptions/listen",
+      mallory,
+      plain.replace('"subscriptions', '"\\u0073ubscriptions'),
+      -32002,
+    ],
+    ["a body starting with a byte order mark", mallory, `\uFEFF${plain}`, -32002],
+    ["a BOM and an escaped method", mallory, `\uFEFF${escaped(plain)}`, -32002],
+    [
+      "the method key twice",
+      mallory,
+      plain.replace('"method":', '"method":"tools/list","method":'),
+      -32002,
+    ],
+    ["in a 2025-era JSON-RPC batch", mallory, `[${legacy}]`, -32600],
+    ["in a batch behind a BOM, method escaped", mallory, `\uFEFF[${escaped(legacy)}]`, -32600],
+    ["101 resources, method escaped (the owner's own)", ctx.ownerToken, escaped(many), -32602],
+    ["101 resources behind a BOM (the owner's own)", ctx.ownerToken, `\uFEFF${many}`, -32602],
+  ];
+  for (const [name, token, body, code] of cases) {
+    await tryRepeatedly(ctx, {
+      part,
+      name,
+      expected: `a JSON-RPC error ${code}, never a stream`,
+    }, async () => {
+      // A batch goes as a 2025-era client sends it: without the 2026-07-28 headers.
+      const batch = code === -32600;
+      const headers = mcpHeaders(token, batch ? undefined : "subscriptions/listen");
+      const r = await post(ctx.server.url, headers, body, 3000);
+      r.close();
+      return [
+        r.acknowledged ? `${r.status} subscribed` : `${r.status} ${r.error?.code}`,
+        !r.acknowledged && r.error?.code === code,
+      ];
+    });
+  }
+  {
+    // The same byte order mark from the owner on its own handle is served: one parser for both.
+    const headers = mcpHeaders(ctx.ownerToken, "subscriptions/listen");
+    const r = await post(ctx.server.url, headers, `\uFEFF${plain}`, 3000);
+    r.close();
+    ctx.record({
+      part,
+      name: "the owner's own handle behind a BOM",
+      expected: "acknowledged: the check reads the body exactly as the SDK does",
+      tries: 1,
+      held: r.acknowledged ? 1 : 0,
+      observed: `${r.status} ${r.acknowledged ? "acknowledged" : r.text.slice(0, 120)}`,
+    });
+  }
+  {
+    // Handles are per user: two users may hold the same name (an import, a chosen name).
+    const handle = "twin_gauntlet";
+    const users = ["twin-a", "twin-b"];
+    await sameHandleFor(ctx.backend, users.map((sub) => `${ctx.issuer.issuer}#${sub}`), handle);
+    const writer = await ctx.connect("twin-a");
+    const twin = `mcpstate://state/${handle}`;
+    const tokens = await Promise.all(users.map((sub) => ctx.issuer.token({ sub, aud: ctx.aud })));
+    await tryRepeatedly(ctx, {
+      part,
+      name: "two users' handles of one name, both subscribed; one is changed",
+      expected: "only its owner hears the update",
+    }, async () => {
+      const [a, b] = await Promise.all(
+        tokens.map((t) =>
+          post(ctx.server.url, mcpHeaders(t, "subscriptions/listen"), listenBody([twin]))
+        ),
+      ) as [Posted, Posted];
+      const heard = Promise.all([a.updated(twin, 5000), b.updated(twin, 1000)]);
+      await tool(writer, "state_patch", { handle, ops: [{ op: "increment", path: "", key: "n" }] });
+      const [ha, hb] = await heard;
+      a.close();
+      b.close();
+      return [`owner ${ha ? "heard" : "missed"}, other ${hb ? "heard" : "silent"}`, ha && !hb];
+    });
+  }
+  await ctx.after(part);
+}
+
+/**
+ * One user opens `listenFlood` listen streams at once (the issue's 1,030):
+ * the per-user limit holds them to 16, another user still subscribes and
+ * hears its updates, and closing the streams frees their slots.
+ */
+async function listenFloodAbuse(ctx: TenantAbuse): Promise<void> {
+  const part = "many listen streams";
+  const cap = DEFAULT_MAX_LISTEN_STREAMS_PER_USER;
+  const flooder = await ctx.connect("mallory-flood");
+  const handle = String((await tool(flooder, "state_save", { kind: "flood", state: {} })).handle);
+  const token = await ctx.issuer.token({ sub: "mallory-flood", aud: ctx.aud });
+  const body = listenBody([`mcpstate://state/${handle}`]);
+  const flood = async (n: number) => {
+    const t0 = performance.now();
+    const streams = await Promise.all(
+      Array.from(
+        { length: n },
+        () => post(ctx.server.url, mcpHeaders(token, "subscriptions/listen"), body, 15_000),
+      ),
+    );
+    const acked = streams.filter((a) => a.acknowledged).length;
+    const refused =
+      streams.filter((a) =>
+        (a.error?.data as { limit?: unknown } | undefined)?.limit === "max-listen-streams-per-user"
+      ).length;
+    const close = () => streams.forEach((s) => s.close());
+    return { acked, refused, other: n - acked - refused, ms: performance.now() - t0, close };
+  };
+  const f = await flood(ctx.listenFlood);
+  try {
+    ctx.record({
+      part,
+      name: `one user opens ${ctx.listenFlood.toLocaleString("en-US")} listen streams at once`,
+      expected: `${cap} acknowledged, every other one refused naming --max-listen-streams-per-user`,
+      tries: ctx.listenFlood,
+      held: f.acked === cap && f.other === 0 ? f.acked + f.refused : Math.min(f.acked, cap),
+      observed:
+        `${f.acked} acknowledged, ${f.refused} refused by the per-user limit, ${f.other} other, in ${
+          round(f.ms)
+        } ms`,
+    });
+
+    const uri = `mcpstate://state/${ctx.known}`;
+    await tryRepeatedly(ctx, {
+      part,
+      name: "another user, while the flooder holds its streams",
+      expected: "subscribes and hears its update",
+    }, async (i) => {
+      const headers = mcpHeaders(ctx.ownerToken, "subscriptions/listen");
+      const own = await post(ctx.server.url, headers, listenBody([uri]));
+      try {
+        if (!own.acknowledged) {
+          return [`refused: ${String(own.error?.message).slice(0, 80)}`, false];
+        }
+        const heard = own.updated(uri, 5000);
+        await tool(ctx.owner, "state_patch", {
+          handle: ctx.known,
+          ops: [{ op: "set_key", path: "", key: "flood", value: i }],
+        });
+        return (await heard)
+          ? ["subscribed, heard", true]
+          : ["subscribed, missed the update", false];
+      } finally {
+        own.close();
+      }
+    });
+  } finally {
+    f.close();
+  }
+  // Closed streams free their slots: the flooder gets its full share again.
+  let again = await flood(cap);
+  for (const deadline = Date.now() + 10_000; again.acked < cap && Date.now() < deadline;) {
+    again.close();
+    await sleep(200);
+    again = await flood(cap);
+  }
+  again.close();
+  ctx.record({
+    part,
+    name: `after closing them, the same user opens ${cap} again`,
+    expected: `all ${cap} acknowledged within 10 s (closing frees the slots)`,
+    tries: cap,
+    held: again.acked,
+    observed: `${again.acked} acknowledged, ${again.refused} refused`,
+  });
+  await ctx.after(part);
+}
+
+/** Tokens whose `sub` is not a non-empty string of at most 1,024 characters. */
+async function oddSubjectAbuse(ctx: TenantAbuse): Promise<void> {
+  const part = "odd JWT subjects";
+  for (const [name, sub] of oddSubjects("owner")) {
+    await tryRepeatedly(ctx, {
+      part,
+      name: `sub ${name}`,
+      expected: "401 invalid_token, never 500 and never another user's bucket",
+    }, async () => {
+      const token = await ctx.issuer.token({ sub, aud: ctx.aud } as unknown as JWTPayload);
+      const res = await fetch(ctx.server.url, {
+        method: "POST",
+        headers: { ...ctx.mintReq.headers, authorization: `Bearer ${token}` },
+        body: ctx.mintReq.body,
+      });
+      await res.body?.cancel();
+      const challenge = res.headers.get("www-authenticate") ?? "";
+      return [String(res.status), res.status === 401 && /^Bearer /.test(challenge)];
+    });
+  }
+  await ctx.after(part);
+}
+
+/** Request JSON nested 10,000 and 100,000 levels deep, where a walker might recurse. */
+async function deepNestingAbuse(ctx: TenantAbuse): Promise<void> {
+  const part = "deep nesting";
+  const lists = (n: number) => "[".repeat(n) + "]".repeat(n);
+  const objects = (n: number) => '{"a":'.repeat(n) + "1" + "}".repeat(n);
+  const meta = JSON.stringify(MODERN_META);
+  const request = (method: string, params: string) =>
+    `{"jsonrpc":"2.0","id":1,"method":"${method}","params":${params}}`;
+  const call = (tool: string, args: string) =>
+    request("tools/call", `{"_meta":${meta},"name":"${tool}","arguments":${args}}`);
+  // [what, Mcp-Method (and Mcp-Name), body, the JSON-RPC error code it must get]
+  const cases: [string, string[], string, number | undefined][] = [];
+  for (const n of [10_000, 100_000]) {
+    const at = n.toLocaleString("en-US");
+    const listen = ["subscriptions/listen"];
+    cases.push(
+      [
+        `a subscribed URI of ${at} nested lists`,
+        listen,
+        listenBody(["X"]).replace('"X"', lists(n)),
+        -32602,
+      ],
+      [
+        `resourceSubscriptions an object ${at} deep`,
+        listen,
+        request(
+          "subscriptions/listen",
+          `{"_meta":${meta},"notifications":{"resourceSubscriptions":${objects(n)}}}`,
+        ),
+        -32602,
+      ],
+      [
+        `a tool argument ${at} lists deep`,
+        ["tools/call", "state_list"],
+        call("state_list", `{"x":${lists(n)}}`),
+        undefined,
+      ],
+      [
+        `a state ${at} objects deep`,
+        ["tools/call", "state_save"],
+        call("state_save", `{"kind":"deep","state":${objects(n)}}`),
+        undefined,
+      ],
+      [
+        `_meta ${at} lists deep`,
+        ["tools/list"],
+        request("tools/list", `{"_meta":{"x":${lists(n)},${meta.slice(1)}}`),
+        undefined,
+      ],
+      [`a batch of one ${at}-deep list`, [], `[${lists(n)}]`, undefined],
+    );
+  }
+  for (const [name, [method, tool], body, code] of cases) {
+    await tryRepeatedly(ctx, {
+      part,
+      name,
+      expected: code === undefined
+        ? "a JSON-RPC error or a tool result, never a 500"
+        : `a JSON-RPC error ${code}, never a 500`,
+    }, async () => {
+      const headers = {
+        ...mcpHeaders(ctx.ownerToken, method),
+        ...(tool ? { "mcp-name": tool } : {}),
+      };
+      const r = await post(ctx.server.url, headers, body);
+      r.close();
+      const answered = r.status !== null && r.status < 500 &&
+        (r.error !== undefined || /"result"/.test(r.text));
+      return [
+        `${r.status}${r.error ? ` ${r.error.code}` : ""}`,
+        answered && (code === undefined || r.error?.code === code),
+      ];
+    });
+  }
+  const overflowed = /Maximum call stack/.test(ctx.server.stderr());
+  ctx.record({
+    part,
+    name: "the server's log afterwards",
+    expected: "no stack overflow",
+    tries: 1,
+    held: overflowed ? 0 : 1,
+    observed: overflowed ? "Maximum call stack size exceeded" : "none",
+  });
+  await ctx.after(part);
+}
+
+/**
+ * Tries one abuse `ctx.repeat` times and records how often it held: each
+ * attempt says what it saw and whether that was the proper answer.
+ */
+async function tryRepeatedly(
+  ctx: TenantAbuse,
+  check: Pick<AbuseCheck, "part" | "name" | "expected">,
+  attempt: (i: number) => Promise<[seen: string, held: boolean]>,
+): Promise<void> {
+  let held = 0;
+  const seen: string[] = [];
+  for (let i = 0; i < ctx.repeat; i++) {
+    const [what, ok] = await attempt(i);
+    seen.push(what);
+    if (ok) held++;
+  }
+  ctx.record({ ...check, tries: ctx.repeat, held, observed: tally(seen) });
+}
+
+/** `"a ×3, b ×1"`. */
+function tally(list: string[]): string {
+  const counts = new Map<string, number>();
+  for (const s of list) counts.set(s, (counts.get(s) ?? 0) + 1);
+  return [...counts].map(([s, n]) => `${s} ×${n}`).join(", ");
 }

@@ -4,6 +4,7 @@
  */
 
 import assert from "node:assert/strict";
+import type { JWTPayload } from "jose";
 import { HandleStore } from "../mod.ts";
 import {
   type Era,
@@ -13,6 +14,7 @@ import {
   startHttpServer,
   startIssuer,
 } from "./_server_harness.ts";
+import { oddSubjects } from "./_tenants.ts";
 
 const now = () => Math.floor(Date.now() / 1000);
 
@@ -226,5 +228,44 @@ Deno.test("HTTP bearer auth: identities, forged tokens, metadata, key rotation",
     const status = await server.stop();
     assert.equal(status.code, 0, server.stderr());
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("JWT sub and iss: anything but the configured issuer and a non-empty string sub is 401, never 500", async (t) => {
+  await using issuer = await startIssuer();
+  await using server = await startHttpServer(["--backend", "memory://", ...issuer.serveArgs]);
+  const aud = server.url.href;
+  const bob = await httpClient(server.url, "2026-07-28", await issuer.token({ sub: "bob", aud }));
+  try {
+    const { handle } = await ok(bob, "state_save", { kind: "secret", state: { pin: 4321 } });
+    const refused = async (token: string, why: string) => {
+      const res = await postMcp(server.url, token);
+      const text = await res.text();
+      assert.equal(res.status, 401, `${why}: ${text}`);
+      assert.equal(JSON.parse(text).error, "invalid_token", why);
+      assert.match(res.headers.get("www-authenticate") ?? "", /^Bearer .*resource_metadata=/, why);
+      assert.ok(!text.includes("4321"), why);
+    };
+    for (const [why, sub] of oddSubjects("bob")) {
+      await t.step(`sub ${why} → 401 invalid_token`, async () => {
+        await refused(await issuer.token({ sub, aud } as unknown as JWTPayload), why);
+      });
+    }
+    await t.step("sub of exactly 1,024 characters is a user", async () => {
+      const res = await postMcp(server.url, await issuer.token({ sub: "b".repeat(1024), aud }));
+      await res.body?.cancel();
+      assert.equal(res.status, 200);
+    });
+    await t.step("iss other than the configured issuer, spelled closely → 401", async () => {
+      for (const iss of [`${issuer.issuer}/`, ` ${issuer.issuer}`, issuer.issuer.toUpperCase()]) {
+        await refused(await issuer.token({ sub: "bob", aud }, { iss }), `iss ${iss}`);
+      }
+    });
+    await t.step("the server kept serving, Bob's state untouched", async () => {
+      assert.deepEqual((await ok(bob, "state_load", { handle })).state, { pin: 4321 });
+      assert.doesNotMatch(server.stderr(), /Internal Server Error|TypeError/);
+    });
+  } finally {
+    await bob.close();
   }
 });

@@ -123,3 +123,47 @@ Deno.test("HTTP fails closed; anonymous is an explicit opt-in", () => {
   assert.throws(() => parse(["--public-url", "ftp://x"]), /http/);
   assert.equal(parse(["--host", "::1", "--port", "1"]).publicUrl.href, "http://[::1]:1/mcp");
 });
+
+Deno.test("listen limits: defaults, MCPSTATE_* twins, flags over variables, bad values refused", () => {
+  const d = parse([]);
+  assert.deepEqual(
+    [d.maxListenStreams, d.maxListenStreamsPerUser, d.maxWatchesPerUser],
+    [1000, 16, 256],
+  );
+  const env = {
+    MCPSTATE_MAX_LISTEN_STREAMS: "50",
+    MCPSTATE_MAX_LISTEN_STREAMS_PER_USER: "4",
+    MCPSTATE_MAX_WATCHES_PER_USER: "64",
+  };
+  const e = parse([], env);
+  assert.deepEqual([e.maxListenStreams, e.maxListenStreamsPerUser, e.maxWatchesPerUser], [
+    50,
+    4,
+    64,
+  ]);
+  const f = parse([
+    "--max-listen-streams",
+    "7",
+    "--max-listen-streams-per-user",
+    "2",
+    "--max-watches-per-user",
+    "9",
+  ], env);
+  assert.deepEqual([f.maxListenStreams, f.maxListenStreamsPerUser, f.maxWatchesPerUser], [7, 2, 9]);
+  for (
+    const [flag, name] of [
+      ["max-listen-streams", "MCPSTATE_MAX_LISTEN_STREAMS"],
+      ["max-listen-streams-per-user", "MCPSTATE_MAX_LISTEN_STREAMS_PER_USER"],
+      ["max-watches-per-user", "MCPSTATE_MAX_WATCHES_PER_USER"],
+    ] as const
+  ) {
+    for (const bad of ["0", "-1", "1.5", "lots", "99999999999"]) {
+      assert.throws(() => parse([`--${flag}=${bad}`]), (err: Error) => {
+        assert.ok(err instanceof ConfigError);
+        assert.match(err.message, new RegExp(`--${flag} \\(${name}\\)`));
+        return true;
+      });
+      assert.throws(() => parse([], { [name]: bad }), ConfigError);
+    }
+  }
+});

@@ -14,7 +14,9 @@ import {
   ok,
   SERVE,
   startHttpServer,
+  startIssuer,
 } from "./_server_harness.ts";
+import { listenBody, mcpHeaders, MODERN_META, post, type Posted } from "./_tenants.ts";
 
 async function runServe(args: string[], env: Record<string, string> = {}) {
   const out = await new Deno.Command(Deno.execPath(), {
@@ -138,6 +140,9 @@ Deno.test("serve: bad configuration is one line on stderr and exit code 2", asyn
         "MCPSTATE_ALLOWED_HOSTS",
         "MCPSTATE_ALLOWED_ORIGINS",
         "MCPSTATE_MAX_BODY_BYTES",
+        "MCPSTATE_MAX_LISTEN_STREAMS",
+        "MCPSTATE_MAX_LISTEN_STREAMS_PER_USER",
+        "MCPSTATE_MAX_WATCHES_PER_USER",
       ]
     ) assert.ok(r.stdout.includes(v), v);
   });
@@ -304,5 +309,120 @@ Deno.test("anonymous HTTP: loud warning, 130-bit handles, no state_list, defence
     for (const c of clients) await c.close();
     const status = await server.stop();
     assert.equal(status.code, 0, server.stderr());
+  }
+});
+
+Deno.test("subscriptions/listen: ownership is checked on the parsed message, never on the body's text", async (t) => {
+  await using issuer = await startIssuer();
+  await using server = await startHttpServer(["--backend", "memory://", ...issuer.serveArgs]);
+  const aud = server.url.href;
+  const aliceToken = await issuer.token({ sub: "alice", aud });
+  const bob = await issuer.token({ sub: "bob", aud });
+  const alice = await httpClient(server.url, "2026-07-28", aliceToken);
+  const listen = mcpHeaders(bob, "subscriptions/listen");
+  const posted: Posted[] = [];
+  const send = async (headers: Record<string, string>, body: string) => {
+    const r = await post(server.url, headers, body, 3000);
+    posted.push(r);
+    return r;
+  };
+  /** The answer is a refusal with `code`, never the acknowledgement of a stream. */
+  const refused = (r: Posted, code: number, what: string) => {
+    assert.ok(!r.acknowledged, `${what}: subscribed: ${r.text}`);
+    assert.equal(r.error?.code, code, `${what}: ${r.status} ${r.text}`);
+  };
+  try {
+    const { handle } = await ok(alice, "state_save", { kind: "secret", state: { pin: 1 } });
+    const uri = `mcpstate://state/${handle}`;
+    const plain = listenBody([uri]);
+    const spellings: [string, string][] = [
+      ["plain", plain],
+      ["the method with an escaped slash", plain.replace("/listen", "\\/listen")],
+      ["the method with a \\u escape", plain.replace('"subscriptions', '"\\u0073ubscriptions')],
+      ["a body that starts with a byte order mark", `\uFEFF${plain}`],
+      ["a BOM and an escaped method", `\uFEFF${plain.replace("/listen", "\\/listen")}`],
+      [
+        "the method key twice, the last one listen",
+        plain.replace('"method":', '"method":"tools/list","method":'),
+      ],
+    ];
+    for (const [what, body] of spellings) {
+      await t.step(`another user's handle: ${what} → resource not found`, async () => {
+        refused(await send(listen, body), -32002, what);
+      });
+    }
+
+    await t.step("the 100-resource limit holds for an escaped method and a BOM", async () => {
+      const many = listenBody(Array.from({ length: 101 }, () => uri));
+      for (const body of [many.replace("/listen", "\\/listen"), `\uFEFF${many}`]) {
+        const r = await send(mcpHeaders(aliceToken, "subscriptions/listen"), body);
+        refused(r, -32602, "101 URIs");
+        assert.match(String(r.error?.message), /at most 100/);
+      }
+    });
+
+    await t.step("a listen inside a JSON-RPC batch is refused as a whole", async () => {
+      // A 2025-era batch (no envelope) is one the SDK accepts; a 2026-07-28 one it refuses itself.
+      const legacy = JSON.stringify({
+        jsonrpc: "2.0",
+        id: 3,
+        method: "subscriptions/listen",
+        params: { notifications: { resourceSubscriptions: [uri] } },
+      });
+      const list = JSON.stringify({ jsonrpc: "2.0", id: 4, method: "tools/list", params: {} });
+      for (
+        const body of [
+          `[${list},${legacy}]`,
+          `\uFEFF[${legacy.replace("/listen", "\\/listen")}]`,
+          `[${plain}]`,
+        ]
+      ) {
+        const r = await send(mcpHeaders(bob), body);
+        assert.equal(r.status, 400, r.text);
+        refused(r, -32600, "batch");
+        assert.match(String(r.error?.message), /batch/);
+      }
+    });
+
+    await t.step("a BOM is read as the SDK reads it: Alice's own handle is served", async () => {
+      const own = await send(mcpHeaders(aliceToken, "subscriptions/listen"), `\uFEFF${plain}`);
+      assert.ok(own.acknowledged, own.text);
+      const body = JSON.stringify({
+        jsonrpc: "2.0",
+        id: 2,
+        method: "tools/list",
+        params: { _meta: MODERN_META },
+      });
+      const tools = await send(mcpHeaders(aliceToken, "tools/list"), `\uFEFF${body}`);
+      assert.equal(tools.status, 200, tools.text);
+      assert.match(tools.text, /state_save/);
+    });
+
+    await t.step(
+      "10,000 nested lists as a subscribed URI: a structured error, not a 500",
+      async () => {
+        const body = listenBody(["X"]).replace('"X"', "[".repeat(10_000) + "]".repeat(10_000));
+        for (const token of [aliceToken, bob]) {
+          const r = await send(mcpHeaders(token, "subscriptions/listen"), body);
+          assert.equal(r.status, 200, r.text);
+          refused(r, -32602, "deep URI");
+          assert.match(String(r.error?.message), /resourceSubscriptions\[0\] is a list, not a URI/);
+          assert.deepEqual(r.error?.data, { index: 0 });
+        }
+        const notAList = listenBody([]).replace(
+          "[]",
+          '{"a":'.repeat(5000) + "1" + "}".repeat(5000),
+        );
+        refused(await send(listen, notAList), -32602, "deep object");
+      },
+    );
+
+    await t.step("the server kept serving, and logged no crash", async () => {
+      assert.equal((await ok(alice, "state_load", { handle })).ok, true);
+      assert.doesNotMatch(server.stderr(), /Maximum call stack|Internal server error/);
+    });
+  } finally {
+    for (const r of posted) r.close();
+    await alice.close();
   }
 });

@@ -8,6 +8,7 @@
 
 import assert from "node:assert/strict";
 import type { Client } from "@modelcontextprotocol/client";
+import { listenBody, mcpHeaders, post, type Posted, sameHandleFor } from "./_tenants.ts";
 import {
   fails,
   httpClient,
@@ -310,5 +311,239 @@ Deno.test("live: 2025-era HTTP is stateless, so it is not offered subscriptions"
     assert.equal(modern.getServerCapabilities()?.resources?.subscribe, true);
   } finally {
     await Promise.all([legacy.close(), modern.close()]);
+  }
+});
+
+/** Whether no update of `uri` arrives within `ms`, after everything before it arrived. */
+async function silent(seen: { uris: string[] }, uri: string, ms = 600): Promise<boolean> {
+  const before = seen.uris.filter((u) => u === uri).length;
+  await new Promise((r) => setTimeout(r, ms));
+  return seen.uris.filter((u) => u === uri).length === before;
+}
+
+Deno.test("live: two users' handles of one name each hear only their own updates", async () => {
+  const dir = await Deno.makeTempDir();
+  const backend = `sqlite:///${dir}/state.db`;
+  await using issuer = await startIssuer();
+  const handle = "notes_samename";
+  await sameHandleFor(backend, [`${issuer.issuer}#alice`, `${issuer.issuer}#bob`], handle);
+  await using server = await startHttpServer([
+    "--backend",
+    backend,
+    "--public-url",
+    PUBLIC_URL,
+    ...issuer.serveArgs,
+  ]);
+  const [alice, bob] = await Promise.all(
+    ["alice", "bob"].map(async (sub) =>
+      httpClient(server.url, "2026-07-28", await issuer.token({ sub, aud: PUBLIC_URL }))
+    ),
+  ) as [Client, Client];
+  const uri = `mcpstate://state/${handle}`;
+  const aliceHears = updates(alice);
+  const bobHears = updates(bob);
+  const subs = [
+    await alice.listen({ resourceSubscriptions: [uri] }),
+    await bob.listen({ resourceSubscriptions: [uri] }),
+  ];
+  try {
+    const patch = (c: Client) =>
+      ok(c, "state_patch", { handle, ops: [{ op: "increment", path: "", key: "n" }] });
+    const aliceNext = aliceHears.next(uri);
+    await patch(alice);
+    await aliceNext;
+    assert.ok(await silent(bobHears, uri), "Bob heard of a change to Alice's handle");
+    const bobNext = bobHears.next(uri);
+    await patch(bob);
+    await bobNext;
+    assert.ok(await silent(aliceHears, uri), "Alice heard of a change to Bob's handle");
+    assert.deepEqual([aliceHears.uris.length, bobHears.uris.length], [1, 1]);
+    // Each still reads only their own state.
+    for (const c of [alice, bob]) {
+      const read = await c.readResource({ uri });
+      assert.deepEqual(JSON.parse(String((read.contents[0] as { text: string }).text)).state, {
+        n: 1,
+      });
+    }
+  } finally {
+    for (const s of subs) await s.close();
+    await Promise.all([alice.close(), bob.close()]);
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("live: listen limits per user and for all users; another user is unaffected; closing frees a slot", async (t) => {
+  // Streams are raw HTTP here, closed with their own AbortController: that
+  // closes the connection for sure, which is what frees a slot on the server.
+  await using issuer = await startIssuer();
+  await using server = await startHttpServer([
+    "--backend",
+    "memory://",
+    "--public-url",
+    PUBLIC_URL,
+    ...issuer.serveArgs,
+    "--max-listen-streams",
+    "3",
+    "--max-listen-streams-per-user",
+    "2",
+    "--max-watches-per-user",
+    "3",
+  ]);
+  const tokens = {
+    alice: await issuer.token({ sub: "alice", aud: PUBLIC_URL }),
+    bob: await issuer.token({ sub: "bob", aud: PUBLIC_URL }),
+  };
+  const [alice, bob] = await Promise.all(
+    [tokens.alice, tokens.bob].map((token) => httpClient(server.url, "2026-07-28", token)),
+  ) as [Client, Client];
+  const mint = async (c: Client) =>
+    String((await ok(c, "state_save", { kind: "doc", state: {} })).handle);
+  const [a1, a2, a3, a4] = [
+    await mint(alice),
+    await mint(alice),
+    await mint(alice),
+    await mint(alice),
+  ];
+  const b1 = await mint(bob);
+  const uri = (h: string) => `mcpstate://state/${h}`;
+  const open: Posted[] = [];
+  const listen = async (who: keyof typeof tokens, handles: string[]) => {
+    const r = await post(
+      server.url,
+      mcpHeaders(tokens[who], "subscriptions/listen"),
+      listenBody(handles.map(uri)),
+    );
+    open.push(r);
+    return r;
+  };
+  const listens = async (who: keyof typeof tokens, handles: string[]) => {
+    const r = await listen(who, handles);
+    assert.ok(r.acknowledged, `${who} ${handles}: ${r.text}`);
+    return r;
+  };
+  /** Retries while a closed stream's slot is being freed. */
+  const listensWithin = async (who: keyof typeof tokens, handles: string[]) => {
+    const deadline = Date.now() + 5000;
+    for (;;) {
+      const r = await listen(who, handles);
+      if (r.acknowledged) return r;
+      assert.ok(Date.now() < deadline, `${who} ${handles}: ${r.text}`);
+      await new Promise((res) => setTimeout(res, 50));
+    }
+  };
+  const refused = async (
+    who: keyof typeof tokens,
+    handles: string[],
+    limit: string,
+    max: number,
+  ) => {
+    const r = await listen(who, handles);
+    assert.equal(r.status, 200);
+    assert.ok(!r.acknowledged, `${who} should be refused by --${limit}`);
+    assert.equal(r.error?.code, -32000, r.text);
+    assert.match(String(r.error?.message), new RegExp(`--${limit} ${max}\\b`));
+    assert.deepEqual(r.error?.data, { limit, max });
+  };
+  const hears = async (stream: Posted, c: Client, handle: string) => {
+    const heard = stream.updated(uri(handle), 10_000);
+    await ok(c, "state_patch", { handle, ops: [{ op: "increment", path: "", key: "n" }] });
+    assert.ok(await heard, `no update of ${handle}`);
+  };
+  try {
+    const s1 = await listens("alice", [a1, a2]);
+    let s2: Posted | undefined;
+
+    await t.step(
+      "watched handles: a stream that would pass --max-watches-per-user is refused",
+      async () => {
+        await refused("alice", [a3, a4], "max-watches-per-user", 3);
+        // A handle Alice already watches costs nothing more.
+        s2 = await listens("alice", [a2, a3]);
+      },
+    );
+
+    await t.step(
+      "open streams: a third of Alice's is refused by --max-listen-streams-per-user",
+      async () => {
+        await refused("alice", [a1], "max-listen-streams-per-user", 2);
+      },
+    );
+
+    await t.step("Bob is unaffected by Alice's limits, until the server-wide one", async () => {
+      const mine = await listens("bob", [b1]);
+      await refused("bob", [b1], "max-listen-streams", 3);
+      await hears(mine, bob, b1);
+    });
+
+    await t.step(
+      "closing a stream frees its slot, for anyone; the others keep working",
+      async () => {
+        s1.close();
+        await listensWithin("bob", [b1]);
+        await hears(s2!, alice, a3);
+      },
+    );
+
+    await t.step("closing every stream frees every slot and watch", async () => {
+      for (const s of open.splice(0)) s.close();
+      await listensWithin("alice", [a1, a3, a4]);
+      await listens("alice", [a4]);
+      await listens("bob", [b1]);
+    });
+  } finally {
+    for (const s of open) s.close();
+    await Promise.all([alice.close(), bob.close()]);
+  }
+});
+
+Deno.test("live: stdio holds the same limits, and a deeply nested listen keeps the connection", async () => {
+  const dir = await Deno.makeTempDir();
+  const s = await stdioSession("2026-07-28", {
+    MCPSTATE_BACKEND: `sqlite:///${dir}/state.db`,
+    MCPSTATE_MAX_LISTEN_STREAMS_PER_USER: "1",
+    MCPSTATE_MAX_WATCHES_PER_USER: "2",
+  });
+  const open: { close(): Promise<void> }[] = [];
+  try {
+    const mint = async () =>
+      `mcpstate://state/${(await ok(s.client, "state_save", { kind: "doc", state: {} })).handle}`;
+    const [h1, h2, h3] = [await mint(), await mint(), await mint()];
+    await assert.rejects(
+      () => s.client.listen({ resourceSubscriptions: [h1, h2, h3] }),
+      /--max-watches-per-user 2\b/,
+    );
+    const first = await s.client.listen({ resourceSubscriptions: [h1, h2] });
+    open.push(first);
+    await assert.rejects(
+      () => s.client.listen({ resourceSubscriptions: [h1] }),
+      /--max-listen-streams-per-user 1\b/,
+    );
+    await first.close();
+    // The cancellation travels on the same pipe, ahead of the next request.
+    open.push(await s.client.listen({ resourceSubscriptions: [h3] }));
+    let deep: unknown = "x";
+    for (let i = 0; i < 10_000; i++) deep = [deep];
+    await assert.rejects(() => s.client.listen({ resourceSubscriptions: [deep as string] }));
+    assert.equal((await ok(s.client, "state_list", {})).ok, true);
+    assert.doesNotMatch(s.stderr(), /Maximum call stack/);
+
+    // A 2025-era client's resources/subscribe counts against the watches, not the streams.
+    await using legacy = await stdioSession("2025-11-25", {
+      MCPSTATE_BACKEND: `sqlite:///${dir}/state.db`,
+      MCPSTATE_MAX_LISTEN_STREAMS_PER_USER: "1",
+      MCPSTATE_MAX_WATCHES_PER_USER: "2",
+    });
+    await legacy.client.subscribeResource({ uri: h1 });
+    await legacy.client.subscribeResource({ uri: h2 });
+    await assert.rejects(
+      () => legacy.client.subscribeResource({ uri: h3 }),
+      /--max-watches-per-user 2\b/,
+    );
+    await legacy.client.unsubscribeResource({ uri: h1 });
+    assert.deepEqual(await legacy.client.subscribeResource({ uri: h3 }), {});
+  } finally {
+    for (const sub of open) await sub.close();
+    await s.close();
+    await Deno.remove(dir, { recursive: true });
   }
 });

@@ -113,8 +113,11 @@ export async function discoverJwksUrl(issuer: string): Promise<string> {
  * Creates the token verifier the SDK's bearer-auth helpers call: a JWT signed
  * with one of {@link ALLOWED_ALGORITHMS} by a key in the issuer's JWKS, with
  * the configured `iss` and `aud`, an `exp` in the future, `nbf` (when present)
- * in the past and a `sub`. Unknown key ids refetch the JWKS (rate-limited),
- * so key rotation is picked up.
+ * in the past and a `sub` that is a non-empty string of at most
+ * {@link MAX_SUBJECT_LENGTH} characters (no U+0000, no unpaired surrogates).
+ * Anything else is `invalid_token`, never an exception of another kind.
+ * Unknown key ids refetch the JWKS (rate-limited), so key rotation is picked
+ * up.
  *
  * @param options Issuer, audience, JWKS URL and timing.
  * @returns The verifier; the user id is in `authInfo.extra.user`.
@@ -157,6 +160,19 @@ export async function createJwtVerifier(options: JwtVerifierOptions): Promise<To
       } catch (e) {
         throw new OAuthError(OAuthErrorCode.InvalidToken, describeJoseError(e, issuer));
       }
+      // jose checks that `sub` is present and that `iss` equals the issuer,
+      // but not that `sub` is a string: a list, a number or an object would
+      // otherwise be formatted into someone's user id.
+      if (payload.iss !== issuer) {
+        throw new OAuthError(OAuthErrorCode.InvalidToken, `The token was not issued by ${issuer}`);
+      }
+      const sub = payload.sub;
+      if (!isSubject(sub)) {
+        throw new OAuthError(
+          OAuthErrorCode.InvalidToken,
+          `The token's "sub" claim must be a non-empty string of at most ${MAX_SUBJECT_LENGTH} characters, without U+0000 or unpaired surrogates`,
+        );
+      }
       const scope = typeof payload.scope === "string"
         ? payload.scope.split(" ").filter(Boolean)
         : Array.isArray(payload.scp)
@@ -173,10 +189,19 @@ export async function createJwtVerifier(options: JwtVerifierOptions): Promise<To
         scopes: scope,
         expiresAt: payload.exp as number,
         ...(resource ? { resource } : {}),
-        extra: { user: `${payload.iss}#${payload.sub}`, sub: payload.sub, iss: payload.iss },
+        extra: { user: `${issuer}#${sub}`, sub, iss: issuer },
       };
     },
   };
+}
+
+/** The longest `sub` claim a token may carry, in UTF-16 code units. */
+export const MAX_SUBJECT_LENGTH = 1024;
+
+/** Whether a `sub` claim is a subject mcpstate keys state by. */
+function isSubject(sub: unknown): sub is string {
+  return typeof sub === "string" && sub.length > 0 && sub.length <= MAX_SUBJECT_LENGTH &&
+    !sub.includes("\u0000") && sub.isWellFormed();
 }
 
 /** A short, token-free reason for a 401's `error_description`. */

@@ -7,6 +7,11 @@
 
 import { parseArgs } from "node:util";
 import { DEFAULT_URL } from "../url.ts";
+import {
+  DEFAULT_MAX_LISTEN_STREAMS,
+  DEFAULT_MAX_LISTEN_STREAMS_PER_USER,
+  DEFAULT_MAX_WATCHES_PER_USER,
+} from "./live.ts";
 
 /** Default TCP port of the HTTP transport. */
 export const DEFAULT_PORT = 8787;
@@ -61,6 +66,12 @@ export interface ServeConfig {
   writer: string | undefined;
   /** Seconds of the advisory lease a write takes for its writer; 0: none. */
   leaseSeconds: number;
+  /** Open `subscriptions/listen` streams, all users together. */
+  maxListenStreams: number;
+  /** Open `subscriptions/listen` streams of one user. */
+  maxListenStreamsPerUser: number;
+  /** Distinct handles one user watches at once, over all their streams. */
+  maxWatchesPerUser: number;
 }
 
 /** A configuration mistake: printed as one line, exit code 2. */
@@ -92,6 +103,14 @@ Options (each has an environment twin; a flag wins over its variable):
   --lease-seconds N        Lease a write takes for its writer   MCPSTATE_LEASE_SECONDS
                            (default 60; 0 off)
   --max-state-bytes N      State size cap (default 1048576)     MCPSTATE_MAX_STATE_BYTES
+
+Live updates (subscriptions/listen):
+  --max-listen-streams N   Open streams, all users together     MCPSTATE_MAX_LISTEN_STREAMS
+                           (default ${DEFAULT_MAX_LISTEN_STREAMS})
+  --max-listen-streams-per-user N                               MCPSTATE_MAX_LISTEN_STREAMS_PER_USER
+                           Open streams of one user (default ${DEFAULT_MAX_LISTEN_STREAMS_PER_USER})
+  --max-watches-per-user N Handles one user watches at once     MCPSTATE_MAX_WATCHES_PER_USER
+                           (default ${DEFAULT_MAX_WATCHES_PER_USER})
 
 HTTP transport:
   --host HOST              Interface to listen on               MCPSTATE_HOST
@@ -139,6 +158,9 @@ const OPTIONS = {
   "allowed-origins": { type: "string" },
   "max-body-bytes": { type: "string" },
   "body-timeout-ms": { type: "string" },
+  "max-listen-streams": { type: "string" },
+  "max-listen-streams-per-user": { type: "string" },
+  "max-watches-per-user": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -269,6 +291,17 @@ export function parseServeArgs(
   }
 
   const leaseSeconds = int("lease-seconds", "MCPSTATE_LEASE_SECONDS", 0, 86_400) ?? 60;
+  const maxListenStreams = int("max-listen-streams", "MCPSTATE_MAX_LISTEN_STREAMS", 1, 1_000_000) ??
+    DEFAULT_MAX_LISTEN_STREAMS;
+  const maxListenStreamsPerUser = int(
+    "max-listen-streams-per-user",
+    "MCPSTATE_MAX_LISTEN_STREAMS_PER_USER",
+    1,
+    1_000_000,
+  ) ?? DEFAULT_MAX_LISTEN_STREAMS_PER_USER;
+  const maxWatchesPerUser =
+    int("max-watches-per-user", "MCPSTATE_MAX_WATCHES_PER_USER", 1, 1_000_000) ??
+      DEFAULT_MAX_WATCHES_PER_USER;
 
   return {
     backend: str("backend", "MCPSTATE_BACKEND") ?? DEFAULT_URL,
@@ -286,6 +319,9 @@ export function parseServeArgs(
     user,
     writer,
     leaseSeconds,
+    maxListenStreams,
+    maxListenStreamsPerUser,
+    maxWatchesPerUser,
   };
 }
 

@@ -2,7 +2,11 @@
  * The Streamable HTTP face of the mcpstate server: `/mcp` through the SDK's
  * `createMcpHandler` (2026-07-28, and 2025-era clients statelessly), behind
  * Host/Origin checks, bearer authentication, a body size limit, `/healthz`
- * and the RFC 9728 metadata.
+ * and the RFC 9728 metadata. Each body is parsed once, and the SDK serves
+ * that parsed value: a `subscriptions/listen` request is checked against its
+ * caller on exactly what is then served, bounded per user and in all
+ * (`ListenLimits`), and served by an entry of the caller's own, so an update
+ * reaches only the user whose handle changed.
  *
  * @module
  */
@@ -13,13 +17,21 @@ import {
   hostHeaderValidationResponse,
   localhostAllowedHostnames,
   localhostAllowedOrigins,
+  type McpHandlerRequestOptions,
+  type McpHttpHandler,
+  type McpServerFactory,
   originValidationResponse,
   requireBearerAuth,
 } from "@modelcontextprotocol/server";
 import { redact, Unauthenticated } from "../errors.ts";
 import type { HandleStore } from "../store.ts";
 import { protectedResourceMetadata, type TokenVerifier, userOfAuthInfo } from "./auth.ts";
-import { handleOfUri, LiveUpdates } from "./live.ts";
+import {
+  DEFAULT_MAX_LISTEN_STREAMS_PER_USER,
+  handleOfUri,
+  ListenLimitError,
+  LiveUpdates,
+} from "./live.ts";
 import { createStateServer } from "./server.ts";
 import { SERVER_VERSION, type StateToolsOptions } from "./tools.ts";
 
@@ -49,6 +61,12 @@ export interface HttpHandlerOptions {
   writer?: StateToolsOptions["writer"];
   /** Seconds of the lease a write takes implicitly; 0 turns it off. See `StateToolsOptions.leaseSeconds`. */
   leaseSeconds?: number;
+  /** Open `subscriptions/listen` streams, all users together. Default 1,000. */
+  maxListenStreams?: number;
+  /** Open `subscriptions/listen` streams of one user. Default 16. */
+  maxListenStreamsPerUser?: number;
+  /** Distinct handles one user watches at once, over all their streams. Default 256. */
+  maxWatchesPerUser?: number;
   /** Reports unexpected tool errors and rejected requests. Default: a line on stderr. */
   onError?: (error: unknown) => void;
 }
@@ -119,22 +137,76 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
     if (u === undefined) throw new Unauthenticated();
     return u;
   };
-  const mcp = createMcpHandler(
-    ({ era }) =>
-      createStateServer(store, {
-        user,
-        anonymous,
-        // A 2025-era stateless exchange has no stream to deliver updates on.
-        subscriptions: era === "modern",
-        ...(options.writer ? { writer: options.writer } : {}),
-        ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),
-        onInternalError: (e, tool) => report(new Error(`${tool} failed: ${describe(e)}`)),
-      }),
-    { legacy: "stateless", maxRequestBodySize: maxBody, onerror: report },
-  );
+  const factory: McpServerFactory = ({ era }) =>
+    createStateServer(store, {
+      user,
+      anonymous,
+      // A 2025-era stateless exchange has no stream to deliver updates on.
+      subscriptions: era === "modern",
+      ...(options.writer ? { writer: options.writer } : {}),
+      ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),
+      onInternalError: (e, tool) => report(new Error(`${tool} failed: ${describe(e)}`)),
+    });
+  const entry = (maxSubscriptions: number) =>
+    createMcpHandler(factory, {
+      legacy: "stateless",
+      maxRequestBodySize: maxBody,
+      maxSubscriptions,
+      onerror: report,
+    });
+  // Every subscriptions/listen request is routed to an entry of its own
+  // user's, never to this one: an entry delivers an update to each of its
+  // streams that names the URI, and handles (so URIs) are per user.
+  const mcp = entry(0);
+  const perUserMax = options.maxListenStreamsPerUser ?? DEFAULT_MAX_LISTEN_STREAMS_PER_USER;
+  const listeners = new Map<string, { mcp: McpHttpHandler; streams: number }>();
   // Open subscriptions/listen streams hear of changes made on any instance:
   // each subscribed handle is watched on the backend's change feed.
-  const live = new LiveUpdates(store, (uri) => mcp.notify.resourceUpdated(uri));
+  const live = new LiveUpdates(
+    store,
+    (uri, who) => listeners.get(who)?.mcp.notify.resourceUpdated(uri),
+    {
+      ...(options.maxListenStreams === undefined ? {} : { maxStreams: options.maxListenStreams }),
+      maxStreamsPerUser: perUserMax,
+      ...(options.maxWatchesPerUser === undefined
+        ? {}
+        : { maxWatchesPerUser: options.maxWatchesPerUser }),
+    },
+  );
+
+  /** Serves a `subscriptions/listen` request of `who` once it passed every check. */
+  const listen = async (
+    request: Request,
+    message: JsonRpcMessage,
+    who: string | undefined,
+    forward: McpHandlerRequestOptions,
+  ): Promise<Response> => {
+    const id = idOf(message);
+    if (who === undefined) {
+      return rpcAnswer(id, -32001, "Unauthenticated: send a valid bearer token.");
+    }
+    const handles = await checkListen(store, who, message);
+    if (handles instanceof Response) return handles;
+    const ended = new AbortController();
+    request.signal.addEventListener("abort", () => ended.abort(), { once: true });
+    let slot = listeners.get(who);
+    if (!slot) listeners.set(who, slot = { mcp: entry(perUserMax), streams: 0 });
+    const held = slot;
+    held.streams++;
+    ended.signal.addEventListener("abort", () => {
+      if (--held.streams === 0 && listeners.get(who) === held) listeners.delete(who);
+    }, { once: true });
+    try {
+      // The acknowledgement goes out only once every watch has its starting version.
+      await live.follow(who, handles, ended.signal);
+    } catch (e) {
+      ended.abort();
+      if (!(e instanceof ListenLimitError)) throw e;
+      return rpcAnswer(id, e.code, e.message, { limit: e.limit, max: e.max });
+    }
+    const res = await held.mcp.fetch(request, forward);
+    return untilClosed(res, ended);
+  };
 
   const tooLarge = () =>
     rpcError(
@@ -178,21 +250,29 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
       if (read instanceof Response) return read;
       // The text is valid UTF-8, re-encoded to the same bytes.
       request = new Request(request, { body: read });
-      if (read.includes("subscriptions/listen")) {
-        const who = anonymous ? ANONYMOUS_USER : userOfAuthInfo(authInfo);
-        const listen = who === undefined ? undefined : await checkListen(store, who, read);
-        if (listen instanceof Response) return listen;
-        if (listen && who !== undefined) {
-          const ended = new AbortController();
-          request.signal.addEventListener("abort", () => ended.abort(), { once: true });
-          // The acknowledgement goes out only once every watch has its starting version.
-          await live.follow(who, listen, ended.signal);
-          const res = await mcp.fetch(request, authInfo ? { authInfo } : undefined);
-          return untilClosed(res, ended);
+      // The message is parsed here once, and the entry is handed this very
+      // value: what is checked is exactly what is served.
+      const parsed = parseBody(read);
+      if (parsed !== undefined) {
+        const message = parsed.value;
+        if (Array.isArray(message) && message.some(isListen)) {
+          return rpcError(
+            400,
+            -32600,
+            "Invalid request: subscriptions/listen cannot be sent in a JSON-RPC batch; send it on its own.",
+          );
         }
+        const forward = { ...(authInfo ? { authInfo } : {}), parsedBody: message };
+        if (isListen(message)) {
+          const who = anonymous ? ANONYMOUS_USER : userOfAuthInfo(authInfo);
+          return await listen(request, message, who, forward);
+        }
+        return finish(await mcp.fetch(request, forward));
       }
     }
-    const res = await mcp.fetch(request, authInfo ? { authInfo } : undefined);
+    return finish(await mcp.fetch(request, authInfo ? { authInfo } : undefined));
+  };
+  const finish = async (res: Response): Promise<Response> => {
     if (res.status === 413) {
       await res.body?.cancel();
       return tooLarge();
@@ -243,49 +323,110 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
     },
     close: async () => {
       live.close();
-      await mcp.close();
+      const entries = [mcp, ...[...listeners.values()].map((l) => l.mcp)];
+      listeners.clear();
+      await Promise.all(entries.map((e) => e.close()));
     },
   };
 }
 
+/** A parsed JSON-RPC message, as far as this file reads one. */
+type JsonRpcMessage = { method?: unknown; id?: unknown; params?: unknown };
+
 /**
- * For a `subscriptions/listen` request: the handles it subscribes to, after
- * checking each is the caller's (a refusal names the first one that is not);
- * `undefined` for any other body.
+ * Parses a request body exactly as the SDK's entry would (its `TextDecoder`
+ * drops one leading byte order mark, then `JSON.parse`), or `undefined` when
+ * it is not JSON: the entry then finds no message in it either.
+ */
+function parseBody(text: string): { value: unknown } | undefined {
+  try {
+    return { value: JSON.parse(text.startsWith("\uFEFF") ? text.slice(1) : text) };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether a parsed message is a `subscriptions/listen` message (request or not). */
+function isListen(message: unknown): message is JsonRpcMessage {
+  return isObject(message) && message.method === "subscriptions/listen";
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** The id to echo in an answer to `message`: its own when it is a string or number. */
+function idOf(message: JsonRpcMessage): string | number | null {
+  return typeof message.id === "string" || typeof message.id === "number" ? message.id : null;
+}
+
+/** A JSON-RPC error answer to a request, with HTTP status 200 as the SDK answers in-band refusals. */
+function rpcAnswer(
+  id: string | number | null,
+  code: number,
+  message: string,
+  data?: Record<string, unknown>,
+): Response {
+  return Response.json({
+    jsonrpc: "2.0",
+    id,
+    error: { code, message, ...(data === undefined ? {} : { data }) },
+  });
+}
+
+/** What a non-string JSON value is, in a word, for a message: never the value itself. */
+function kindOf(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "a list";
+  return typeof value === "object" ? "an object" : `a ${typeof value}`;
+}
+
+/**
+ * For a `subscriptions/listen` message: the handles it subscribes to, after
+ * checking each is the caller's, or the refusal (naming the first entry that
+ * is not a URI of one of the caller's handles). Untrusted entries are never
+ * formatted whole: only strings, cut short, appear in a message.
  */
 async function checkListen(
   store: HandleStore,
   user: string,
-  body: string,
-): Promise<string[] | Response | undefined> {
-  let msg: unknown;
-  try {
-    msg = JSON.parse(body);
-  } catch {
-    return undefined;
-  }
-  const m = msg as { method?: unknown; id?: unknown; params?: { notifications?: unknown } };
-  if (typeof msg !== "object" || msg === null || m.method !== "subscriptions/listen") {
-    return undefined;
-  }
-  const uris = (m.params?.notifications as { resourceSubscriptions?: unknown } | undefined)
-    ?.resourceSubscriptions;
-  if (!Array.isArray(uris)) return undefined;
-  const id = typeof m.id === "string" || typeof m.id === "number" ? m.id : null;
-  if (uris.length > MAX_LISTEN_URIS) {
-    return Response.json({
-      jsonrpc: "2.0",
+  message: JsonRpcMessage,
+): Promise<string[] | Response> {
+  const id = idOf(message);
+  const filter = isObject(message.params) ? message.params.notifications : undefined;
+  const uris = isObject(filter) ? filter.resourceSubscriptions : undefined;
+  // No resource subscriptions: nothing of anyone's to check (the entry answers a bad filter).
+  if (uris === undefined) return [];
+  const hint = "Subscribe to mcpstate://state/{handle} URIs of your own handles (resources/list).";
+  if (!Array.isArray(uris)) {
+    return rpcAnswer(
       id,
-      error: {
-        code: -32602,
-        message:
-          `A subscription may name at most ${MAX_LISTEN_URIS} resources; open another for more.`,
-      },
-    });
+      -32602,
+      `Invalid params: notifications.resourceSubscriptions is ${
+        kindOf(uris)
+      }, not a list of URIs. ${hint}`,
+    );
+  }
+  if (uris.length > MAX_LISTEN_URIS) {
+    return rpcAnswer(
+      id,
+      -32602,
+      `A subscription may name at most ${MAX_LISTEN_URIS} resources; open another for more.`,
+    );
   }
   const handles: string[] = [];
-  for (const uri of uris) {
-    const handle = typeof uri === "string" ? handleOfUri(uri) : undefined;
+  for (const [index, uri] of uris.entries()) {
+    if (typeof uri !== "string") {
+      return rpcAnswer(
+        id,
+        -32602,
+        `Invalid params: notifications.resourceSubscriptions[${index}] is ${
+          kindOf(uri)
+        }, not a URI. ${hint}`,
+        { index },
+      );
+    }
+    const handle = handleOfUri(uri);
     let known = handle !== undefined;
     if (handle !== undefined) {
       try {
@@ -295,17 +436,8 @@ async function checkListen(
       }
     }
     if (!known) {
-      return Response.json({
-        jsonrpc: "2.0",
-        id,
-        error: {
-          code: -32002,
-          message: `Resource not found: ${
-            String(uri).slice(0, 300)
-          }. Subscribe to mcpstate://state/{handle} URIs of your own handles (resources/list).`,
-          data: { uri: String(uri).slice(0, 300) },
-        },
-      });
+      const shown = uri.slice(0, 300);
+      return rpcAnswer(id, -32002, `Resource not found: ${shown}. ${hint}`, { uri: shown });
     }
     handles.push(handle!);
   }

@@ -45,7 +45,63 @@ export function handleOfUri(uri: string): string | undefined {
 /** The longest {@link LiveUpdates.follow} waits for the watches' starting versions, in ms. */
 export const READY_BOUND_MS = 10_000;
 
+/** Default of {@link ListenLimits.maxStreams}: open listen streams, all users together. */
+export const DEFAULT_MAX_LISTEN_STREAMS = 1000;
+
+/** Default of {@link ListenLimits.maxStreamsPerUser}: open listen streams of one user. */
+export const DEFAULT_MAX_LISTEN_STREAMS_PER_USER = 16;
+
+/** Default of {@link ListenLimits.maxWatchesPerUser}: handles one user watches at once. */
+export const DEFAULT_MAX_WATCHES_PER_USER = 256;
+
+/**
+ * Bounds on live updates, so that no user can take every subscription slot or
+ * make the server watch without end. Each is named after its `serve` flag.
+ */
+export interface ListenLimits {
+  /** Open `subscriptions/listen` streams, all users together. Default 1,000. */
+  maxStreams?: number;
+  /** Open `subscriptions/listen` streams of one user. Default 16. */
+  maxStreamsPerUser?: number;
+  /** Distinct handles one user watches at once, over all their streams. Default 256. */
+  maxWatchesPerUser?: number;
+}
+
+/** The name of a limit of {@link ListenLimits}: the `serve` flag that sets it, without dashes. */
+export type ListenLimitName =
+  | "max-listen-streams"
+  | "max-listen-streams-per-user"
+  | "max-watches-per-user";
+
+/**
+ * A subscription refused by {@link LiveUpdates.follow} because it would pass
+ * a limit; nothing was followed. The message says which limit and what to do.
+ */
+export class ListenLimitError extends RangeError {
+  /** The JSON-RPC error code of the refusal: -32000, a server error. */
+  readonly code: number = -32000;
+  /** The limit that would be passed. */
+  readonly limit: ListenLimitName;
+  /** Its value. */
+  readonly max: number;
+
+  /**
+   * Creates the refusal.
+   *
+   * @param limit The limit that would be passed.
+   * @param max Its value.
+   * @param message What happened and what to do next.
+   */
+  constructor(limit: ListenLimitName, max: number, message: string) {
+    super(message);
+    this.name = "ListenLimitError";
+    this.limit = limit;
+    this.max = max;
+  }
+}
+
 interface Follower {
+  user: string;
   count: number;
   stop: AbortController;
   /** Settles once the watch has read its first version (or ended). */
@@ -53,26 +109,43 @@ interface Follower {
 }
 
 /**
- * Follows handles for open subscriptions and calls `emit(uri)` each time one
- * changes after it was first read — a new version, or its deletion or
- * expiry (then once, and the follow ends). One watch per `(user, handle)`
- * however many subscriptions share it.
+ * Follows handles for open subscriptions and calls `emit(uri, user)` each
+ * time one changes after it was first read — a new version, or its deletion
+ * or expiry (then once, and the follow ends). One watch per `(user, handle)`
+ * however many subscriptions share it; handles are per user, so two users'
+ * handles of one name are two watches, each emitted for its own user only.
+ * Counts open streams and watched handles against {@link ListenLimits}.
  */
 export class LiveUpdates {
   readonly #store: HandleStore;
-  readonly #emit: (uri: string) => void;
+  readonly #emit: (uri: string, user: string) => void;
   readonly #followers = new Map<string, Follower>();
+  readonly #maxStreams: number;
+  readonly #maxStreamsPerUser: number;
+  readonly #maxWatchesPerUser: number;
+  #streams = 0;
+  readonly #userStreams = new Map<string, number>();
+  readonly #userWatches = new Map<string, number>();
   #closed = false;
 
   /**
    * Creates the follower set of one serving entry.
    *
    * @param store The store to watch.
-   * @param emit Delivers `notifications/resources/updated` for a URI.
+   * @param emit Delivers `notifications/resources/updated` for a URI to the
+   *   subscriptions of `user`, and of no one else.
+   * @param limits Bounds on open streams and watched handles.
    */
-  constructor(store: HandleStore, emit: (uri: string) => void) {
+  constructor(
+    store: HandleStore,
+    emit: (uri: string, user: string) => void,
+    limits: ListenLimits = {},
+  ) {
     this.#store = store;
     this.#emit = emit;
+    this.#maxStreams = limits.maxStreams ?? DEFAULT_MAX_LISTEN_STREAMS;
+    this.#maxStreamsPerUser = limits.maxStreamsPerUser ?? DEFAULT_MAX_LISTEN_STREAMS_PER_USER;
+    this.#maxWatchesPerUser = limits.maxWatchesPerUser ?? DEFAULT_MAX_WATCHES_PER_USER;
   }
 
   /**
@@ -81,22 +154,49 @@ export class LiveUpdates {
    * change is heard (a change before it would be taken for the starting
    * version).
    *
+   * The subscription counts as one open stream of `user` until `signal`
+   * aborts (unless `options.stream` is `false`: a 2025-era
+   * `resources/subscribe` names one handle and holds no stream), and its
+   * handles count as watched by `user` while any subscription follows them.
+   * The check and the count happen at once, before this returns.
+   *
    * @param user The subscriber's user; only that user's handles are watched.
    * @param handles The handles to follow.
    * @param signal Ends this subscription's share of the follow.
+   * @param options `stream: false` for a subscription that is not a stream.
    * @returns Settles when every handle's watch has read its starting version,
    *   or after {@link READY_BOUND_MS} at the latest (a backend that does not
    *   answer must not hold the subscription, or a stdio connection, forever).
+   *   Rejects with {@link ListenLimitError}, having followed nothing, when the
+   *   subscription would pass a limit.
    */
-  follow(user: string, handles: readonly string[], signal: AbortSignal): Promise<void> {
+  follow(
+    user: string,
+    handles: readonly string[],
+    signal: AbortSignal,
+    options: { stream?: boolean } = {},
+  ): Promise<void> {
     if (this.#closed || signal.aborted) return Promise.resolve();
+    const unique = new Set(handles);
+    const stream = options.stream ?? true;
+    const refusal = this.#refusal(user, unique, stream);
+    if (refusal) return Promise.reject(refusal);
+    if (stream) {
+      this.#streams++;
+      this.#userStreams.set(user, (this.#userStreams.get(user) ?? 0) + 1);
+      signal.addEventListener("abort", () => {
+        this.#streams--;
+        adjust(this.#userStreams, user, -1);
+      }, { once: true });
+    }
     const ready: Promise<void>[] = [];
-    for (const handle of new Set(handles)) {
+    for (const handle of unique) {
       const key = JSON.stringify([user, handle]);
       let f = this.#followers.get(key);
       if (!f) {
-        f = { count: 0, stop: new AbortController(), ready: Promise.withResolvers<void>() };
+        f = { user, count: 0, stop: new AbortController(), ready: Promise.withResolvers<void>() };
         this.#followers.set(key, f);
+        adjust(this.#userWatches, user, 1);
         this.#run(user, handle, key, f);
       }
       ready.push(f.ready.promise);
@@ -117,10 +217,45 @@ export class LiveUpdates {
     for (const [key, f] of this.#followers) this.#drop(key, f);
   }
 
+  /** The limit a new subscription would pass, or `undefined`; the user's own limits first. */
+  #refusal(user: string, handles: Set<string>, stream: boolean): ListenLimitError | undefined {
+    const mine = this.#userStreams.get(user) ?? 0;
+    if (stream && mine >= this.#maxStreamsPerUser) {
+      return new ListenLimitError(
+        "max-listen-streams-per-user",
+        this.#maxStreamsPerUser,
+        `You have ${mine} subscriptions/listen streams open, the most one user may have (--max-listen-streams-per-user ${this.#maxStreamsPerUser}). Close one first, or name several resources in one stream.`,
+      );
+    }
+    let added = 0;
+    for (const handle of handles) {
+      if (!this.#followers.has(JSON.stringify([user, handle]))) added++;
+    }
+    const watched = this.#userWatches.get(user) ?? 0;
+    if (added > 0 && watched + added > this.#maxWatchesPerUser) {
+      return new ListenLimitError(
+        "max-watches-per-user",
+        this.#maxWatchesPerUser,
+        `You watch ${watched} handles and this subscription adds ${added}: one user may watch at most ${this.#maxWatchesPerUser} at once (--max-watches-per-user ${this.#maxWatchesPerUser}). Close a subscription you no longer need first.`,
+      );
+    }
+    if (stream && this.#streams >= this.#maxStreams) {
+      return new ListenLimitError(
+        "max-listen-streams",
+        this.#maxStreams,
+        `This server has ${this.#streams} subscriptions/listen streams open, its limit for all users together (--max-listen-streams ${this.#maxStreams}). Try again later.`,
+      );
+    }
+    return undefined;
+  }
+
   #drop(key: string, f: Follower): void {
     f.ready.resolve();
     f.stop.abort();
-    if (this.#followers.get(key) === f) this.#followers.delete(key);
+    if (this.#followers.get(key) === f) {
+      this.#followers.delete(key);
+      adjust(this.#userWatches, f.user, -1);
+    }
   }
 
   async #run(user: string, handle: string, key: string, f: Follower): Promise<void> {
@@ -130,7 +265,7 @@ export class LiveUpdates {
       try {
         for await (const _ of this.#store.watch(handle, { user, signal: f.stop.signal })) {
           attempt = 0;
-          if (seen) this.#emit(uri);
+          if (seen) this.#emit(uri, user);
           seen = true;
           f.ready.resolve();
         }
@@ -138,7 +273,7 @@ export class LiveUpdates {
       } catch (e) {
         if (e instanceof McpStateError && e.code !== "backend_error") {
           // Revoked or expired: tell a subscriber that has seen it, then stop.
-          if (seen) this.#emit(uri);
+          if (seen) this.#emit(uri, user);
           break;
         }
         // The backend is unreachable for now: try again, backing off.
@@ -148,6 +283,13 @@ export class LiveUpdates {
     }
     this.#drop(key, f);
   }
+}
+
+/** Adds `by` to a per-user count, forgetting users whose count is back to 0. */
+function adjust(counts: Map<string, number>, user: string, by: number): void {
+  const n = (counts.get(user) ?? 0) + by;
+  if (n > 0) counts.set(user, n);
+  else counts.delete(user);
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

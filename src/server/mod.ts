@@ -48,7 +48,19 @@ export {
 } from "./tools.ts";
 export { createStateServer, type StateServerOptions } from "./server.ts";
 export { registerStateResources, RESOURCE_LIST_LIMIT } from "./resources.ts";
-export { handleOfUri, LiveUpdates, READY_BOUND_MS, RESOURCE_PREFIX, resourceUri } from "./live.ts";
+export {
+  DEFAULT_MAX_LISTEN_STREAMS,
+  DEFAULT_MAX_LISTEN_STREAMS_PER_USER,
+  DEFAULT_MAX_WATCHES_PER_USER,
+  handleOfUri,
+  ListenLimitError,
+  type ListenLimitName,
+  type ListenLimits,
+  LiveUpdates,
+  READY_BOUND_MS,
+  RESOURCE_PREFIX,
+  resourceUri,
+} from "./live.ts";
 export {
   ANONYMOUS_USER,
   createHttpHandler,
@@ -60,6 +72,7 @@ export {
   createJwtVerifier,
   discoverJwksUrl,
   type JwtVerifierOptions,
+  MAX_SUBJECT_LENGTH,
   protectedResourceMetadata,
   type TokenVerifier,
   userOfAuthInfo,
@@ -147,7 +160,11 @@ function stopSignal(): { stopped: Promise<string>; dispose: () => void } {
 
 async function runStdio(store: HandleStore, config: ServeConfig): Promise<number> {
   const writer = writerLabel(config.writer);
-  const live = new StdioLive(store, config.user);
+  const live = new StdioLive(store, config.user, {
+    maxStreams: config.maxListenStreams,
+    maxStreamsPerUser: config.maxListenStreamsPerUser,
+    maxWatchesPerUser: config.maxWatchesPerUser,
+  });
   const transport = live.wrap(new StdioServerTransport());
   const handle = sdkServeStdio(
     ({ era }) =>
@@ -161,6 +178,8 @@ async function runStdio(store: HandleStore, config: ServeConfig): Promise<number
       ),
     {
       transport,
+      // The connection's one user: StdioLive refuses past its limits first, naming them.
+      maxSubscriptions: Math.min(config.maxListenStreams, config.maxListenStreamsPerUser),
       onerror: (e) => console.error(`mcpstate: ${redact(e.message)}`),
     },
   );
@@ -215,6 +234,9 @@ async function runHttp(store: HandleStore, config: ServeConfig): Promise<number>
     bodyTimeoutMs: config.bodyTimeoutMs,
     writer: writerLabel(config.writer),
     leaseSeconds: config.leaseSeconds,
+    maxListenStreams: config.maxListenStreams,
+    maxListenStreamsPerUser: config.maxListenStreamsPerUser,
+    maxWatchesPerUser: config.maxWatchesPerUser,
   });
   const abort = new AbortController();
   const signals = stopSignal();

@@ -8,14 +8,15 @@
  * @module
  */
 
-import type {
-  JSONRPCMessage,
-  McpServer,
-  Transport,
-  TransportSendOptions,
+import {
+  type JSONRPCMessage,
+  type McpServer,
+  ProtocolError,
+  type Transport,
+  type TransportSendOptions,
 } from "@modelcontextprotocol/server";
 import type { HandleStore } from "../store.ts";
-import { handleOfUri, LiveUpdates } from "./live.ts";
+import { handleOfUri, ListenLimitError, type ListenLimits, LiveUpdates } from "./live.ts";
 
 /** The live-update side of one stdio connection. */
 export class StdioLive {
@@ -29,14 +30,15 @@ export class StdioLive {
    *
    * @param store The store the connection serves.
    * @param user The one user of the connection.
+   * @param limits Bounds on its open `subscriptions/listen` streams and watched handles.
    */
-  constructor(store: HandleStore, user: string) {
+  constructor(store: HandleStore, user: string, limits: ListenLimits = {}) {
     this.#user = user;
     this.#live = new LiveUpdates(store, (uri) => {
       for (const s of this.#servers) {
         if (s.isConnected()) s.server.sendResourceUpdated({ uri }).catch(() => {});
       }
-    });
+    }, limits);
   }
 
   /**
@@ -47,12 +49,17 @@ export class StdioLive {
    * @returns A transport to hand to `serveStdio`.
    */
   wrap(inner: Transport): Transport {
-    const tap = (message: JSONRPCMessage) => this.#tap(message);
+    const tap = (message: JSONRPCMessage) => this.#tap(message, inner);
     const end = () => this.#endAll();
     const outer: Transport = {
       start: () => inner.start(),
-      send: (message: JSONRPCMessage, options?: TransportSendOptions) =>
-        inner.send(message, options),
+      send: (message: JSONRPCMessage, options?: TransportSendOptions) => {
+        // A listen request is answered only when its subscription ends
+        // (refused, or closed by the server): its slot is free again.
+        const m = message as { id?: unknown; result?: unknown; error?: unknown };
+        if (m.id !== undefined && ("result" in m || "error" in m)) this.#end(JSON.stringify(m.id));
+        return inner.send(message, options);
+      },
       close: () => {
         end();
         return inner.close();
@@ -70,8 +77,9 @@ export class StdioLive {
         return;
       }
       queued++;
-      queue = queue.then(() => wait).then(() => {
+      queue = queue.then(() => wait).then((pass) => {
         queued--;
+        if (pass === false) return;
         try {
           outer.onmessage?.(message, extra);
         } catch (e) {
@@ -100,7 +108,12 @@ export class StdioLive {
     this.#servers.add(server);
     if (era === "legacy") {
       server.server.setRequestHandler("resources/subscribe", async (req) => {
-        await this.#follow(`legacy:${req.params.uri}`, [req.params.uri]);
+        try {
+          await this.#follow(`legacy:${req.params.uri}`, [req.params.uri], false);
+        } catch (e) {
+          if (!(e instanceof ListenLimitError)) throw e;
+          throw new ProtocolError(e.code, e.message, { limit: e.limit, max: e.max });
+        }
         return {};
       });
       server.server.setRequestHandler("resources/unsubscribe", (req) => {
@@ -117,25 +130,41 @@ export class StdioLive {
     this.#live.close();
   }
 
-  /** Sees one inbound message; for a listen request, what to wait for before passing it on. */
-  #tap(message: JSONRPCMessage): Promise<void> | undefined {
+  /**
+   * Sees one inbound message; for a listen request, what to wait for before
+   * passing it on: `false` when it was refused over a limit (answered here,
+   * through `inner`, and not passed on).
+   */
+  #tap(message: JSONRPCMessage, inner: Transport): Promise<boolean> | undefined {
     const m = message as { method?: string; id?: unknown; params?: Record<string, unknown> };
     if (m.method === "subscriptions/listen" && m.id !== undefined) {
-      const uris = (m.params?.notifications as { resourceSubscriptions?: unknown } | undefined)
-        ?.resourceSubscriptions;
-      if (Array.isArray(uris)) return this.#follow(JSON.stringify(m.id), uris.map(String));
+      const filter = m.params?.notifications as { resourceSubscriptions?: unknown } | undefined;
+      const uris = Array.isArray(filter?.resourceSubscriptions)
+        ? filter.resourceSubscriptions.filter((u): u is string => typeof u === "string")
+        : [];
+      const id = m.id as string | number;
+      return this.#follow(JSON.stringify(id), uris).then(() => true, async (e) => {
+        if (!(e instanceof ListenLimitError)) return true;
+        this.#end(JSON.stringify(id));
+        await inner.send({
+          jsonrpc: "2.0",
+          id,
+          error: { code: e.code, message: e.message, data: { limit: e.limit, max: e.max } },
+        }).catch(() => {});
+        return false;
+      });
     } else if (m.method === "notifications/cancelled") {
       this.#end(JSON.stringify(m.params?.requestId));
     }
     return undefined;
   }
 
-  #follow(key: string, uris: string[]): Promise<void> {
+  #follow(key: string, uris: string[], stream = true): Promise<void> {
     const handles = uris.map(handleOfUri).filter((h) => h !== undefined);
     const stop = new AbortController();
     this.#end(key);
     this.#subs.set(key, stop);
-    return this.#live.follow(this.#user, handles, stop.signal);
+    return this.#live.follow(this.#user, handles, stop.signal, { stream });
   }
 
   #end(key: string): void {
