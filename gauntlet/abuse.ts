@@ -17,6 +17,7 @@ import { exportJWK, generateKeyPair, type JWTPayload, SignJWT } from "jose";
 import {
   cleanEnv,
   newClient,
+  payloadOf as resultPayload,
   SERVE,
   startIssuer,
   type TestIssuer,
@@ -122,15 +123,6 @@ function capturing(into: Captured[]) {
   };
 }
 
-async function tool(
-  client: Client,
-  name: string,
-  args: Record<string, unknown>,
-): Promise<Record<string, unknown>> {
-  const res = await client.callTool({ name, arguments: args });
-  return res.structuredContent as Record<string, unknown>;
-}
-
 /**
  * Runs the HTTP abuse checks against a fresh server.
  *
@@ -188,16 +180,16 @@ export async function runAbuse(options: AbuseOptions): Promise<AbuseReport> {
       }),
     );
     clients.push(owner);
-    const made = await tool(owner, "state_save", { kind: "note", state: { n: 0 } });
+    const made = await payloadOf(owner, "state_save", { kind: "note", state: { n: 0 } });
     const known = String(made.handle);
     const before = captured.length;
-    await tool(owner, "state_load", { handle: known });
+    await payloadOf(owner, "state_load", { handle: known });
     const loadReq = captured[before]!;
     captured.length = 0;
-    await tool(owner, "state_save", { kind: "note", state: { minted: "by abuse" } });
+    await payloadOf(owner, "state_save", { kind: "note", state: { minted: "by abuse" } });
     const mintReq = captured[0]!;
     const ownerCount = async () =>
-      ((await tool(owner, "state_list", { limit: 500 })).handles as unknown[]).length;
+      ((await payloadOf(owner, "state_list", { limit: 500 })).handles as unknown[]).length;
     let expectedCount = await ownerCount();
 
     const hdrs = (extra: Record<string, string | Uint8Array> = {}) => ({
@@ -545,7 +537,7 @@ export async function runAbuse(options: AbuseOptions): Promise<AbuseReport> {
       for (let i = 0; i < work; i++) {
         const t0 = performance.now();
         try {
-          const r = await tool(owner, "state_load", { handle: known });
+          const r = await payloadOf(owner, "state_load", { handle: known });
           if (r.ok === true) served++;
         } catch {
           // counted as not served
@@ -1004,7 +996,7 @@ export async function runAbuse(options: AbuseOptions): Promise<AbuseReport> {
           }),
         );
         clients.push(c);
-        const list = await tool(c, "state_list", {});
+        const list = await payloadOf(c, "state_list", {});
         if ((list.handles as unknown[]).length === 0) empty++;
         else {failures.push(
             `${part}: ${sub} owns ${
@@ -1067,7 +1059,7 @@ export async function runAbuse(options: AbuseOptions): Promise<AbuseReport> {
       await deepNestingAbuse(tenants);
     }
 
-    const r = await tool(owner, "state_load", { handle: known });
+    const r = await payloadOf(owner, "state_load", { handle: known });
     if (r.ok !== true) {
       failures.push(`the owner can't read its handle afterwards: ${JSON.stringify(r)}`);
     }
@@ -1127,11 +1119,7 @@ async function payloadOf(
   args: Record<string, unknown>,
 ): Promise<Record<string, unknown>> {
   const res = await client.callTool({ name, arguments: args });
-  if (res.structuredContent) return res.structuredContent as Record<string, unknown>;
-  const text = (res.content as { type: string; text?: string }[] | undefined)?.find((c) =>
-    c.type === "text"
-  )?.text;
-  return text === undefined ? {} : JSON.parse(text);
+  return resultPayload(res) ?? {};
 }
 
 /**
@@ -1176,7 +1164,7 @@ async function hugePatches(ctx: HugePatchContext): Promise<void> {
   const loads = (async () => {
     while (running) {
       const t0 = performance.now();
-      const r = await tool(ctx.owner, "state_load", { handle: ctx.known }).catch(() => null);
+      const r = await payloadOf(ctx.owner, "state_load", { handle: ctx.known }).catch(() => null);
       waits.push(performance.now() - t0);
       if (r?.ok !== true) loadFailures++;
       await sleep(5);
@@ -1443,7 +1431,10 @@ async function listenOwnershipAbuse(ctx: TenantAbuse): Promise<void> {
         ),
       ) as [Posted, Posted];
       const heard = Promise.all([a.updated(twin, 5000), b.updated(twin, 1000)]);
-      await tool(writer, "state_patch", { handle, ops: [{ op: "increment", path: "", key: "n" }] });
+      await payloadOf(writer, "state_patch", {
+        handle,
+        ops: [{ op: "increment", path: "", key: "n" }],
+      });
       const [ha, hb] = await heard;
       a.close();
       b.close();
@@ -1462,7 +1453,9 @@ async function listenFloodAbuse(ctx: TenantAbuse): Promise<void> {
   const part = "many listen streams";
   const cap = DEFAULT_MAX_LISTEN_STREAMS_PER_USER;
   const flooder = await ctx.connect("mallory-flood");
-  const handle = String((await tool(flooder, "state_save", { kind: "flood", state: {} })).handle);
+  const handle = String(
+    (await payloadOf(flooder, "state_save", { kind: "flood", state: {} })).handle,
+  );
   const token = await ctx.issuer.token({ sub: "mallory-flood", aud: ctx.aud });
   const body = listenBody([`mcpstate://state/${handle}`]);
   const flood = async (n: number) => {
@@ -1508,7 +1501,7 @@ async function listenFloodAbuse(ctx: TenantAbuse): Promise<void> {
           return [`refused: ${String(own.error?.message).slice(0, 80)}`, false];
         }
         const heard = own.updated(uri, 5000);
-        await tool(ctx.owner, "state_patch", {
+        await payloadOf(ctx.owner, "state_patch", {
           handle: ctx.known,
           ops: [{ op: "set_key", path: "", key: "flood", value: i }],
         });
