@@ -1112,7 +1112,7 @@ const HUGE_PATCH_BOUND_MS = 2000;
 const HUGE_NOTES = 6000;
 const HUGE_TAGS = 20_000;
 
-/** A tool result's payload: the structured content, else the JSON text of its content. */
+/** Calls a tool and returns what the model reads: the JSON of its text block (`{}` when none). */
 async function payloadOf(
   client: Client,
   name: string,
