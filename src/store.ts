@@ -426,6 +426,23 @@ export class HandleStore implements AsyncDisposable {
    * @param state A JSON object.
    * @param options The user, TTL, writer, idempotency key.
    * @returns The new handle.
+   * @throws {InvalidArgument} for a malformed kind, user, TTL, writer or
+   * idempotency key, a state that is not plain JSON, or an idempotency key
+   * already used for a different call; nothing is written.
+   * @throws {StateTooLarge} when the state's compact JSON is over `maxStateBytes`.
+   * @throws {BackendError} when the engine fails or the store is closed.
+   *
+   * @example Mint a handle, once even when the call is retried
+   * ```ts
+   * import { HandleStore } from "@mcpstate/core";
+   *
+   * await using store = await HandleStore.fromUrl("memory://");
+   * const options = { user: "alice", ttlDays: 7, idempotencyKey: "task-42" };
+   * const handle = await store.mint("research", { sources: [] }, options);
+   * handle.startsWith("research_"); // true: the kind, then 8 random characters
+   * const again = await store.mint("research", { sources: [] }, options);
+   * again === handle; // true: the retry returned the first result
+   * ```
    */
   async mint(kind: string, state: JsonObject, options: MintOptions): Promise<string> {
     const user = checkUser(options);
@@ -480,6 +497,23 @@ export class HandleStore implements AsyncDisposable {
    * @param handle The handle.
    * @param options The user.
    * @returns The snapshot.
+   * @throws {HandleNotFound} when the user has no such handle (another user's
+   * handle reads the same).
+   * @throws {HandleExpired} when its TTL passed and it is still in the grace period.
+   * @throws {InvalidArgument} for a malformed handle or user.
+   * @throws {BackendError} when the engine fails or the store is closed.
+   *
+   * @example Read a handle, and only as its owner
+   * ```ts
+   * import { HandleNotFound, HandleStore } from "@mcpstate/core";
+   *
+   * await using store = await HandleStore.fromUrl("memory://");
+   * const handle = await store.mint("note", { text: "hi" }, { user: "alice" });
+   * const snap = await store.get(handle, { user: "alice" });
+   * snap.version; // 1
+   * snap.state.text; // "hi"
+   * await store.get(handle, { user: "bob" }).catch((e) => e instanceof HandleNotFound); // true
+   * ```
    */
   async get<S = JsonObject>(handle: string, options: UserOption): Promise<Snapshot<S>> {
     const user = checkUser(options);
@@ -503,7 +537,34 @@ export class HandleStore implements AsyncDisposable {
    * @param state The new state.
    * @param options The user, the version read, writer, TTL, idempotency key.
    * @returns The new snapshot.
-   * @throws {StaleWrite} when someone wrote since `expectVersion`.
+   * @throws {StaleWrite} when someone wrote since `expectVersion`; its details
+   * carry the current snapshot (and, with history, the changes since), and
+   * nothing is written.
+   * @throws {HandleNotFound} when the user has no such handle.
+   * @throws {HandleExpired} when its TTL passed: a save does not revive it.
+   * @throws {InvalidArgument} for a malformed handle, user, `expectVersion`,
+   * TTL, writer or idempotency key, or a state that is not plain JSON.
+   * @throws {StateTooLarge} when the state's compact JSON is over `maxStateBytes`.
+   * @throws {BackendError} when the engine fails or the store is closed.
+   *
+   * @example Save on the version you read; on a conflict, re-read and apply again
+   * ```ts
+   * import { HandleStore, StaleWrite } from "@mcpstate/core";
+   *
+   * await using store = await HandleStore.fromUrl("memory://");
+   * const user = "alice";
+   * const handle = await store.mint("todo", { items: [] }, { user });
+   * const read = await store.get(handle, { user });
+   * await store.save(handle, { items: ["milk"] }, { user, expectVersion: read.version });
+   * try {
+   *   await store.save(handle, { items: ["eggs"] }, { user, expectVersion: read.version });
+   * } catch (e) {
+   *   if (!(e instanceof StaleWrite)) throw e;
+   *   const now = await store.get<{ items: string[] }>(handle, { user });
+   *   const items = [...now.state.items, "eggs"];
+   *   await store.save(handle, { items }, { user, expectVersion: now.version }); // version 3
+   * }
+   * ```
    */
   async save<S extends JsonObject = JsonObject>(
     handle: string,
@@ -585,6 +646,29 @@ export class HandleStore implements AsyncDisposable {
    * @param ops Ops from the factories or their wire form.
    * @param options The user, writer, idempotency key.
    * @returns The snapshot after the patch.
+   * @throws {PatchError} for a malformed op, one that cannot apply, or more
+   * than `maxPatchOps` ops (`reason` says which); no op of it is applied.
+   * @throws {HandleNotFound} when the user has no such handle.
+   * @throws {HandleExpired} when its TTL passed.
+   * @throws {InvalidArgument} for a malformed handle, user, writer or
+   * idempotency key, or an op value that is not plain JSON.
+   * @throws {StateTooLarge} when the patched state would be over `maxStateBytes`.
+   * @throws {BackendError} when the engine fails or the store is closed.
+   *
+   * @example Patch without reading first: concurrent patches all land
+   * ```ts
+   * import { Append, HandleStore, Increment } from "@mcpstate/core";
+   *
+   * await using store = await HandleStore.fromUrl("memory://");
+   * const user = "alice";
+   * const handle = await store.mint("log", { lines: [], count: 0 }, { user });
+   * await Promise.all(["a", "b", "c"].map((line) =>
+   *   store.patch(handle, [Append("lines", line), Increment("", "count")], { user })
+   * ));
+   * const snap = await store.get(handle, { user });
+   * snap.state.count; // 3
+   * snap.version; // 4
+   * ```
    */
   async patch<S = JsonObject>(
     handle: string,
