@@ -8,6 +8,11 @@
  * surfaced to the model instead of silently clobbered — over SQLite, Redis,
  * Deno KV, PostgreSQL or memory.
  *
+ * Beside this entry: `@mcpstate/core/server` puts the same store behind MCP
+ * tools and resources (stdio or Streamable HTTP), each backend is a subpath
+ * taking a client you opened (`/sqlite`, `/redis`, `/denokv`, `/postgres`,
+ * `/memory`), and `@mcpstate/core/cli` is the `mcpstate` command.
+ *
  * @example Quickstart
  * ```ts
  * import { Append, HandleStore, StaleWrite } from "@mcpstate/core";
