@@ -33,23 +33,7 @@ import {
 } from "../mod.ts";
 import { MemoryBackend } from "../src/backends/memory.ts";
 import { rejectsWith } from "./contract.ts";
-
-// ---------------------------------------------------------------- run settings
-
-function envValue(name: string): string | undefined {
-  const granted = Deno.permissions.querySync({ name: "env", variable: name }).state === "granted";
-  return granted ? Deno.env.get(name) : undefined;
-}
-
-const SEED_OVERRIDE = Number(envValue("MCPSTATE_FC_SEED") ?? NaN);
-const SCALE = Number(envValue("MCPSTATE_FC_SCALE") ?? 1) || 1;
-
-function runs(seed: number, numRuns: number): { seed: number; numRuns: number } {
-  return {
-    seed: Number.isInteger(SEED_OVERRIDE) ? SEED_OVERRIDE : seed,
-    numRuns: Math.max(1, Math.round(numRuns * SCALE)),
-  };
-}
+import { runs } from "./_fc.ts";
 
 // ---------------------------------------------------------------- checking an outline
 
