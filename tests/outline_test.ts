@@ -584,6 +584,22 @@ Deno.test("readPaths() shares the budget: small values whole, the large ones out
   for (const node of Object.values(all.outline ?? {})) assert.ok(size(node) <= 256);
 });
 
+Deno.test("readPaths(): a pointer too long for the share leaves only the top node's path out", () => {
+  const key = "k/".repeat(200);
+  const state = {
+    [key]: { list: Array.from({ length: 100 }, (_, i) => i), note: "x".repeat(3000) },
+  };
+  const pointer = `/${key.replaceAll("/", "~1")}`;
+  const r = readPaths(state, [pointer], 256);
+  const node = r.outline?.[pointer];
+  assert.ok(node !== undefined && size(node) <= 256);
+  assert.deepEqual(node, { type: "object", bytes: size(state[key]), keys: 2 });
+  checkOutline(state, node, pointer, { topMayLackPath: true });
+  // With room for it, the path is there.
+  const roomy = readPaths(state, [pointer], 1024).outline?.[pointer] as { path: string };
+  assert.equal(roomy.path, pointer);
+});
+
 Deno.test("readPaths() refuses bad arguments with invalid_argument", () => {
   const state = { a: 1 };
   const bad: [unknown, unknown][] = [
