@@ -57,16 +57,38 @@ export {
   type ListPageOptions,
   type MintOptions,
   type PatchOptions,
+  type PathsReadResult,
+  type ReadOptions,
+  type ReadResult,
   type ReleaseOptions,
   type RevokeOptions,
   type SaveOptions,
   type Snapshot,
+  type StateRead,
   toPayload,
+  toReadPayload,
   type TouchOptions,
   type UserOption,
   type WatchOptions,
 } from "./src/store.ts";
 export * from "./src/ops.ts";
+export {
+  type Budgeted,
+  jsonSize,
+  type ListNode,
+  MAX_READ_PATHS,
+  MIN_READ_BYTES,
+  type ObjectNode,
+  outline,
+  type OutlineNode,
+  type OutlineOptions,
+  type PathsRead,
+  PREVIEW_CHARS,
+  readPaths,
+  type ShownNode,
+  type StringNode,
+  toPointer,
+} from "./src/outline.ts";
 export * from "./src/errors.ts";
 export type { JsonObject } from "./src/json.ts";
 export type {

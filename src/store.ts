@@ -37,6 +37,14 @@ import {
   utf8Length,
 } from "./json.ts";
 import { applyOps, opsFromJson, type PatchOp } from "./ops.ts";
+import {
+  checkReadArgs,
+  jsonSize,
+  outline,
+  type OutlineNode,
+  type PathsRead,
+  readPaths,
+} from "./outline.ts";
 
 const DAY_MS = 86_400_000;
 const ALPHABET = "abcdefghijklmnopqrstuvwxyz234567";
@@ -290,6 +298,59 @@ export interface HandlePage {
 }
 
 /**
+ * Options of {@link HandleStore.read}.
+ */
+export interface ReadOptions extends UserOption {
+  /**
+   * The budget: the most bytes of compact JSON (UTF-8) the state, or the
+   * values of `paths`, may take; a whole number, at least 256. Absent: no limit.
+   */
+  maxBytes?: number;
+  /**
+   * Up to 32 paths, dotted (`"profile.tags"`) or JSON Pointers
+   * (`"/sources/0"`), to read instead of the whole state.
+   */
+  paths?: readonly string[];
+}
+
+/**
+ * Answer of {@link HandleStore.read} without `paths`: the handle's metadata
+ * and either the whole `state` (`truncated: false`) or, when it is over
+ * `maxBytes`, an `outline` of it (`truncated: true`). `sizeBytes` is the
+ * size of the whole state either way.
+ */
+export type StateRead<S = JsonObject> =
+  & HandleInfo
+  & (
+    | {
+      /** The whole state. */
+      state: S;
+      /** Nothing was left out. */
+      truncated: false;
+      /** The UTF-8 size of the state's compact JSON. */
+      sizeBytes: number;
+    }
+    | {
+      /** An outline of the state, within the budget. */
+      outline: OutlineNode;
+      /** Something was left out: read the paths the outline names. */
+      truncated: true;
+      /** The UTF-8 size of the whole state's compact JSON. */
+      sizeBytes: number;
+    }
+  );
+
+/**
+ * Answer of {@link HandleStore.read} with `paths`: the handle's metadata and
+ * the `values` of the paths, the `outline` of each value over its share of
+ * the budget and the `missing` paths, as {@link readPaths} gives them.
+ */
+export type PathsReadResult = HandleInfo & PathsRead;
+
+/** Answer of {@link HandleStore.read}. */
+export type ReadResult<S = JsonObject> = StateRead<S> | PathsReadResult;
+
+/**
  * Durable, user-keyed, versioned state behind opaque handles.
  *
  * @example Mint, read, save with a version check, patch
@@ -528,6 +589,71 @@ export class HandleStore implements AsyncDisposable {
       return [record, lease ? new Map([[handle, lease]]) : undefined] as const;
     });
     return withLease(snapshotOf<S>(this.#live(r, handle, now)), leases);
+  }
+
+  /**
+   * Reads a handle within a budget, for a caller (a model) that pays for
+   * every byte it reads. Within `maxBytes` (or with none) the answer holds the
+   * whole `state`; over it, an `outline` (keys, list lengths, sizes, short
+   * previews, and the JSON Pointer of every part left out) with
+   * `truncated: true`. With `paths`, only those parts are read: `values` maps
+   * each path to its value, sharing the budget as {@link readPaths} does.
+   *
+   * @param handle The handle.
+   * @param options The user, the budget, the paths.
+   * @returns The metadata with the values of the paths (and their outlines).
+   * @throws {InvalidArgument} When `maxBytes` is not a whole number of at least
+   * 256, or `paths` is not a list of at most 32 well-formed paths.
+   *
+   * @example Read a large state, then one part of it
+   * ```ts
+   * import { HandleStore } from "@mcpstate/core";
+   * await using store = await HandleStore.fromUrl("memory://");
+   * const log = Array.from({ length: 5000 }, (_, i) => ({ run: i, ok: i % 7 !== 0 }));
+   * const h = await store.mint("ci", { title: "Nightly", log }, { user: "u" });
+   * const r = await store.read(h, { user: "u", maxBytes: 4096 });
+   * if (r.truncated) r.outline; // { type: "object", path: "", bytes: 114632, keys: 2, entries: … }
+   * const part = await store.read(h, { user: "u", maxBytes: 4096, paths: ["/log/4999", "title"] });
+   * part.values; // { "/log/4999": { run: 4999, ok: true }, title: "Nightly" }
+   * ```
+   */
+  read(
+    handle: string,
+    options: ReadOptions & { paths: readonly string[] },
+  ): Promise<PathsReadResult>;
+  /**
+   * Reads a handle's whole state, or its outline when it is over `maxBytes`.
+   *
+   * @param handle The handle.
+   * @param options The user and the budget.
+   * @returns The metadata with the state or its outline.
+   */
+  read<S = JsonObject>(
+    handle: string,
+    options: ReadOptions & { paths?: undefined },
+  ): Promise<StateRead<S>>;
+  /**
+   * Reads a handle within a budget (see the first signature).
+   *
+   * @param handle The handle.
+   * @param options The user, the budget, the paths.
+   * @returns The metadata with the state, its outline, or the values of the paths.
+   */
+  read<S = JsonObject>(handle: string, options: ReadOptions): Promise<ReadResult<S>>;
+  async read<S = JsonObject>(handle: string, options: ReadOptions): Promise<ReadResult<S>> {
+    const user = checkUser(options);
+    checkHandle(handle);
+    const { maxBytes, paths } = options;
+    checkReadArgs(maxBytes, paths);
+    const { state, ...info } = await this.get<S>(handle, { user });
+    if (paths !== undefined) return { ...info, ...readPaths(state, paths, maxBytes) };
+    if (maxBytes === undefined) {
+      return { ...info, state, truncated: false, sizeBytes: jsonSize(state) };
+    }
+    const b = outline(state, maxBytes);
+    return b.truncated
+      ? { ...info, outline: b.outline, truncated: true, sizeBytes: b.sizeBytes }
+      : { ...info, state, truncated: false, sizeBytes: b.sizeBytes };
   }
 
   /**
@@ -1243,6 +1369,38 @@ export function toPayload(s: HandleInfo | Snapshot<unknown>): Record<string, unk
   };
   if (s.activeLease) out.active_lease = leasePayload(s.activeLease);
   if ("state" in s) out.state = s.state;
+  return out;
+}
+
+/**
+ * Renders an answer of {@link HandleStore.read} in the wire form: that of
+ * {@link toPayload}, with `state`, `outline` or `values` (and `missing`), then
+ * `truncated` and `size_bytes`. The keys of `values` and of a paths read's
+ * `outline` are the paths as the caller passed them.
+ *
+ * @param r An answer of `read`.
+ * @returns `{ handle, …, state | outline | values, truncated, size_bytes }`.
+ *
+ * @example
+ * ```ts
+ * import { HandleStore, toReadPayload } from "@mcpstate/core";
+ * await using store = await HandleStore.fromUrl("memory://");
+ * const h = await store.mint("note", { text: "x".repeat(1000) }, { user: "u" });
+ * const wire = toReadPayload(await store.read(h, { user: "u", maxBytes: 256 }));
+ * [wire.truncated, wire.size_bytes]; // [true, 1011]
+ * ```
+ */
+export function toReadPayload(r: ReadResult<unknown>): Record<string, unknown> {
+  const out = toPayload(r as HandleInfo | Snapshot<unknown>);
+  if ("values" in r) {
+    out.values = r.values;
+    if (r.outline !== undefined) out.outline = r.outline;
+    if (r.missing !== undefined) out.missing = r.missing;
+  } else if ("outline" in r) {
+    out.outline = r.outline;
+  }
+  out.truncated = r.truncated;
+  out.size_bytes = r.sizeBytes;
   return out;
 }
 
