@@ -284,13 +284,16 @@ export interface Backend {
    * otherwise it writes nothing (`"kept"`). It never mints or re-versions,
    * ignores `ctx.idempotency`, and, where the engine expires records natively,
    * expires it at `expiresAt + ctx.graceMs`. A replaced record's changelog is
-   * dropped (its history is unknown). Re-running a restore is
+   * dropped (its history is unknown). Re-running an import is
    * therefore harmless: nothing is duplicated and newer data is never
    * overwritten with older.
    *
-   * @since 0.3.0
+   * Not to be confused with `HandleStore.restore`, which brings a revoked
+   * handle back from the trash (see {@link Backend.untrash}).
+   *
+   * @since 0.5.0 (named `restore` in 0.3 and 0.4)
    */
-  restore?(
+  importRecord?(
     user: string,
     record: HandleRecord,
     ctx: WriteContext,
@@ -339,8 +342,8 @@ export interface Backend {
   ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }>;
   /**
    * Optional (change feed): calls `listener` soon after any write to
-   * `(user, handle)` commits — insert, save, update, remove, untrash, restore,
-   * sweep — whether it went through this backend object, another connection,
+   * `(user, handle)` commits — insert, save, update, remove, untrash,
+   * importRecord, sweep — whether it went through this backend object, another connection,
    * another process or another instance sharing the engine, until the
    * returned function is called. Calls may be spurious or coalesced, never
    * carry data (the store re-reads), and must not throw. Without it the

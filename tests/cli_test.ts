@@ -550,8 +550,8 @@ Deno.test("cli: import never overwrites newer data and skips long-expired record
   try {
     const target = await openBackend(url);
     try {
-      await target.restore!("u1", sampleRecord("doc_aaaaaaaa", 5), restoreContext());
-      await target.restore!("u1", sampleRecord("doc_bbbbbbbb", 1), restoreContext());
+      await target.importRecord!("u1", sampleRecord("doc_aaaaaaaa", 5), restoreContext());
+      await target.importRecord!("u1", sampleRecord("doc_bbbbbbbb", 1), restoreContext());
     } finally {
       await target.close();
     }
@@ -702,7 +702,7 @@ Deno.test("cli: migrate killed halfway (SIGKILL) and run again ends identical to
           state: `{"i":${i}}`,
           expiresAt: i % 3 === 0 ? null : Date.now() + DAY + i,
         });
-        await seed.restore!(users[i % users.length]!, rec, ctx);
+        await seed.importRecord!(users[i % users.length]!, rec, ctx);
       }
     } finally {
       await seed.close();

@@ -286,7 +286,7 @@ Deno.test("users and handles that cannot be key parts as they are stay apart", a
   }
 });
 
-Deno.test("restore() inserts, replaces an older version, and keeps a newer one", async () => {
+Deno.test("importRecord() inserts, replaces an older version, and keeps a newer one", async () => {
   const kv = await Deno.openKv(":memory:");
   const backend = new DenoKvBackend(kv);
   try {
@@ -303,11 +303,11 @@ Deno.test("restore() inserts, replaces an older version, and keeps a newer one",
       lastWriter: "import",
     });
     assert.equal(
-      await backend.restore(user, rec(3, JSON.stringify(stateOfBytes(90_000))), ctx),
+      await backend.importRecord(user, rec(3, JSON.stringify(stateOfBytes(90_000))), ctx),
       "inserted",
     );
-    assert.equal(await backend.restore(user, rec(2, '{"old":1}'), ctx), "kept");
-    assert.equal(await backend.restore(user, rec(5, '{"new":1}'), ctx), "replaced");
+    assert.equal(await backend.importRecord(user, rec(2, '{"old":1}'), ctx), "kept");
+    assert.equal(await backend.importRecord(user, rec(5, '{"new":1}'), ctx), "replaced");
     assert.deepEqual(await backend.read(user, "note_abcdefgh"), rec(5, '{"new":1}'));
     assert.equal((await backend.list(user, { limit: 10 }))[0]!.version, 5);
     assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user, "c"]), []);
@@ -542,7 +542,7 @@ Deno.test("trash: the largest inline head with the longest metadata fits; an imp
     await store.revoke(h, { user });
     assert.deepEqual(await store.restore(h, { user }), before);
 
-    // restore() (import) writes a live record beside a trashed copy, as the
+    // importRecord() writes a live record beside a trashed copy, as the
     // memory backend does; the next revoke drops the older trashed copy.
     const x = await store.mint("note", stateOfBytes(200_000), { user: "imp" });
     await store.patch(x, [SetKey("", "n", 1)], { user: "imp" });
@@ -558,7 +558,7 @@ Deno.test("trash: the largest inline head with the longest metadata fits; an imp
       expiresAt: null,
       lastWriter: "import",
     };
-    assert.equal(await backend.restore!("imp", imported, ctx), "inserted");
+    assert.equal(await backend.importRecord!("imp", imported, ctx), "inserted");
     assert.equal(await backend.untrash("imp", x, ctx), null);
     await store.revoke(x, { user: "imp" });
     assert.deepEqual(await keysOf(kv, ["mcpstate", "u", "imp", "c"]), []);

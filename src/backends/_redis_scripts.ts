@@ -393,12 +393,12 @@ return out
 `;
 
 /**
- * restore: writes a record exactly as given when absent or older; a replaced
+ * importRecord: writes a record exactly as given when absent or older; a replaced
  * record's changelog is dropped (the hash is rewritten).
  * KEYS: record, index, expiry. ARGV: s, then tab-joined x, e, version, ttl, m.
  * Replies 'inserted', 'replaced' or 'kept'.
  */
-export const RESTORE: string = PRELUDE + `
+export const IMPORT: string = PRELUDE + `
 local a = split(ARGV[2], 5)
 local cur = getrec(KEYS[1])
 if cur and tonumber(cur.v) >= tonumber(a[3]) then return 'kept' end

@@ -1426,7 +1426,7 @@ export class DenoKvBackend implements Backend {
           op.check(trash);
           const prev = trash.value;
           if (prev) {
-            // An older trashed copy (a restore() imported the handle meanwhile) gives way.
+            // An older trashed copy (an importRecord() wrote the handle meanwhile) gives way.
             op.delete(this.#trashExpiryKey(prev.t, u, h));
             after = this.#dropBody(op, u, h, prev.h);
           }
@@ -1733,11 +1733,11 @@ export class DenoKvBackend implements Backend {
    * otherwise writes nothing.
    *
    * @param user The user.
-   * @param record The record to restore.
+   * @param record The record to import.
    * @param ctx The write context (idempotency is ignored).
    * @returns What happened.
    */
-  async restore(
+  async importRecord(
     user: string,
     record: HandleRecord,
     ctx: WriteContext,

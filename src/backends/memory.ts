@@ -271,8 +271,8 @@ export class MemoryBackend implements Backend {
     return Promise.resolve(users.slice(0, query.limit));
   }
 
-  /** {@inheritDoc Backend.restore} */
-  restore(
+  /** {@inheritDoc Backend.importRecord} */
+  importRecord(
     user: string,
     record: HandleRecord,
     _ctx: WriteContext,

@@ -571,8 +571,8 @@ export class PostgresBackend implements Backend {
     });
   }
 
-  /** {@inheritDoc Backend.restore} */
-  restore(
+  /** {@inheritDoc Backend.importRecord} */
+  importRecord(
     user: string,
     record: HandleRecord,
     _ctx: WriteContext,
@@ -584,7 +584,7 @@ export class PostgresBackend implements Backend {
         // one, and keeps writers off the handle until the changelog is gone.
         const [[prev], [row]] = await Promise.all([
           tx.unsafe(this.#q.lockAny, key).values(),
-          tx.unsafe(this.#q.restore, [user, ...recordParams(record)]).values(),
+          tx.unsafe(this.#q.importRecord, [user, ...recordParams(record)]).values(),
         ]);
         if (row === undefined) return "kept";
         // A new statement: it sees every entry committed before the lock.
@@ -823,7 +823,7 @@ interface Statements {
   replay: string;
   remember: string;
   users: string;
-  restore: string;
+  importRecord: string;
   notify: string;
   acquire: string;
   leaseOf: string;
@@ -834,7 +834,7 @@ interface Statements {
 /**
  * The SQL texts of one schema. Every statement that writes a record also
  * notifies `channel` with its last parameter, the payload, once per written
- * row; inside `update` and `restore` the `notify` statement does it.
+ * row; inside `update` and `importRecord` the `notify` statement does it.
  */
 function statements(s: string, channel: string): Statements {
   const h = `${s}.handles`, c = `${s}.changes`, i = `${s}.idempotency`, l = `${s}.leases`;
@@ -970,7 +970,7 @@ function statements(s: string, channel: string): Statements {
             LIMIT $2::int`,
     // `xmax = 0` tells a fresh insert from an update of a conflicting row. A
     // trashed row gives way to any version and leaves the trash.
-    restore: `INSERT INTO ${h} AS old (user_id, ${RECORD_COLUMNS})
+    importRecord: `INSERT INTO ${h} AS old (user_id, ${RECORD_COLUMNS})
               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
               ON CONFLICT (user_id, handle) DO UPDATE
                 SET kind = EXCLUDED.kind, state = EXCLUDED.state, version = EXCLUDED.version,

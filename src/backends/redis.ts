@@ -84,12 +84,12 @@ import {
   ACQUIRE,
   CAS,
   CHANGES,
+  IMPORT,
   INSERT,
   LIST,
   READ_LEASED,
   RELEASE,
   REMOVE,
-  RESTORE,
   SAVE,
   SWEEP,
   UNTRASH,
@@ -190,7 +190,7 @@ const S = {
   remove: script(REMOVE),
   untrash: script(UNTRASH),
   changes: script(CHANGES),
-  restore: script(RESTORE),
+  importRecord: script(IMPORT),
   list: script(LIST),
   sweep: script(SWEEP),
   acquire: script(ACQUIRE),
@@ -1055,8 +1055,8 @@ export class RedisBackend implements Backend {
     return page;
   }
 
-  /** {@inheritDoc Backend.restore} */
-  async restore(
+  /** {@inheritDoc Backend.importRecord} */
+  async importRecord(
     user: string,
     record: HandleRecord,
     ctx: WriteContext,
@@ -1068,7 +1068,12 @@ export class RedisBackend implements Backend {
         ttlOf(record.expiresAt, ctx)
       }\t${metaText(record)}`,
     ];
-    const outcome = await this.#run(S.restore, [k.rec, k.idx, k.exp], args, (r) => r !== "kept") as
+    const outcome = await this.#run(
+      S.importRecord,
+      [k.rec, k.idx, k.exp],
+      args,
+      (r) => r !== "kept",
+    ) as
       | "inserted"
       | "replaced"
       | "kept";

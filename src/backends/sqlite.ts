@@ -790,8 +790,8 @@ export class SqliteBackend implements Backend {
     });
   }
 
-  /** {@inheritDoc Backend.restore} */
-  restore(
+  /** {@inheritDoc Backend.importRecord} */
+  importRecord(
     user: string,
     record: HandleRecord,
     _ctx: WriteContext,
