@@ -122,6 +122,19 @@ export interface WriteContext {
  * stored version equals `expectVersion` and the record is not expired
  * (`expiresAt` is `null` or greater than `ctx.now`). The new version is
  * `expectVersion + 1`; `kind` and `createdAt` are kept.
+ *
+ * This is the one place where a backend applies rules of the store (the
+ * version check, the expiry check, `version + 1`), and it does so on
+ * purpose: those rules are what lets a save be a single engine step — one
+ * `UPDATE … WHERE version = ?` on SQLite and PostgreSQL, one script on
+ * Redis, a check-and-set of the head alone on Deno KV — where the same write
+ * through {@link Backend.update} is a read, a change in JavaScript and a
+ * write: a transaction of four round trips on PostgreSQL, a read and a
+ * rewrite of the whole row on SQLite (several times slower at 256 KiB), a
+ * read of a chunked state it does not need on Deno KV. Measured with the
+ * benches in `bench/`, the single step wins on those engines, so they keep
+ * it; the memory backend, where it does not, derives `save` from `update`.
+ * A backend is free to do the same.
  */
 export interface ConditionalWrite {
   /** The version the writer read. */
