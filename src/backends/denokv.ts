@@ -127,6 +127,7 @@ import type {
 } from "../backend.ts";
 import { BackendError, InvalidArgument, McpStateError, redact } from "../errors.ts";
 import { filePathOf } from "./_file_url.ts";
+import { backoff, retryWhile } from "./_retry.ts";
 import { compareListOrder, Listeners } from "./_shared.ts";
 
 export type {
@@ -464,17 +465,7 @@ export class DenoKvBackend implements Backend {
     let kv: Deno.Kv;
     try {
       // Two processes creating one new file at once: the loser finds it locked.
-      const deadline = Date.now() + 10_000;
-      for (let attempt = 0;; attempt++) {
-        try {
-          kv = await openKv(target.path);
-          break;
-        } catch (e) {
-          const msg = e instanceof Error ? e.message : String(e);
-          if (!LOCKED_RE.test(msg) || Date.now() >= deadline) throw e;
-          await backoff(attempt);
-        }
-      }
+      kv = await retryWhile(() => openKv(target.path), isLocked, Date.now() + 10_000);
     } catch (e) {
       const where = target.kind === "remote" ? displayUrl(target.path) : `"${target.path}"`;
       let raw = scrub(e instanceof Error ? e.message : String(e), token);
@@ -564,28 +555,21 @@ export class DenoKvBackend implements Backend {
 
   /** Runs one KV call, retrying "database is locked" with a jittered backoff. */
   async #io<T>(fn: () => Promise<T>): Promise<T> {
-    const deadline = Date.now() + this.#timeoutMs;
-    for (let attempt = 0;; attempt++) {
-      try {
-        return await fn();
-      } catch (e) {
-        const msg = e instanceof Error ? e.message : String(e);
-        if (LOCKED_RE.test(msg)) {
-          if (Date.now() < deadline) {
-            await backoff(attempt);
-            continue;
-          }
-          throw new BackendError(
-            `Deno KV stayed locked by another process for ${this.#timeoutMs} ms. Nothing was changed by this call; try again.`,
-            { cause: e },
-          );
-        }
-        if (e instanceof McpStateError || e instanceof Raced) throw e;
-        if (this.#secret && msg.includes(this.#secret)) {
-          throw new BackendError(scrub(msg, this.#secret), { cause: e });
-        }
-        throw e;
+    try {
+      return await retryWhile(fn, isLocked, Date.now() + this.#timeoutMs);
+    } catch (e) {
+      if (isLocked(e)) {
+        throw new BackendError(
+          `Deno KV stayed locked by another process for ${this.#timeoutMs} ms. Nothing was changed by this call; try again.`,
+          { cause: e },
+        );
       }
+      if (e instanceof McpStateError || e instanceof Raced) throw e;
+      const msg = e instanceof Error ? e.message : String(e);
+      if (this.#secret && msg.includes(this.#secret)) {
+        throw new BackendError(scrub(msg, this.#secret), { cause: e });
+      }
+      throw e;
     }
   }
 
@@ -2147,10 +2131,9 @@ function newId(): string {
   return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
 }
 
-/** Full jitter: a random wait up to 2 ms × 2^attempt, at most 100 ms. */
-function backoff(attempt: number): Promise<void> {
-  const cap = Math.min(100, 2 * 2 ** Math.min(attempt, 6));
-  return new Promise((resolve) => setTimeout(resolve, Math.random() * cap));
+/** Whether an error is "database is locked" from another process on the same file. */
+function isLocked(e: unknown): boolean {
+  return LOCKED_RE.test(e instanceof Error ? e.message : String(e));
 }
 
 function scrub(text: string, secret: string | undefined): string {

@@ -94,6 +94,7 @@ import {
   SWEEP,
   UNTRASH,
 } from "./_redis_scripts.ts";
+import { backoff } from "./_retry.ts";
 import { Listeners } from "./_shared.ts";
 
 /** Options of {@link RedisBackend}. */
@@ -818,10 +819,7 @@ export class RedisBackend implements Backend {
       // A conflict returns the current record, so an immediate retry is
       // cheap and usually wins; only a long losing streak backs off, with
       // jitter (timers are too coarse to help earlier).
-      if (attempt >= BACKOFF_AFTER) {
-        const cap = Math.min(2 ** (attempt - BACKOFF_AFTER), 20);
-        await new Promise((r) => setTimeout(r, Math.random() * cap));
-      }
+      if (attempt >= BACKOFF_AFTER) await backoff(attempt - BACKOFF_AFTER, 1, 20);
     }
   }
 

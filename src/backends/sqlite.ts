@@ -74,6 +74,7 @@ import type {
   UpdateOutcome,
   WriteContext,
 } from "../backend.ts";
+import { retryWhileSync } from "./_retry.ts";
 import { Listeners } from "./_shared.ts";
 import { BackendError, InvalidArgument, McpStateError, redact } from "../errors.ts";
 import { filePathOf } from "./_file_url.ts";
@@ -1177,17 +1178,11 @@ function parseSqliteUrl(url: string): { path: string; synchronous: SqliteSynchro
  * jittered sleeps, until the busy timeout.
  */
 function enableWal(db: DatabaseSync, busyMs: number): void {
-  const deadline = Date.now() + busyMs;
-  for (let attempt = 0;; attempt++) {
-    try {
-      db.exec("PRAGMA journal_mode = WAL");
-      return;
-    } catch (e) {
-      if (!/locked|busy/i.test(messageOf(e)) || Date.now() >= deadline) throw e;
-      const ms = Math.min(100, 2 ** attempt) * (0.5 + Math.random());
-      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-    }
-  }
+  retryWhileSync(
+    () => db.exec("PRAGMA journal_mode = WAL"),
+    (e) => /locked|busy/i.test(messageOf(e)),
+    Date.now() + busyMs,
+  );
 }
 
 function messageOf(e: unknown): string {
