@@ -127,7 +127,7 @@ import type {
 } from "../backend.ts";
 import { BackendError, InvalidArgument, McpStateError, redact } from "../errors.ts";
 import { filePathOf } from "./_file_url.ts";
-import { backoff, retryWhile } from "./_retry.ts";
+import { AGAIN, backoff, optimistic, retryWhile, untilTimeout } from "./_retry.ts";
 import { compareListOrder, Listeners } from "./_shared.ts";
 
 export type {
@@ -172,6 +172,8 @@ const AGE_SCAN_BATCH = 16;
 const USER_PART_MAX = 400;
 /** A handle or idempotency key longer than this (UTF-8 bytes) is keyed by its SHA-256. */
 const NAME_PART_MAX = 200;
+/** Commits `sweep` tries per record before it leaves one that keeps changing to the next sweep. */
+const SWEEP_ATTEMPTS = 10;
 /** Keys per `getMany` call: Deno KV's limit. */
 const GET_MANY_MAX = 10;
 /** How often (ms) the heads of watched handles are polled for other processes' commits. */
@@ -622,14 +624,15 @@ export class DenoKvBackend implements Backend {
     }
   }
 
-  /** Waits before the next optimistic attempt, or gives up after the contention timeout. */
-  async #again(attempt: number, deadline: number, handle: string): Promise<void> {
-    if (Date.now() >= deadline) {
-      throw new BackendError(
+  /**
+   * The pause between optimistic attempts on `handle`: a backoff, until the
+   * contention timeout (counted from this call) has passed.
+   */
+  #contended(handle: string): (attempt: number) => Promise<void> {
+    return untilTimeout(this.#timeoutMs, () =>
+      new BackendError(
         `Too many concurrent writers on "${handle}": gave up after ${this.#timeoutMs} ms. Nothing was applied by this call; try again.`,
-      );
-    }
-    await backoff(attempt);
+      ));
   }
 
   // ---------------------------------------------------------------- bodies
@@ -721,11 +724,12 @@ export class DenoKvBackend implements Backend {
   ): Promise<{ entry: Deno.KvEntryMaybe<Head>; record: HandleRecord | null; text: string | null }> {
     const deadline = Date.now() + this.#timeoutMs;
     let entry = first ?? await this.#get<Head>(this.#headKey(u, h));
-    for (let attempt = 0;; attempt++) {
-      if (entry.value === null) return { entry, record: null, text: null };
+    return await optimistic(async () => {
+      const head = entry.value;
+      if (head === null) return { entry, record: null, text: null };
       try {
-        const text = await this.#text(u, h, entry.value);
-        return { entry, record: recordOf(handle, entry.value, text), text };
+        const text = await this.#text(u, h, head);
+        return { entry, record: recordOf(handle, head, text), text };
       } catch (e) {
         if (!(e instanceof Raced)) throw e;
       }
@@ -741,8 +745,8 @@ export class DenoKvBackend implements Backend {
         );
       }
       entry = again;
-      await backoff(attempt);
-    }
+      return AGAIN;
+    }, backoff);
   }
 
   /**
@@ -1172,8 +1176,7 @@ export class DenoKvBackend implements Backend {
     ctx: WriteContext,
   ): Promise<{ inserted: boolean } | Replayed> {
     const u = this.#user(user), h = keyPart(record.handle, NAME_PART_MAX);
-    const deadline = Date.now() + this.#timeoutMs;
-    for (let attempt = 0;; attempt++) {
+    return await optimistic(async () => {
       const [head, idem, trash] = await this.#headsAndTrash(u, h, ctx);
       const replay = await this.#replay(u, idem, ctx);
       if (replay) return replay;
@@ -1203,8 +1206,8 @@ export class DenoKvBackend implements Backend {
         }
       }
       if (ok) return { inserted: true };
-      await this.#again(attempt, deadline, record.handle);
-    }
+      return AGAIN;
+    }, this.#contended(record.handle));
   }
 
   /** {@inheritDoc Backend.read} */
@@ -1248,10 +1251,9 @@ export class DenoKvBackend implements Backend {
     ctx: WriteContext,
   ): Promise<SaveOutcome | Replayed> {
     const u = this.#user(user), h = keyPart(handle, NAME_PART_MAX);
-    const deadline = Date.now() + this.#timeoutMs;
     let body: BodyRef | null = null;
     try {
-      for (let attempt = 0;; attempt++) {
+      return await optimistic(async () => {
         const [first, idem] = await this.#heads(u, h, ctx);
         const replay = await this.#replay(u, idem, ctx);
         if (replay) return replay;
@@ -1273,10 +1275,7 @@ export class DenoKvBackend implements Backend {
         };
         // One chunk set serves every attempt of this call: the state is the same.
         body ??= await this.#body(u, h, write.state);
-        if (!body) {
-          await this.#again(attempt, deadline, handle);
-          continue;
-        }
+        if (!body) return AGAIN;
         const w = newId();
         const idemPart = await this.#idem(u, ctx, idem, next, body);
         // A write without an entry would leave a gap: the log is dropped.
@@ -1302,8 +1301,8 @@ export class DenoKvBackend implements Backend {
             body = null;
           }
         }
-        await this.#again(attempt, deadline, handle);
-      }
+        return AGAIN;
+      }, this.#contended(handle));
     } finally {
       await this.#release(body);
     }
@@ -1326,8 +1325,7 @@ export class DenoKvBackend implements Backend {
     ctx: WriteContext,
   ): Promise<UpdateOutcome | Replayed> {
     const u = this.#user(user), h = keyPart(handle, NAME_PART_MAX);
-    const deadline = Date.now() + this.#timeoutMs;
-    for (let attempt = 0;; attempt++) {
+    return await optimistic(async () => {
       const [read, idem] = await this.#heads(u, h, ctx);
       const replay = await this.#replay(u, idem, ctx);
       if (replay) return replay;
@@ -1378,8 +1376,8 @@ export class DenoKvBackend implements Backend {
           await this.#dropCopy(u, copy);
         }
       }
-      await this.#again(attempt, deadline, handle);
-    }
+      return AGAIN;
+    }, this.#contended(handle));
   }
 
   /** {@inheritDoc Backend.remove} */
@@ -1389,9 +1387,8 @@ export class DenoKvBackend implements Backend {
     ctx: WriteContext,
   ): Promise<{ removed: boolean } | Replayed> {
     const u = this.#user(user), h = keyPart(handle, NAME_PART_MAX);
-    const deadline = Date.now() + this.#timeoutMs;
     const until = ctx.trashUntil;
-    for (let attempt = 0;; attempt++) {
+    return await optimistic(async () => {
       let head: Deno.KvEntryMaybe<Head>, idem: Deno.KvEntryMaybe<IdemValue> | null;
       let trash: Deno.KvEntryMaybe<Trashed> | null = null;
       if (until === undefined) [head, idem] = await this.#heads(u, h, ctx);
@@ -1427,15 +1424,14 @@ export class DenoKvBackend implements Backend {
         await this.#afterCommit(after, res.versionstamp);
         return { removed: true };
       }
-      await this.#again(attempt, deadline, handle);
-    }
+      return AGAIN;
+    }, this.#contended(handle));
   }
 
   /** {@inheritDoc Backend.untrash} */
   async untrash(user: string, handle: string, ctx: WriteContext): Promise<HandleRecord | null> {
     const u = this.#user(user), h = keyPart(handle, NAME_PART_MAX);
-    const deadline = Date.now() + this.#timeoutMs;
-    for (let attempt = 0;; attempt++) {
+    return await optimistic(async () => {
       const [head, trash] = await this.#io(() =>
         this.#kv.getMany<[Head, Trashed]>([this.#headKey(u, h), this.#trashKey(u, h)])
       );
@@ -1453,8 +1449,7 @@ export class DenoKvBackend implements Backend {
             `The state of the trashed "${handle}" is incomplete in Deno KV (chunks are missing); it cannot be restored.`,
           );
         }
-        await this.#again(attempt, deadline, handle);
-        continue;
+        return AGAIN;
       }
       const record = recordOf(handle, t.h, text);
       const res = await this.#commit((op) => {
@@ -1470,8 +1465,8 @@ export class DenoKvBackend implements Backend {
         this.#changed(user, handle, res);
         return record;
       }
-      await this.#again(attempt, deadline, handle);
-    }
+      return AGAIN;
+    }, this.#contended(handle));
   }
 
   /** {@inheritDoc Backend.changes} */
@@ -1597,7 +1592,7 @@ export class DenoKvBackend implements Backend {
     before: number,
     dueRow: Deno.KvEntry<number> | null,
   ): Promise<boolean> {
-    for (let attempt = 0; attempt < 10; attempt++) {
+    return await optimistic(async (attempt) => {
       const head = await this.#get<Head>(this.#headKey(u, h));
       const old = head.value;
       if (!old || old.e === null || old.e > before) {
@@ -1617,9 +1612,8 @@ export class DenoKvBackend implements Backend {
         await this.#afterCommit(after, res.versionstamp);
         return true;
       }
-      await backoff(attempt);
-    }
-    return false;
+      return attempt + 1 < SWEEP_ATTEMPTS ? AGAIN : false;
+    }, backoff);
   }
 
   /** Purges one trashed record if its undo window ended by `now`; drops a stale trash-index row. */
@@ -1629,7 +1623,7 @@ export class DenoKvBackend implements Backend {
     now: number,
     dueRow: Deno.KvEntry<number> | null,
   ): Promise<void> {
-    for (let attempt = 0; attempt < 10; attempt++) {
+    await optimistic(async (attempt) => {
       const trash = await this.#get<Trashed>(this.#trashKey(u, h));
       const t = trash.value;
       if (!t || t.t > now) {
@@ -1651,8 +1645,8 @@ export class DenoKvBackend implements Backend {
         await this.#afterCommit(after, res.versionstamp);
         return;
       }
-      await backoff(attempt);
-    }
+      return attempt + 1 < SWEEP_ATTEMPTS ? AGAIN : undefined;
+    }, backoff);
   }
 
   async #dropIdem(key: Deno.KvKey, t: number, now: number): Promise<void> {
@@ -1727,8 +1721,7 @@ export class DenoKvBackend implements Backend {
     ctx: WriteContext,
   ): Promise<"inserted" | "replaced" | "kept"> {
     const u = this.#user(user), h = keyPart(record.handle, NAME_PART_MAX);
-    const deadline = Date.now() + this.#timeoutMs;
-    for (let attempt = 0;; attempt++) {
+    return await optimistic(async () => {
       const head = await this.#get<Head>(this.#headKey(u, h));
       const old = head.value;
       if (old && old.v >= record.version) return "kept";
@@ -1753,8 +1746,8 @@ export class DenoKvBackend implements Backend {
         if (!ok) await this.#release(body);
       }
       if (ok) return old ? "replaced" : "inserted";
-      await this.#again(attempt, deadline, record.handle);
-    }
+      return AGAIN;
+    }, this.#contended(record.handle));
   }
 
   /** {@inheritDoc Backend.acquireLease} */
@@ -1766,8 +1759,7 @@ export class DenoKvBackend implements Backend {
   ): Promise<LeaseOutcome> {
     const key = this.#leaseKey(user, handle);
     const value: LeaseRecord = { holder: lease.holder, expiresAt: lease.expiresAt };
-    const deadline = Date.now() + this.#timeoutMs;
-    for (let attempt = 0;; attempt++) {
+    return await optimistic(async () => {
       const cur = await this.#get<LeaseRecord>(key);
       const l = cur.value;
       if (l && l.holder !== value.holder && l.expiresAt > now) {
@@ -1777,21 +1769,20 @@ export class DenoKvBackend implements Backend {
         op.check(cur).set(key, value, { expireIn: Math.max(1, Math.round(value.expiresAt - now)) });
       });
       if (res.ok) return { acquired: true, lease: { ...value } };
-      await this.#again(attempt, deadline, handle);
-    }
+      return AGAIN;
+    }, this.#contended(handle));
   }
 
   /** {@inheritDoc Backend.releaseLease} */
   async releaseLease(user: string, handle: string, holder: string, now: number): Promise<boolean> {
     const key = this.#leaseKey(user, handle);
-    const deadline = Date.now() + this.#timeoutMs;
-    for (let attempt = 0;; attempt++) {
+    return await optimistic(async () => {
       const cur = await this.#get<LeaseRecord>(key);
       if (cur.value?.holder !== holder) return false;
       const res = await this.#commit((op) => op.check(cur).delete(key));
       if (res.ok) return cur.value.expiresAt > now;
-      await this.#again(attempt, deadline, handle);
-    }
+      return AGAIN;
+    }, this.#contended(handle));
   }
 
   /** {@inheritDoc Backend.leases} */

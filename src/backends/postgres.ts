@@ -97,6 +97,7 @@ import type {
   WriteContext,
 } from "../backend.ts";
 import { BackendError, InvalidArgument, McpStateError, redact } from "../errors.ts";
+import { AGAIN, optimistic } from "./_retry.ts";
 import { Listeners } from "./_shared.ts";
 
 /** The schema version this module creates and understands. */
@@ -605,17 +606,18 @@ export class PostgresBackend implements Backend {
     now: number,
   ): Promise<LeaseOutcome> {
     const params = [user, handle, lease.holder, lease.expiresAt, now];
-    return this.#op(async (sql) => {
-      for (;;) {
+    return this.#op((sql) =>
+      optimistic(async () => {
         const [taken] = await sql.unsafe(this.#q.acquire, params).values();
         if (taken) return { acquired: true, lease: leaseOf(taken) };
         // Another holder's lease was in force. A new statement sees it even
         // when it was committed after the upsert's snapshot; when it has been
-        // released or lapsed since, the upsert is tried again.
+        // released or lapsed since, the upsert is tried again at once.
         const [held] = await sql.unsafe(this.#q.leaseOf, [user, handle]).values();
         if (held && Number(held[1]) > now) return { acquired: false, lease: leaseOf(held) };
-      }
-    });
+        return AGAIN;
+      }, () => {})
+    );
   }
 
   /** {@inheritDoc Backend.releaseLease} */

@@ -94,7 +94,7 @@ import {
   SWEEP,
   UNTRASH,
 } from "./_redis_scripts.ts";
-import { backoff } from "./_retry.ts";
+import { AGAIN, backoff, optimistic } from "./_retry.ts";
 import { Listeners } from "./_shared.ts";
 
 /** Options of {@link RedisBackend}. */
@@ -761,7 +761,7 @@ export class RedisBackend implements Backend {
       current = this.#guess(k.rec, first.record);
       confirmed = true;
     }
-    for (let attempt = 1;; attempt++) {
+    return await optimistic(async () => {
       let step: Step | null | undefined;
       try {
         step = change(current === null ? null : { ...current });
@@ -779,9 +779,9 @@ export class RedisBackend implements Backend {
         if ("replayed" in fresh) return fresh;
         current = this.#guess(k.rec, fresh.record);
         confirmed = true;
-        continue;
+        return AGAIN;
       }
-      if (next === undefined) continue; // unreachable: a throw on a confirmed record rethrows
+      if (next === undefined) return AGAIN; // unreachable: a throw on a confirmed record rethrows
       if (next === null && !ik) return { record: current && { ...current }, written: false };
       const expect = current === null ? "\t" : `${current.version}\t${current.createdAt}`;
       const write = next === null
@@ -811,6 +811,9 @@ export class RedisBackend implements Backend {
       }
       current = this.#guess(k.rec, recordOfD(handle, reply[1]));
       confirmed = true;
+      return AGAIN;
+    }, (n) => {
+      const attempt = n + 1;
       if (attempt >= MAX_ATTEMPTS) {
         throw new BackendError(
           `Handle "${handle}" is changing too fast: ${attempt} attempts to apply this change each lost to another writer. Nothing was applied; retry shortly.`,
@@ -819,8 +822,8 @@ export class RedisBackend implements Backend {
       // A conflict returns the current record, so an immediate retry is
       // cheap and usually wins; only a long losing streak backs off, with
       // jitter (timers are too coarse to help earlier).
-      if (attempt >= BACKOFF_AFTER) await backoff(attempt - BACKOFF_AFTER, 1, 20);
-    }
+      return attempt >= BACKOFF_AFTER ? backoff(attempt - BACKOFF_AFTER, 1, 20) : undefined;
+    });
   }
 
   async #readForUpdate(
