@@ -128,6 +128,7 @@ import type {
 import { BackendError, InvalidArgument, McpStateError, redact } from "../errors.ts";
 import { filePathOf } from "./_file_url.ts";
 import { AGAIN, backoff, optimistic, retryWhile, untilTimeout } from "./_retry.ts";
+import { KeyedQueue } from "./_queue.ts";
 import { compareListOrder, Listeners } from "./_shared.ts";
 
 export type {
@@ -390,7 +391,7 @@ export class DenoKvBackend implements Backend {
   #secret: string | undefined;
   #closed = false;
   /** Per-record queues: writers in this process take turns instead of racing. */
-  readonly #queues = new Map<string, Promise<void>>();
+  readonly #queue = new KeyedQueue();
   readonly #listeners = new Listeners();
   /** Watched heads, by {@link Listeners.key}. */
   readonly #watched = new Map<string, Watched>();
@@ -611,17 +612,8 @@ export class DenoKvBackend implements Backend {
    * processes still race optimistically; this only spares the writers of one
    * process from conflicting with each other.
    */
-  async #turn<T>(user: string, handle: string, fn: () => Promise<T>): Promise<T> {
-    const key = JSON.stringify([user, handle]);
-    const prev = this.#queues.get(key) ?? Promise.resolve();
-    const run = prev.then(fn);
-    const tail = run.then(() => {}, () => {});
-    this.#queues.set(key, tail);
-    try {
-      return await run;
-    } finally {
-      if (this.#queues.get(key) === tail) this.#queues.delete(key);
-    }
+  #turn<T>(user: string, handle: string, fn: () => Promise<T>): Promise<T> {
+    return this.#queue.run(JSON.stringify([user, handle]), fn);
   }
 
   /**

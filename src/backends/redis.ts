@@ -95,6 +95,7 @@ import {
   UNTRASH,
 } from "./_redis_scripts.ts";
 import { AGAIN, backoff, optimistic } from "./_retry.ts";
+import { KeyedQueue } from "./_queue.ts";
 import { Listeners } from "./_shared.ts";
 
 /** Options of {@link RedisBackend}. */
@@ -143,11 +144,6 @@ interface Keys {
   enc: string;
 }
 
-interface Queue {
-  tail: Promise<void>;
-  users: number;
-}
-
 /** A user's change channel while it has listeners: `ready` settles with its SUBSCRIBE. */
 interface Channel {
   user: string;
@@ -161,7 +157,7 @@ const DEFAULT_PREFIX = "mcpstate:";
 const RAW_HANDLE = /^[a-z0-9_-]{1,256}$/;
 const TWO_53 = 2n ** 53n;
 /** Per-handle update queues of this process, by Redis and record key. */
-const QUEUES = new Map<string, Queue>();
+const QUEUES = new KeyedQueue();
 /**
  * Last records seen, by Redis and record key: guesses that save a read
  * before a compare-and-set, which alone decides.
@@ -853,24 +849,8 @@ export class RedisBackend implements Backend {
    * Queues calls on one key in this process (shared by every backend on the
    * same Redis), so they do not race each other's compare-and-set.
    */
-  async #serial<T>(rec: string, fn: () => Promise<T>): Promise<T> {
-    const key = `${this.#scope}\n${rec}`;
-    let q = QUEUES.get(key);
-    if (!q) {
-      q = { tail: Promise.resolve(), users: 0 };
-      QUEUES.set(key, q);
-    }
-    q.users++;
-    const prev = q.tail;
-    let done!: () => void;
-    q.tail = new Promise<void>((r) => done = r);
-    try {
-      await prev;
-      return await fn();
-    } finally {
-      done();
-      if (--q.users === 0) QUEUES.delete(key);
-    }
+  #serial<T>(rec: string, fn: () => Promise<T>): Promise<T> {
+    return QUEUES.run(`${this.#scope}\n${rec}`, fn);
   }
 
   /**
