@@ -95,6 +95,7 @@ import {
   UNTRASH,
 } from "./_redis_scripts.ts";
 import { AGAIN, backoff, optimistic } from "./_retry.ts";
+import { ByteCappedCache } from "./_cache.ts";
 import { KeyedQueue } from "./_queue.ts";
 import { Listeners } from "./_shared.ts";
 
@@ -160,18 +161,16 @@ const TWO_53 = 2n ** 53n;
 const QUEUES = new KeyedQueue();
 /**
  * Last records seen, by Redis and record key: guesses that save a read
- * before a compare-and-set, which alone decides.
+ * before a compare-and-set, which alone decides. Only states up to 64 KiB
+ * are kept, 4 MiB in all, oldest out.
  */
-const GUESSES = new Map<string, HandleRecord>();
-const GUESS_BYTES = { n: 0 };
+const GUESSES = new ByteCappedCache<HandleRecord>(65_536, 4_194_304, (r) => r.state.length);
 /** Identities of injected clients (a client is its own Redis for queueing). */
 const CLIENT_IDS = new WeakMap<object, string>();
 const CLIENT_IDS_NEXT = { n: 0 };
 const MAX_ATTEMPTS = 100;
 const BACKOFF_AFTER = 8;
 const LIST_CAP = 1000;
-const GUESS_MAX_STATE = 65_536;
-const GUESS_MAX_TOTAL = 4_194_304;
 const SWEEP_BATCH = 500;
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -855,26 +854,10 @@ export class RedisBackend implements Backend {
 
   /**
    * Remembers (or, with `null`, forgets) the last record seen for a key and
-   * returns it. Shared by the backends of this process on the same Redis;
-   * only states up to 64 KiB are kept, 4 MiB in all, oldest out.
+   * returns it. Shared by the backends of this process on the same Redis.
    */
   #guess(rec: string, record: HandleRecord | null): HandleRecord | null {
-    const key = `${this.#scope}\n${rec}`;
-    const old = GUESSES.get(key);
-    if (old !== undefined) {
-      GUESSES.delete(key);
-      GUESS_BYTES.n -= old.state.length;
-    }
-    if (record !== null && record.state.length <= GUESS_MAX_STATE) {
-      GUESSES.set(key, record);
-      GUESS_BYTES.n += record.state.length;
-      for (const [k, r] of GUESSES) {
-        if (GUESS_BYTES.n <= GUESS_MAX_TOTAL) break;
-        GUESSES.delete(k);
-        GUESS_BYTES.n -= r.state.length;
-      }
-    }
-    return record;
+    return GUESSES.set(`${this.#scope}\n${rec}`, record);
   }
 
   /** {@inheritDoc Backend.remove} */
