@@ -98,6 +98,7 @@ import type {
 } from "../backend.ts";
 import { BackendError, InvalidArgument, McpStateError, redact } from "../errors.ts";
 import { AGAIN, optimistic } from "./_retry.ts";
+import { type ListDialect, listFilters, listSql } from "./_sql.ts";
 import { Listeners } from "./_shared.ts";
 
 /** The schema version this module creates and understands. */
@@ -189,7 +190,7 @@ export class PostgresBackend implements Backend {
   #replacedAt = -Infinity;
   readonly #retiring = new Set<Promise<void>>();
   readonly #q: Statements;
-  readonly #listSql = new Map<number, string>();
+  readonly #lists = new Map<number, string>();
   #ready: Promise<void> | undefined;
   #initialized = false;
   #closed = false;
@@ -539,17 +540,13 @@ export class PostgresBackend implements Backend {
 
   /** {@inheritDoc Backend.list} */
   list(user: string, q: ListQuery): Promise<HandleMeta[]> {
-    const params: unknown[] = [user, q.limit];
-    let shape = 0;
-    if (q.kind !== undefined) (shape |= 1, params.push(q.kind));
-    if (q.liveAt !== undefined) (shape |= 2, params.push(q.liveAt));
-    if (q.after) (shape |= 4, params.push(q.after.updatedAt, q.after.handle));
-    let text = this.#listSql.get(shape);
+    const { shape, values } = listFilters(q);
+    let text = this.#lists.get(shape);
     if (text === undefined) {
-      this.#listSql.set(shape, text = listStatement(`"${this.#schema}"`, shape));
+      this.#lists.set(shape, text = listSql(shape, listDialect(`"${this.#schema}"`)));
     }
     return this.#op(async (sql) => {
-      const rows = await sql.unsafe(text, params as never[]).values();
+      const rows = await sql.unsafe(text, [user, q.limit, ...values]).values();
       return rows.map(metaOf);
     });
   }
@@ -998,21 +995,17 @@ function statements(s: string, channel: string): Statements {
   };
 }
 
-/** The listing query for a combination of filters (bit 1 kind, 2 live, 4 cursor). */
-function listStatement(s: string, shape: number): string {
-  // `trashed_until IS NULL` is the predicate of the partial index listing reads.
-  const where = ["user_id = $1", "trashed_until IS NULL"];
-  let n = 3;
-  if (shape & 1) where.push(`kind = $${n++}`);
-  if (shape & 2) where.push(`(expires_at IS NULL OR expires_at > $${n++}::bigint)`);
-  if (shape & 4) {
-    // `updated_at <= $u` bounds the index scan; the rest skips the rows of the
-    // cursor's own millisecond up to and including the cursor's handle.
-    const u = `$${n++}::bigint`, h = `$${n++}::text`;
-    where.push(`updated_at <= ${u} AND (updated_at < ${u} OR handle > ${h})`);
-  }
-  return `SELECT ${META_COLUMNS} FROM ${s}.handles WHERE ${where.join(" AND ")}
-          ORDER BY updated_at DESC, handle LIMIT $2::int`;
+/** The listing query of schema `s`: an index-only scan of its partial index of live rows. */
+function listDialect(s: string): ListDialect {
+  return {
+    from: () => `SELECT ${META_COLUMNS} FROM ${s}.handles`,
+    user: "user_id",
+    updated: "updated_at",
+    expires: "expires_at",
+    // The predicate of the partial index listing reads.
+    rows: ["trashed_until IS NULL"],
+    param: (n, type) => `$${n}::${type}`,
+  };
 }
 
 /**

@@ -75,6 +75,7 @@ import type {
   WriteContext,
 } from "../backend.ts";
 import { retryWhileSync } from "./_retry.ts";
+import { LIST_KIND, type ListDialect, listFilters, listSql } from "./_sql.ts";
 import { Listeners } from "./_shared.ts";
 import { BackendError, InvalidArgument, McpStateError, redact } from "../errors.ts";
 import { filePathOf } from "./_file_url.ts";
@@ -235,7 +236,7 @@ export class SqliteBackend implements Backend {
   readonly #closeDb: boolean;
   readonly #busyMs: number;
   #closed = false;
-  readonly #lists = new Map<string, StatementSync>();
+  readonly #lists = new Map<number, StatementSync>();
   readonly #begin: StatementSync;
   readonly #commit: StatementSync;
   readonly #rollback: StatementSync;
@@ -700,27 +701,13 @@ export class SqliteBackend implements Backend {
   /** {@inheritDoc Backend.list} */
   list(user: string, q: ListQuery): Promise<HandleMeta[]> {
     return this.#run(() => {
-      const args: (string | number)[] = [user];
-      let key = "";
-      if (q.kind !== undefined) {
-        key += "k";
-        args.push(q.kind);
-      }
-      if (q.liveAt !== undefined) {
-        key += "l";
-        args.push(q.liveAt);
-      }
-      if (q.after !== undefined) {
-        key += "a";
-        args.push(q.after.updatedAt, q.after.updatedAt, q.after.handle);
-      }
-      args.push(q.limit);
-      let stmt = this.#lists.get(key);
+      const { shape, values } = listFilters(q);
+      let stmt = this.#lists.get(shape);
       if (!stmt) {
-        stmt = returnArrays(this.#db.prepare(listSql(key)));
-        this.#lists.set(key, stmt);
+        stmt = returnArrays(this.#db.prepare(listSql(shape, LIST_DIALECT)));
+        this.#lists.set(shape, stmt);
       }
-      return (stmt.all(...args) as Row[]).map((r): HandleMeta => {
+      return (stmt.all(user, q.limit, ...values) as Row[]).map((r): HandleMeta => {
         const row = cells(r);
         return {
           handle: row[0] as string,
@@ -1041,17 +1028,18 @@ function cells(row: Row): SQLOutputValue[] {
   return Array.isArray(row) ? row : Object.values(row);
 }
 
-/** The listing query for a combination of filters: `k`ind, `l`ive, `a`fter. */
-function listSql(key: string): string {
-  const where = ["user = ?"];
-  if (key.includes("k")) where.push("kind = ?");
-  if (key.includes("l")) where.push("(expires_ms IS NULL OR expires_ms > ?)");
-  // `updated_ms <= ?` bounds the index range; the OR settles ties by handle.
-  if (key.includes("a")) where.push("updated_ms <= ? AND (updated_ms < ? OR handle > ?)");
-  const index = key.includes("k") ? "handles_by_user_kind_updated" : "handles_by_user_updated";
-  return `SELECT ${META} FROM handles INDEXED BY ${index} WHERE ${where.join(" AND ")} ` +
-    "ORDER BY updated_ms DESC, handle ASC LIMIT ?";
-}
+/** The listing query, read from covering indexes only (the one with `kind` when it filters by kind). */
+const LIST_DIALECT: ListDialect = {
+  from: (shape) =>
+    `SELECT ${META} FROM handles INDEXED BY ${
+      shape & LIST_KIND ? "handles_by_user_kind_updated" : "handles_by_user_updated"
+    }`,
+  user: "user",
+  updated: "updated_ms",
+  expires: "expires_ms",
+  rows: [],
+  param: (n) => `?${n}`,
+};
 
 /**
  * Creates the schema, or brings an older one forward in place, in one
