@@ -279,6 +279,15 @@ export interface Backend {
    */
   readonly reclaimsExpired?: boolean;
   /**
+   * The longest changelog entry text, in UTF-8 bytes, the engine can keep
+   * (absent: no limit of its own). The store keeps a longer entry as its
+   * `omitted` marker, as it does an entry over its own `maxEntryBytes`, so a
+   * backend never reads or rewrites an entry's text.
+   *
+   * @since 0.5.0
+   */
+  readonly maxEntryBytes?: number;
+  /**
    * Optional (needed by `mcpstate export` and `migrate`): one page of the users
    * that have at least one handle record, expired records included, in
    * ascending order. The order is the engine's own (byte order of the UTF-8

@@ -449,6 +449,46 @@ Deno.test("changelog: an entry over one KV value is an omitted marker; a write w
   }
 });
 
+Deno.test("changelog: the backend never reads an entry's text; one over maxEntryBytes is refused whole", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const backend = new DenoKvBackend(kv);
+  try {
+    assert.equal(backend.maxEntryBytes, 65_280);
+    const user = freshUser(), now = Date.now();
+    const record: HandleRecord = {
+      handle: "big_aaaaaaaa",
+      kind: "big",
+      state: "{}",
+      version: 1,
+      createdAt: now,
+      updatedAt: now,
+      expiresAt: null,
+      lastWriter: null,
+    };
+    const ctx = (text: string): WriteContext => ({
+      now,
+      graceMs: 0,
+      entry: { version: 1, at: now, text },
+      retention: { maxEntries: 10, maxAgeMs: DAY },
+    });
+    // Not JSON, and as long as one value holds: kept byte for byte.
+    const text = "not json \u{1F600}".padEnd(65_278, "x");
+    assert.equal(new TextEncoder().encode(text).length, 65_280);
+    assert.deepEqual(await backend.insert(user, record, ctx(text)), { inserted: true });
+    assert.deepEqual(await backend.changes(user, record.handle, 0), [
+      { version: 1, at: now, text },
+    ]);
+    // One byte more: refused, and nothing of the write is left behind.
+    const other = { ...record, handle: "big_bbbbbbbb" };
+    await rejectsWith(() => backend.insert(user, other, ctx(text + "x")), "backend_error");
+    assert.equal(await backend.read(user, other.handle), null);
+    assert.deepEqual(await keysOf(kv, ["mcpstate", "xw"]), []);
+  } finally {
+    await backend.close();
+    kv.close();
+  }
+});
+
 Deno.test("trash: revoke moves the head in one commit, restore moves it back, sweep purges it", async () => {
   const kv = await Deno.openKv(":memory:");
   const clock = new FakeClock();

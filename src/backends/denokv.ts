@@ -48,10 +48,11 @@
  *   oldest end only, which keeps the log contiguous (with writers' clocks
  *   skewed, an entry just past the cutoff may wait behind a younger one);
  *   as the interface defines it, a log is trimmed when it is appended to,
- *   not while it sits idle. An entry larger than one KV value (65,280
- *   bytes; the store's default cap is 32 KiB) is stored as its
- *   `{"version","at","writer","op","omitted":true}` marker, which the store
- *   reads as a log that no longer reaches back. A write without an entry
+ *   not while it sits idle. An entry is one KV value, so its text may be
+ *   65,280 bytes at most: the backend says so in
+ *   {@link DenoKvBackend.maxEntryBytes}, and the store keeps a larger entry
+ *   as its `omitted` marker (its own default cap is 32 KiB); the backend
+ *   never reads an entry's text. A write without an entry
  *   (a store with `history: false`, an imported replacement) drops the log,
  *   which could no longer be contiguous; removing or reclaiming a record
  *   drops it too.
@@ -162,10 +163,7 @@ const DELETE_IN_COMMIT = 48;
 const DELETE_BATCH = 100;
 /** Changelog entries deleted inside a write's commit; a longer run is handed to the collector. */
 const LOG_DELETE_IN_COMMIT = 64;
-/**
- * Largest changelog entry text (bytes) kept as it is: one entry is one KV
- * value. A larger one is stored as an `omitted` marker.
- */
+/** Largest changelog entry text (bytes): one entry is one KV value, with its time. */
 const ENTRY_MAX = 65_280;
 /** Changelog entries read per batch when retention looks for the first one young enough. */
 const AGE_SCAN_BATCH = 16;
@@ -383,6 +381,11 @@ class Raced extends Error {}
 export class DenoKvBackend implements Backend {
   /** Expiry is judged by the store and reclaimed by `sweep`: always `false`. */
   readonly reclaimsExpired: boolean = false;
+  /**
+   * 65,280: a changelog entry is one Deno KV value (65,536 bytes with its
+   * time), so the store keeps a longer entry as its `omitted` marker.
+   */
+  readonly maxEntryBytes: number = ENTRY_MAX;
   readonly #kv: Deno.Kv;
   readonly #p: Deno.KvKeyPart[];
   readonly #orphanAgeMs: number;
@@ -1175,8 +1178,8 @@ export class DenoKvBackend implements Backend {
       // A trashed handle stays taken until it is restored or purged.
       if (head.value !== null || trash.value !== null) return { inserted: false };
       const w = newId();
-      const body = await this.#body(u, h, record.state);
       const log = await this.#plan(u, h, null, ctx.entry, ctx);
+      const body = await this.#body(u, h, record.state);
       let idemPart: IdemPart | undefined;
       let ok = false;
       try {
@@ -2044,32 +2047,21 @@ function decodeBytes(bytes: Uint8Array, utf16: boolean): string {
 }
 
 /**
- * The stored value of a changelog entry: its text byte for byte, or, when
- * that is more than one KV value holds, an `omitted` marker built from it
- * (the store reads a marker as a log that no longer reaches back).
+ * The stored value of a changelog entry: its text byte for byte.
+ *
+ * @throws {BackendError} when the text is more than one KV value holds
+ *   ({@link DenoKvBackend.maxEntryBytes}; the store never hands over such an entry).
  */
 function logValueOf(entry: ChangeEntry): LogValue {
-  let enc = encodeText(entry.text);
-  if (enc.bytes.length > ENTRY_MAX) enc = encodeText(markerOf(entry));
+  const enc = encodeText(entry.text);
+  if (enc.bytes.length > ENTRY_MAX) {
+    throw new BackendError(
+      `A changelog entry of ${enc.bytes.length} bytes is more than one Deno KV value holds (${ENTRY_MAX} bytes). Nothing was written; keep entries within the backend's maxEntryBytes, as HandleStore does.`,
+    );
+  }
   const value: LogValue = { a: entry.at, b: enc.bytes };
   if (enc.utf16) value.x = true;
   return value;
-}
-
-/** `{"version","at","writer","op","omitted":true}` from an entry's JSON (from its fields when that is not JSON). */
-function markerOf(entry: ChangeEntry): string {
-  let o: Record<string, unknown> = {};
-  try {
-    const parsed: unknown = JSON.parse(entry.text);
-    if (typeof parsed === "object" && parsed !== null) o = parsed as Record<string, unknown>;
-  } catch { /* opaque text: fall back to the entry's own fields */ }
-  return JSON.stringify({
-    version: o.version ?? entry.version,
-    at: o.at ?? new Date(entry.at).toISOString(),
-    writer: o.writer ?? null,
-    op: o.op ?? null,
-    omitted: true,
-  });
 }
 
 function recordOf(handle: string, head: Head, state: string): HandleRecord {
