@@ -16,6 +16,16 @@ import type {
 import { isReplayed } from "../backend.ts";
 
 /**
+ * The message of a thrown value, for error messages.
+ *
+ * @param e What was thrown.
+ * @returns Its message, or its text.
+ */
+export function messageOf(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+/**
  * The listing order: `updatedAt` descending, then `handle` ascending.
  *
  * @param a One position.
