@@ -50,6 +50,8 @@
  * @module
  */
 
+import { createHash } from "node:crypto";
+
 // The TTL rules keep an index or expiry set at least as long-lived as every
 // record in it: persistent while one record never expires, else extended
 // with PEXPIRE … GT (a persistent key counts as infinite), so a user's keys
@@ -510,3 +512,31 @@ redis.call('DEL', KEYS[1])
 if tonumber(e) > tonumber(ARGV[1]) then return 1 end
 return 0
 `;
+
+/** A script and its SHA-1, for `EVALSHA`. */
+export interface Script {
+  /** The Lua source. */
+  lua: string;
+  /** Its SHA-1, hex. */
+  sha: string;
+}
+
+function script(lua: string): Script {
+  return { lua, sha: createHash("sha1").update(lua).digest("hex") };
+}
+
+/** Every script, by the primitive that runs it. */
+export const S = {
+  insert: script(INSERT),
+  save: script(SAVE),
+  cas: script(CAS),
+  remove: script(REMOVE),
+  untrash: script(UNTRASH),
+  changes: script(CHANGES),
+  importRecord: script(IMPORT),
+  list: script(LIST),
+  sweep: script(SWEEP),
+  acquire: script(ACQUIRE),
+  readLeased: script(READ_LEASED),
+  release: script(RELEASE),
+};
