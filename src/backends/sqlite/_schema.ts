@@ -20,8 +20,11 @@ import type { SqliteSynchronous } from "./_url.ts";
  */
 export const SQLITE_SCHEMA_VERSION = 4;
 
-const SCHEMA = `
-CREATE TABLE IF NOT EXISTS handles (
+/**
+ * The columns of a record, one per line: the `handles` table's, which the
+ * `trash` table repeats before its own `trashed_until`.
+ */
+const RECORD_COLUMNS = `
   user TEXT NOT NULL,
   handle TEXT NOT NULL,
   kind TEXT NOT NULL,
@@ -30,7 +33,10 @@ CREATE TABLE IF NOT EXISTS handles (
   created_ms INTEGER NOT NULL,
   updated_ms INTEGER NOT NULL,
   expires_ms INTEGER,
-  last_writer TEXT,
+  last_writer TEXT,`;
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS handles (${RECORD_COLUMNS}
   PRIMARY KEY (user, handle)
 );
 CREATE INDEX IF NOT EXISTS handles_by_user_updated
@@ -57,16 +63,7 @@ CREATE TABLE IF NOT EXISTS changes (
   text TEXT NOT NULL,
   PRIMARY KEY (user, handle, version)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS trash (
-  user TEXT NOT NULL,
-  handle TEXT NOT NULL,
-  kind TEXT NOT NULL,
-  state TEXT NOT NULL,
-  version INTEGER NOT NULL,
-  created_ms INTEGER NOT NULL,
-  updated_ms INTEGER NOT NULL,
-  expires_ms INTEGER,
-  last_writer TEXT,
+CREATE TABLE IF NOT EXISTS trash (${RECORD_COLUMNS}
   trashed_until INTEGER NOT NULL,
   PRIMARY KEY (user, handle)
 );
@@ -91,16 +88,7 @@ const ADDED_TABLES: Record<string, string> = {
 
 /** Copies a Python 0.2 table (REAL seconds) into the current layout (INTEGER ms). */
 const MIGRATE_FROM_V1 = `
-CREATE TABLE handles_v2 (
-  user TEXT NOT NULL,
-  handle TEXT NOT NULL,
-  kind TEXT NOT NULL,
-  state TEXT NOT NULL,
-  version INTEGER NOT NULL,
-  created_ms INTEGER NOT NULL,
-  updated_ms INTEGER NOT NULL,
-  expires_ms INTEGER,
-  last_writer TEXT,
+CREATE TABLE handles_v2 (${RECORD_COLUMNS}
   PRIMARY KEY (user, handle)
 );
 INSERT INTO handles_v2
