@@ -28,8 +28,8 @@ export const AGE_SCAN_BATCH = 16;
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/** The head of a record: its metadata and its state (inline or a chunk set). */
-export interface Head {
+/** A record's metadata but its handle, as the head and the list index keep it. */
+export interface Meta {
   /** Kind. */
   k: string;
   /** Version. */
@@ -42,6 +42,10 @@ export interface Head {
   e: number | null;
   /** lastWriter. */
   l: string | null;
+}
+
+/** The head of a record: its metadata and its state (inline or a chunk set). */
+export interface Head extends Meta {
   /** Id of the write that produced this head (to recognise our own commit). */
   w: string;
   /** The state, inline. */
@@ -85,14 +89,9 @@ export interface LogValue {
 }
 
 /** A list index entry: metadata only. */
-export interface IndexEntry {
+export interface IndexEntry extends Meta {
+  /** The handle. */
   h: string;
-  k: string;
-  v: number;
-  c: number;
-  u: number;
-  e: number | null;
-  l: string | null;
 }
 
 /** An idempotency record. */
@@ -198,16 +197,7 @@ export function logValueOf(entry: ChangeEntry): LogValue {
 
 /** A record from its head and its state text. */
 export function recordOf(handle: string, head: Head, state: string): HandleRecord {
-  return {
-    handle,
-    kind: head.k,
-    state,
-    version: head.v,
-    createdAt: head.c,
-    updatedAt: head.u,
-    expiresAt: head.e,
-    lastWriter: head.l,
-  };
+  return { handle, kind: head.k, state, ...tail(head) };
 }
 
 /** The listing index entry (metadata only) of a record. */
@@ -225,15 +215,12 @@ export function indexOf(r: HandleRecord): IndexEntry {
 
 /** The metadata of a listing index entry. */
 export function metaOfIndex(i: IndexEntry): HandleMeta {
-  return {
-    handle: i.h,
-    kind: i.k,
-    version: i.v,
-    createdAt: i.c,
-    updatedAt: i.u,
-    expiresAt: i.e,
-    lastWriter: i.l,
-  };
+  return { handle: i.h, kind: i.k, ...tail(i) };
+}
+
+/** The metadata from `version` on. */
+function tail(m: Meta): Omit<HandleMeta, "handle" | "kind"> {
+  return { version: m.v, createdAt: m.c, updatedAt: m.u, expiresAt: m.e, lastWriter: m.l };
 }
 
 /** A fresh random id (chunk sets, logs, writes). */

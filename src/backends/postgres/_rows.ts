@@ -70,28 +70,22 @@ export function payloadOf(user: string, handle: string): string {
 
 /** A record from a row of `RECORD_COLUMNS`. */
 export function recordOf(row: readonly unknown[]): HandleRecord {
-  return {
-    handle: String(row[0]),
-    kind: String(row[1]),
-    state: String(row[2]),
-    version: Number(row[3]),
-    createdAt: Number(row[4]),
-    updatedAt: Number(row[5]),
-    expiresAt: row[6] == null ? null : Number(row[6]),
-    lastWriter: row[7] == null ? null : String(row[7]),
-  };
+  return { handle: String(row[0]), kind: String(row[1]), state: String(row[2]), ...tail(row, 3) };
 }
 
 /** Metadata from a row of `META_COLUMNS`. */
 export function metaOf(row: readonly unknown[]): HandleMeta {
+  return { handle: String(row[0]), kind: String(row[1]), ...tail(row, 2) };
+}
+
+/** The fields from `version` on, which start at column `at` of the row. */
+function tail(row: readonly unknown[], at: number): Omit<HandleMeta, "handle" | "kind"> {
   return {
-    handle: String(row[0]),
-    kind: String(row[1]),
-    version: Number(row[2]),
-    createdAt: Number(row[3]),
-    updatedAt: Number(row[4]),
-    expiresAt: row[5] == null ? null : Number(row[5]),
-    lastWriter: row[6] == null ? null : String(row[6]),
+    version: Number(row[at]),
+    createdAt: Number(row[at + 1]),
+    updatedAt: Number(row[at + 2]),
+    expiresAt: row[at + 3] == null ? null : Number(row[at + 3]),
+    lastWriter: row[at + 4] == null ? null : String(row[at + 4]),
   };
 }
 

@@ -35,24 +35,18 @@ export function cells(row: Row): SQLOutputValue[] {
 /** A record from a row of {@link RECORD} columns. */
 export function recordOf(handle: string, r: Row): HandleRecord {
   const row = cells(r);
-  return {
-    handle,
-    kind: row[0] as string,
-    state: row[1] as string,
-    version: row[2] as number,
-    createdAt: row[3] as number,
-    updatedAt: row[4] as number,
-    expiresAt: row[5] as number | null,
-    lastWriter: row[6] as string | null,
-  };
+  return { handle, kind: row[0] as string, state: row[1] as string, ...tail(row) };
 }
 
 /** Metadata from a row of {@link META} columns. */
 export function metaOf(r: Row): HandleMeta {
   const row = cells(r);
+  return { handle: row[0] as string, kind: row[1] as string, ...tail(row) };
+}
+
+/** The fields from `version` on: columns 2 to 6 of both {@link RECORD} and {@link META} rows. */
+function tail(row: SQLOutputValue[]): Omit<HandleMeta, "handle" | "kind"> {
   return {
-    handle: row[0] as string,
-    kind: row[1] as string,
     version: row[2] as number,
     createdAt: row[3] as number,
     updatedAt: row[4] as number,
