@@ -87,6 +87,19 @@ export class MemoryBackend implements Backend {
     return { replayed: true, fingerprint: e.fingerprint, result: e.result && { ...e.result } };
   }
 
+  /**
+   * Runs a write after looking its idempotency key up: a key seen before
+   * answers the first attempt's result, and nothing is written. The write
+   * never awaits, so it is atomic.
+   */
+  #claim<T>(user: string, ctx: WriteContext, fn: () => T): Promise<T | Replayed> {
+    try {
+      return Promise.resolve(this.#replay(user, ctx) ?? fn());
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
   #remember(user: string, ctx: WriteContext, result: HandleRecord | null): void {
     const c = ctx.idempotency;
     if (!c) return;
@@ -103,17 +116,17 @@ export class MemoryBackend implements Backend {
     record: HandleRecord,
     ctx: WriteContext,
   ): Promise<{ inserted: boolean } | Replayed> {
-    const replay = this.#replay(user, ctx);
-    if (replay) return Promise.resolve(replay);
-    const records = this.#records(user);
-    if (records.has(record.handle) || this.#trash.has(JSON.stringify([user, record.handle]))) {
-      return Promise.resolve({ inserted: false });
-    }
-    records.set(record.handle, { ...record });
-    this.#append(user, record.handle, ctx.entry, ctx);
-    this.#remember(user, ctx, record);
-    this.#listeners.notify(user, record.handle);
-    return Promise.resolve({ inserted: true });
+    return this.#claim(user, ctx, () => {
+      const records = this.#records(user);
+      if (records.has(record.handle) || this.#trash.has(JSON.stringify([user, record.handle]))) {
+        return { inserted: false };
+      }
+      records.set(record.handle, { ...record });
+      this.#append(user, record.handle, ctx.entry, ctx);
+      this.#remember(user, ctx, record);
+      this.#listeners.notify(user, record.handle);
+      return { inserted: true };
+    });
   }
 
   /** {@inheritDoc Backend.read} */
@@ -143,9 +156,7 @@ export class MemoryBackend implements Backend {
     change: Change,
     ctx: WriteContext,
   ): Promise<UpdateOutcome | Replayed> {
-    try {
-      const replay = this.#replay(user, ctx);
-      if (replay) return Promise.resolve(replay);
+    return this.#claim(user, ctx, () => {
       const current = this.#users.get(user)?.get(handle) ?? null;
       const step = change(current ? { ...current } : null);
       const next = step?.record ?? null;
@@ -156,10 +167,8 @@ export class MemoryBackend implements Backend {
       const record = next ?? current;
       this.#remember(user, ctx, record);
       if (next) this.#listeners.notify(user, handle);
-      return Promise.resolve({ record: record && { ...record }, written: next !== null });
-    } catch (e) {
-      return Promise.reject(e);
-    }
+      return { record: record && { ...record }, written: next !== null };
+    });
   }
 
   /** {@inheritDoc Backend.remove} */
@@ -168,23 +177,23 @@ export class MemoryBackend implements Backend {
     handle: string,
     ctx: WriteContext,
   ): Promise<{ removed: boolean } | Replayed> {
-    const replay = this.#replay(user, ctx);
-    if (replay) return Promise.resolve(replay);
-    const current = this.#users.get(user)?.get(handle);
-    if (!current) return Promise.resolve({ removed: false });
-    this.#users.get(user)?.delete(handle);
-    const key = JSON.stringify([user, handle]);
-    if (ctx.trashUntil !== undefined) {
-      this.#trash.set(key, {
-        record: current,
-        log: this.#logs.get(key) ?? [],
-        until: ctx.trashUntil,
-      });
-    }
-    this.#logs.delete(key);
-    this.#remember(user, ctx, null);
-    this.#listeners.notify(user, handle);
-    return Promise.resolve({ removed: true });
+    return this.#claim(user, ctx, () => {
+      const current = this.#users.get(user)?.get(handle);
+      if (!current) return { removed: false };
+      this.#users.get(user)?.delete(handle);
+      const key = JSON.stringify([user, handle]);
+      if (ctx.trashUntil !== undefined) {
+        this.#trash.set(key, {
+          record: current,
+          log: this.#logs.get(key) ?? [],
+          until: ctx.trashUntil,
+        });
+      }
+      this.#logs.delete(key);
+      this.#remember(user, ctx, null);
+      this.#listeners.notify(user, handle);
+      return { removed: true };
+    });
   }
 
   /** {@inheritDoc Backend.untrash} */

@@ -208,9 +208,7 @@ export class SqliteBackend implements Backend {
     record: HandleRecord,
     ctx: WriteContext,
   ): Promise<{ inserted: boolean } | Replayed> {
-    return this.#c.write(() => {
-      const replay = this.#q.replay(user, ctx);
-      if (replay) return replay;
+    return this.#claim(user, ctx, () => {
       // A trashed handle stays taken until it is restored or swept.
       if (this.#q.inTrash.get(user, record.handle)) return { inserted: false };
       const { changes } = this.#q.insert.run(user, record.handle, ...recordValues(record));
@@ -255,9 +253,7 @@ export class SqliteBackend implements Backend {
     write: ConditionalWrite,
     ctx: WriteContext,
   ): Promise<SaveOutcome | Replayed> {
-    return this.#c.write((): SaveOutcome | Replayed => {
-      const replay = this.#q.replay(user, ctx);
-      if (replay) return replay;
+    return this.#claim(user, ctx, (): SaveOutcome => {
       // One conditional UPDATE: version and expiry are checked by the statement itself.
       const row = write.expiresAt === "keep"
         ? this.#q.saveKeep.get(
@@ -303,9 +299,7 @@ export class SqliteBackend implements Backend {
     change: Change,
     ctx: WriteContext,
   ): Promise<UpdateOutcome | Replayed> {
-    return this.#c.write((): UpdateOutcome | Replayed => {
-      const replay = this.#q.replay(user, ctx);
-      if (replay) return replay;
+    return this.#claim(user, ctx, (): UpdateOutcome => {
       const current = this.#q.readRow(user, handle);
       // A throwing change propagates out of #write, which rolls back.
       const step = change(current && { ...current });
@@ -334,9 +328,7 @@ export class SqliteBackend implements Backend {
     handle: string,
     ctx: WriteContext,
   ): Promise<{ removed: boolean } | Replayed> {
-    return this.#c.write(() => {
-      const replay = this.#q.replay(user, ctx);
-      if (replay) return replay;
+    return this.#claim(user, ctx, () => {
       // To the trash: the record moves, its changelog stays where it is.
       if (ctx.trashUntil !== undefined) this.#q.toTrash.run(ctx.trashUntil, user, handle);
       const removed = Number(this.#q.delete.run(user, handle).changes) === 1;
@@ -520,5 +512,13 @@ export class SqliteBackend implements Backend {
     this.#q.clear();
     if (this.#closeDb && this.#db.isOpen) this.#db.close();
     return Promise.resolve();
+  }
+
+  /**
+   * Runs a write in one transaction that first looks its idempotency key up:
+   * a key seen before answers the first attempt's result, and nothing is written.
+   */
+  #claim<T>(user: string, ctx: WriteContext, fn: () => T): Promise<T | Replayed> {
+    return this.#c.write(() => this.#q.replay(user, ctx) ?? fn());
   }
 }
