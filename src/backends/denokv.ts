@@ -361,71 +361,64 @@ export class DenoKvBackend implements Backend {
     write: ConditionalWrite,
     ctx: WriteContext,
   ): Promise<SaveOutcome | Replayed> {
-    return this.#turn(user, handle, () => this.#save(user, handle, write, ctx));
-  }
-
-  async #save(
-    user: string,
-    handle: string,
-    write: ConditionalWrite,
-    ctx: WriteContext,
-  ): Promise<SaveOutcome | Replayed> {
-    const u = this.#k.user(user), h = this.#k.handle(handle);
-    let body: BodyRef | null = null;
-    try {
-      return await optimistic(async () => {
-        const [first, idem] = await readHeads(this.#db, u, h, ctx);
-        const replay = await replayOf(this.#db, u, idem, ctx);
-        if (replay) return replay;
-        const cur = first.value;
-        if (
-          !cur || cur.v !== write.expectVersion || (cur.e !== null && cur.e <= ctx.now)
-        ) {
-          return { ok: false, current: (await loadRecord(this.#db, u, h, handle, first)).record };
-        }
-        const next: HandleRecord = {
-          handle,
-          kind: cur.k,
-          state: write.state,
-          version: cur.v + 1,
-          createdAt: cur.c,
-          updatedAt: write.updatedAt,
-          expiresAt: write.expiresAt === "keep" ? cur.e : write.expiresAt,
-          lastWriter: write.lastWriter,
-        };
-        // One chunk set serves every attempt of this call: the state is the same.
-        body ??= await bodyOf(this.#db, u, h, write.state);
-        if (!body) return AGAIN;
-        const w = newId();
-        const idemPart = await prepareIdem(this.#db, u, ctx, idem, next, body);
-        // A write without an entry would leave a gap: the log is dropped.
-        const log = await planLog(this.#db, u, h, cur, undefined, ctx);
-        let after: Deno.KvKey[] = [];
-        const res = await this.#db.commit((op) => {
-          op.check(first);
-          after = putHead(this.#db, op, u, h, cur, next, body!, w, log);
-          idemPart.add(op);
-        });
-        if (res.ok || await landed(this.#db, u, h, w)) {
-          body = null;
-          this.#feed.changed(user, handle, res);
-          if (res.ok) await afterCommit(this.#db, after, res.versionstamp);
-          return { ok: true, record: next };
-        }
-        await dropCopy(this.#db, u, idemPart.copy);
-        if ("set" in body && body.set) {
-          // The intent may have been collected meanwhile; check before reuse.
-          const still = await this.#db.get<Intent>(body.set.intent);
-          if (still.versionstamp !== body.set.intentVs) {
-            await releaseBody(this.#db, body);
-            body = null;
+    return this.#turn(user, handle, async (): Promise<SaveOutcome | Replayed> => {
+      const u = this.#k.user(user), h = this.#k.handle(handle);
+      let body: BodyRef | null = null;
+      try {
+        return await optimistic(async () => {
+          const [first, idem] = await readHeads(this.#db, u, h, ctx);
+          const replay = await replayOf(this.#db, u, idem, ctx);
+          if (replay) return replay;
+          const cur = first.value;
+          if (
+            !cur || cur.v !== write.expectVersion || (cur.e !== null && cur.e <= ctx.now)
+          ) {
+            return { ok: false, current: (await loadRecord(this.#db, u, h, handle, first)).record };
           }
-        }
-        return AGAIN;
-      }, this.#db.contended(handle));
-    } finally {
-      await releaseBody(this.#db, body);
-    }
+          const next: HandleRecord = {
+            handle,
+            kind: cur.k,
+            state: write.state,
+            version: cur.v + 1,
+            createdAt: cur.c,
+            updatedAt: write.updatedAt,
+            expiresAt: write.expiresAt === "keep" ? cur.e : write.expiresAt,
+            lastWriter: write.lastWriter,
+          };
+          // One chunk set serves every attempt of this call: the state is the same.
+          body ??= await bodyOf(this.#db, u, h, write.state);
+          if (!body) return AGAIN;
+          const w = newId();
+          const idemPart = await prepareIdem(this.#db, u, ctx, idem, next, body);
+          // A write without an entry would leave a gap: the log is dropped.
+          const log = await planLog(this.#db, u, h, cur, undefined, ctx);
+          let after: Deno.KvKey[] = [];
+          const res = await this.#db.commit((op) => {
+            op.check(first);
+            after = putHead(this.#db, op, u, h, cur, next, body!, w, log);
+            idemPart.add(op);
+          });
+          if (res.ok || await landed(this.#db, u, h, w)) {
+            body = null;
+            this.#feed.changed(user, handle, res);
+            if (res.ok) await afterCommit(this.#db, after, res.versionstamp);
+            return { ok: true, record: next };
+          }
+          await dropCopy(this.#db, u, idemPart.copy);
+          if ("set" in body && body.set) {
+            // The intent may have been collected meanwhile; check before reuse.
+            const still = await this.#db.get<Intent>(body.set.intent);
+            if (still.versionstamp !== body.set.intentVs) {
+              await releaseBody(this.#db, body);
+              body = null;
+            }
+          }
+          return AGAIN;
+        }, this.#db.contended(handle));
+      } finally {
+        await releaseBody(this.#db, body);
+      }
+    });
   }
 
   /** {@inheritDoc Backend.update} */
@@ -435,70 +428,63 @@ export class DenoKvBackend implements Backend {
     change: Change,
     ctx: WriteContext,
   ): Promise<UpdateOutcome | Replayed> {
-    return this.#turn(user, handle, () => this.#update(user, handle, change, ctx));
-  }
-
-  async #update(
-    user: string,
-    handle: string,
-    change: Change,
-    ctx: WriteContext,
-  ): Promise<UpdateOutcome | Replayed> {
-    const u = this.#k.user(user), h = this.#k.handle(handle);
-    return await optimistic(async () => {
-      const [read, idem] = await readHeads(this.#db, u, h, ctx);
-      const replay = await replayOf(this.#db, u, idem, ctx);
-      if (replay) return replay;
-      // The head whose state was read; the commit checks it.
-      const loaded = await loadRecord(this.#db, u, h, handle, read);
-      const first = loaded.entry;
-      const current = loaded.record;
-      const step = change(current && { ...current });
-      const next = step?.record ?? null;
-      if (!next && !ctx.idempotency) return { record: current, written: false };
-      const w = newId();
-      let body: BodyRef | null = null;
-      let copy: { d: string; n: number } | null = null;
-      let ok = false;
-      try {
-        if (next) {
-          body = await bodyOf(
-            this.#db,
-            u,
-            h,
-            next.state,
-            first.value && loaded.text !== null
-              ? { head: first.value, text: loaded.text }
-              : undefined,
-          );
-        }
-        if (!next || body) {
-          const result = next ?? current;
-          const idemPart = await prepareIdem(this.#db, u, ctx, idem, result, next ? body : null);
-          copy = idemPart.copy;
-          // Read under the same head versionstamp the commit checks.
-          const log = next ? await planLog(this.#db, u, h, first.value, step?.entry, ctx) : null;
-          let after: Deno.KvKey[] = [];
-          const res = await this.#db.commit((op) => {
-            op.check(first);
-            if (next) after = putHead(this.#db, op, u, h, first.value, next, body!, w, log!);
-            idemPart.add(op);
-          });
-          ok = res.ok || (next !== null && await landed(this.#db, u, h, w));
-          if (ok) {
-            if (next) this.#feed.changed(user, handle, res);
-            if (res.ok) await afterCommit(this.#db, after, res.versionstamp);
-            return { record: result && { ...result }, written: next !== null };
+    return this.#turn(user, handle, async (): Promise<UpdateOutcome | Replayed> => {
+      const u = this.#k.user(user), h = this.#k.handle(handle);
+      return await optimistic(async () => {
+        const [read, idem] = await readHeads(this.#db, u, h, ctx);
+        const replay = await replayOf(this.#db, u, idem, ctx);
+        if (replay) return replay;
+        // The head whose state was read; the commit checks it.
+        const loaded = await loadRecord(this.#db, u, h, handle, read);
+        const first = loaded.entry;
+        const current = loaded.record;
+        const step = change(current && { ...current });
+        const next = step?.record ?? null;
+        if (!next && !ctx.idempotency) return { record: current, written: false };
+        const w = newId();
+        let body: BodyRef | null = null;
+        let copy: { d: string; n: number } | null = null;
+        let ok = false;
+        try {
+          if (next) {
+            body = await bodyOf(
+              this.#db,
+              u,
+              h,
+              next.state,
+              first.value && loaded.text !== null
+                ? { head: first.value, text: loaded.text }
+                : undefined,
+            );
+          }
+          if (!next || body) {
+            const result = next ?? current;
+            const idemPart = await prepareIdem(this.#db, u, ctx, idem, result, next ? body : null);
+            copy = idemPart.copy;
+            // Read under the same head versionstamp the commit checks.
+            const log = next ? await planLog(this.#db, u, h, first.value, step?.entry, ctx) : null;
+            let after: Deno.KvKey[] = [];
+            const res = await this.#db.commit((op) => {
+              op.check(first);
+              if (next) after = putHead(this.#db, op, u, h, first.value, next, body!, w, log!);
+              idemPart.add(op);
+            });
+            ok = res.ok || (next !== null && await landed(this.#db, u, h, w));
+            if (ok) {
+              if (next) this.#feed.changed(user, handle, res);
+              if (res.ok) await afterCommit(this.#db, after, res.versionstamp);
+              return { record: result && { ...result }, written: next !== null };
+            }
+          }
+        } finally {
+          if (!ok) {
+            await releaseBody(this.#db, body);
+            await dropCopy(this.#db, u, copy);
           }
         }
-      } finally {
-        if (!ok) {
-          await releaseBody(this.#db, body);
-          await dropCopy(this.#db, u, copy);
-        }
-      }
-      return AGAIN;
-    }, this.#db.contended(handle));
+        return AGAIN;
+      }, this.#db.contended(handle));
+    });
   }
 
   /** {@inheritDoc Backend.remove} */
@@ -672,16 +658,7 @@ export class DenoKvBackend implements Backend {
     return out;
   }
 
-  /**
-   * Writes `record` exactly as given when this user has no record with that
-   * handle, or an older version of it (whose changelog is then dropped);
-   * otherwise writes nothing.
-   *
-   * @param user The user.
-   * @param record The record to import.
-   * @param ctx The write context (idempotency is ignored).
-   * @returns What happened.
-   */
+  /** {@inheritDoc Backend.importRecord} */
   async importRecord(
     user: string,
     record: HandleRecord,
