@@ -130,11 +130,12 @@ export interface WriteContext {
  * Redis, a check-and-set of the head alone on Deno KV — where the same write
  * through {@link Backend.update} is a read, a change in JavaScript and a
  * write: a transaction of four round trips on PostgreSQL, a read and a
- * rewrite of the whole row on SQLite (several times slower at 256 KiB), a
- * read of a chunked state it does not need on Deno KV. Measured with the
- * benches in `bench/`, the single step wins on those engines, so they keep
- * it; the memory backend, where it does not, derives `save` from `update`.
- * A backend is free to do the same.
+ * rewrite of the whole row on SQLite (several times slower at 256 KiB), two
+ * round trips on Redis once another process wrote last, a read of a chunked
+ * state it does not need on Deno KV. Measured against such a derived save in
+ * the same run, the single step wins on those engines, so they keep it; the
+ * memory backend, where it does not, derives `save` from `update`. A backend
+ * is free to do the same.
  */
 export interface ConditionalWrite {
   /** The version the writer read. */

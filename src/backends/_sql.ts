@@ -2,6 +2,12 @@
  * What the SQL backends (SQLite, PostgreSQL) share, private to the package:
  * the listing query, built the same way for both.
  *
+ * Their trash still differs, as their stored layouts do: SQLite moves a
+ * revoked record to a `trash` table (schema 3), PostgreSQL marks its row with
+ * `trashed_until` and lists through a partial index of the live rows (schema
+ * 2). Either could take the other's form only through a schema migration of
+ * every existing database, for no gain in behaviour, so each keeps its own.
+ *
  * @module
  */
 
