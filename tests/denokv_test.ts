@@ -455,15 +455,13 @@ Deno.test("changelog: the backend never reads an entry's text; one over maxEntry
   try {
     assert.equal(backend.maxEntryBytes, 65_280);
     const user = freshUser(), now = Date.now();
+    const times = { createdAt: now, updatedAt: now, expiresAt: null, lastWriter: null };
     const record: HandleRecord = {
-      handle: "big_aaaaaaaa",
+      handle: "big_a",
       kind: "big",
       state: "{}",
       version: 1,
-      createdAt: now,
-      updatedAt: now,
-      expiresAt: null,
-      lastWriter: null,
+      ...times,
     };
     const ctx = (text: string): WriteContext => ({
       now,
@@ -479,7 +477,7 @@ Deno.test("changelog: the backend never reads an entry's text; one over maxEntry
       { version: 1, at: now, text },
     ]);
     // One byte more: refused, and nothing of the write is left behind.
-    const other = { ...record, handle: "big_bbbbbbbb" };
+    const other = { ...record, handle: "big_b" };
     await rejectsWith(() => backend.insert(user, other, ctx(text + "x")), "backend_error");
     assert.equal(await backend.read(user, other.handle), null);
     assert.deepEqual(await keysOf(kv, ["mcpstate", "xw"]), []);
