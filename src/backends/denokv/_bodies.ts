@@ -102,6 +102,7 @@ export async function stateText(
   );
 }
 
+/** Reads and joins `n` chunks under `prefix`, `z` bytes in all; throws {@link Raced} when some are gone. */
 export async function readChunks(
   db: KvIo,
   prefix: Deno.KvKey,
@@ -210,6 +211,10 @@ export async function releaseBody(db: KvIo, body: BodyRef | null | undefined): P
   await collect(db, body.set.intent, body.set.intentVs, { n: body.set.n }).catch(() => false);
 }
 
+/**
+ * Adds the deletion of a head's chunk set: in this commit when small, else
+ * through a dead intent the collector empties. Returns that intent.
+ */
 export function dropChunks(
   db: KvIo,
   op: Deno.AtomicOperation,

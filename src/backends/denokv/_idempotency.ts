@@ -178,6 +178,7 @@ export async function prepareIdem(
   return { add, copy };
 }
 
+/** Deletes the chunked copy of a result (best effort: `sweep` collects what is left). */
 export async function dropCopy(
   db: KvIo,
   u: Deno.KvKeyPart,
@@ -193,6 +194,7 @@ export async function dropCopy(
   }
 }
 
+/** Deletes an idempotency record past its expiry, with its index entry and copy. */
 export async function dropIdem(db: KvIo, key: Deno.KvKey, t: number, now: number): Promise<void> {
   const entry = await db.get<IdemValue>(key);
   const v = entry.value;

@@ -45,59 +45,73 @@ export class Keys {
     return keyPart(handle, NAME_PART_MAX);
   }
 
+  /** The head of a record. */
   head(u: Deno.KvKeyPart, h: Deno.KvKeyPart): Deno.KvKey {
     return [...this.p, "u", u, "h", h];
   }
 
+  /** A record's entry in its user's listing index (newest first). */
   index(u: Deno.KvKeyPart, updatedAt: number, h: Deno.KvKeyPart): Deno.KvKey {
     return [...this.p, "u", u, "i", 0 - updatedAt, h];
   }
 
+  /** Chunk `i` of chunk set `d` of a record. */
   chunk(u: Deno.KvKeyPart, h: Deno.KvKeyPart, d: string, i: number): Deno.KvKey {
     return [...this.p, "u", u, "c", h, d, i];
   }
 
+  /** The idempotency record of a claim. */
   idem(u: Deno.KvKeyPart, c: IdempotencyClaim): Deno.KvKey {
     return [...this.p, "u", u, "k", this.handle(c.scope), this.handle(c.key)];
   }
 
+  /** Chunk `i` of the chunked copy `d` of an idempotency record's result. */
   copy(u: Deno.KvKeyPart, d: string, i: number): Deno.KvKey {
     return [...this.p, "u", u, "q", d, i];
   }
 
+  /** A record's entry in the expiry index that `sweep` walks. */
   expiry(at: number, u: Deno.KvKeyPart, h: Deno.KvKeyPart): Deno.KvKey {
     return [...this.p, "xh", at, u, h];
   }
 
+  /** An idempotency record's entry in its expiry index. */
   idemExpiry(at: number, idemKey: Deno.KvKey): Deno.KvKey {
     const n = this.p.length;
     return [...this.p, "xk", at, idemKey[n + 1]!, idemKey[n + 3]!, idemKey[n + 4]!];
   }
 
+  /** The intent of chunk set (or collection) `d`, written at `at` (0: handed to the collector). */
   intent(at: number, u: Deno.KvKeyPart, h: Deno.KvKeyPart, d: string): Deno.KvKey {
     return [...this.p, "xw", at, u, h, d];
   }
 
+  /** A user's name, for `listUsers`. */
   userName(u: Deno.KvKeyPart): Deno.KvKey {
     return [...this.p, "n", u];
   }
 
+  /** Changelog entry `version` of log `log`. */
   log(u: Deno.KvKeyPart, h: Deno.KvKeyPart, log: string, version: number): Deno.KvKey {
     return [...this.p, "u", u, "log", h, log, version];
   }
 
+  /** A trashed record. */
   trash(u: Deno.KvKeyPart, h: Deno.KvKeyPart): Deno.KvKey {
     return [...this.p, "u", u, "t", h];
   }
 
+  /** A trashed record's entry in the trash index that `sweep` walks. */
   trashExpiry(at: number, u: Deno.KvKeyPart, h: Deno.KvKeyPart): Deno.KvKey {
     return [...this.p, "xt", at, u, h];
   }
 
+  /** The lease of `(user, handle)`. */
   lease(user: string, handle: string): Deno.KvKey {
     return [...this.p, "u", this.user(user), "l", this.handle(handle)];
   }
 
+  /** The key part of a user. */
   user(user: string): Deno.KvKeyPart {
     return keyPart(user, USER_PART_MAX);
   }
@@ -114,6 +128,7 @@ export function keyPart(name: string, maxBytes: number): Deno.KvKeyPart {
   return new Uint8Array(createHash("sha256").update(JSON.stringify(name)).digest());
 }
 
+/** Whether two key parts are equal. */
 export function samePart(a: Deno.KvKeyPart, b: Deno.KvKeyPart): boolean {
   if (a instanceof Uint8Array && b instanceof Uint8Array) {
     return a.length === b.length && a.every((x, i) => x === b[i]);
@@ -121,10 +136,12 @@ export function samePart(a: Deno.KvKeyPart, b: Deno.KvKeyPart): boolean {
   return a === b;
 }
 
+/** Whether two keys are equal. */
 export function sameKey(a: Deno.KvKey, b: Deno.KvKey): boolean {
   return a.length === b.length && a.every((x, i) => samePart(x, b[i]!));
 }
 
+/** The prefix, checked. */
 function checkPrefix(prefix: Deno.KvKey): Deno.KvKeyPart[] {
   const ok = Array.isArray(prefix) && prefix.length <= 4 &&
     prefix.every((p) =>

@@ -24,6 +24,7 @@ const TWO_53 = 2n ** 53n;
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
+/** Bytes as base64url. */
 function b64url(bytes: Uint8Array): string {
   return Buffer.from(bytes).toString("base64url");
 }
@@ -39,15 +40,18 @@ export function encodeName(s: string): string {
     : "j" + b64url(encoder.encode(JSON.stringify(s)));
 }
 
+/** The string {@link encodeName} encoded. */
 export function decodeName(code: string): string {
   const text = decoder.decode(Buffer.from(code.slice(1), "base64url"));
   return code[0] === "j" ? JSON.parse(text) as string : text;
 }
 
+/** A handle as a key part: as it is when it is plain, else `~` + {@link encodeName}. */
 export function encodeHandle(handle: string): string {
   return RAW_HANDLE.test(handle) ? handle : "~" + encodeName(handle);
 }
 
+/** The handle {@link encodeHandle} encoded. */
 export function decodeHandle(code: string): string {
   return code.startsWith("~") ? decodeName(code.slice(1)) : code;
 }
@@ -57,6 +61,7 @@ export function member(updatedAt: number, enc: string): string {
   return (TWO_53 - BigInt(Math.floor(updatedAt))).toString(16).padStart(14, "0") + enc;
 }
 
+/** A writer label as the metadata keeps it: JSON text, `""` for none. */
 export function writerText(w: string | null): string {
   return w === null ? "" : JSON.stringify(w);
 }
@@ -68,6 +73,7 @@ export function metaText(r: HandleMeta): string {
   }\t${writerText(r.lastWriter)}`;
 }
 
+/** Metadata from its `m` field. */
 export function metaOf(handle: string, m: string): HandleMeta {
   const [kind = "", v, c, u, e = "", w = ""] = m.split("\t");
   return {
@@ -81,6 +87,7 @@ export function metaOf(handle: string, m: string): HandleMeta {
   };
 }
 
+/** A record from its state text and its `m` field. */
 export function recordOf(handle: string, s: string | null | undefined, m: string): HandleRecord {
   const meta = metaOf(handle, m);
   return {
@@ -108,6 +115,7 @@ export function leaseOf(text: string): LeaseRecord {
   return { holder: text.slice(tab + 1), expiresAt: Number(text.slice(0, tab)) };
 }
 
+/** An expiry as the scripts take it: `""` for never. */
 export function expiresText(e: number | null): string {
   return e === null ? "" : String(e);
 }
