@@ -159,7 +159,24 @@ import { Keys, sameKey } from "./denokv/_keys.ts";
 import { sweep } from "./denokv/_sweep.ts";
 import { openDenoKv } from "./denokv/_url.ts";
 
-export type * from "./_types.ts";
+export type {
+  Backend,
+  Change,
+  ChangeEntry,
+  ConditionalWrite,
+  HandleMeta,
+  HandleRecord,
+  IdempotencyClaim,
+  LeaseOutcome,
+  LeaseRecord,
+  ListQuery,
+  Replayed,
+  Retention,
+  SaveOutcome,
+  Step,
+  UpdateOutcome,
+  WriteContext,
+} from "../backend.ts";
 
 export { type DenoKvTarget, parseDenoKvUrl } from "./denokv/_url.ts";
 

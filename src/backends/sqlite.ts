@@ -86,7 +86,24 @@ import { prepareDatabase } from "./sqlite/_schema.ts";
 import { LEASE_SCAN_MAX, Statements, SWEEP_BATCH } from "./sqlite/_statements.ts";
 import { parseSqliteUrl, type SqliteSynchronous } from "./sqlite/_url.ts";
 
-export type * from "./_types.ts";
+export type {
+  Backend,
+  Change,
+  ChangeEntry,
+  ConditionalWrite,
+  HandleMeta,
+  HandleRecord,
+  IdempotencyClaim,
+  LeaseOutcome,
+  LeaseRecord,
+  ListQuery,
+  Replayed,
+  Retention,
+  SaveOutcome,
+  Step,
+  UpdateOutcome,
+  WriteContext,
+} from "../backend.ts";
 
 export { SQLITE_SCHEMA_VERSION } from "./sqlite/_schema.ts";
 export type { SqliteSynchronous } from "./sqlite/_url.ts";
