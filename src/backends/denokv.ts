@@ -145,7 +145,7 @@ import {
   type Trashed,
 } from "./denokv/_codec.ts";
 import { Feed, GET_MANY_MAX } from "./denokv/_feed.ts";
-import { dropBody, dropHead, landed, putHead } from "./denokv/_heads.ts";
+import { dropRecord, landed, putHead } from "./denokv/_heads.ts";
 import {
   dropCopy,
   type IdemPart,
@@ -508,15 +508,16 @@ export class DenoKvBackend implements Backend {
       let after: Deno.KvKey[] = [];
       const res = await this.#db.commit((op) => {
         op.check(head);
-        if (until === undefined || trash === null) after = dropHead(this.#db, op, u, h, old);
-        else {
+        if (until === undefined || trash === null) {
+          after = dropRecord(this.#db, op, u, h, old, true);
+        } else {
           // Into the trash: the head moves, its chunks and changelog stay.
           op.check(trash);
           const prev = trash.value;
           if (prev) {
             // An older trashed copy (an importRecord() wrote the handle meanwhile) gives way.
             op.delete(this.#k.trashExpiry(prev.t, u, h));
-            after = dropBody(this.#db, op, u, h, prev.h);
+            after = dropRecord(this.#db, op, u, h, prev.h, false);
           }
           op.delete(this.#k.head(u, h));
           op.delete(this.#k.index(u, old.u, h));

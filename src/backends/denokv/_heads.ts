@@ -76,30 +76,24 @@ export function putHead(
 }
 
 /**
- * Adds the deletion of a live head with its keys (list and expiry index,
- * chunks, changelog); returns the intents to collect after the commit.
+ * Adds the deletion of a record's keys: its chunks and changelog and, when
+ * it is `live` (not a trashed record, whose trash entry the caller deletes),
+ * its head and its list and expiry index entries. Returns the intents to
+ * collect after the commit.
  */
-export function dropHead(
+export function dropRecord(
   db: KvIo,
   op: Deno.AtomicOperation,
   u: Deno.KvKeyPart,
   h: Deno.KvKeyPart,
   old: Head,
+  live: boolean,
 ): Deno.KvKey[] {
-  op.delete(db.keys.head(u, h));
-  op.delete(db.keys.index(u, old.u, h));
-  if (old.e !== null) op.delete(db.keys.expiry(old.e, u, h));
-  return dropBody(db, op, u, h, old);
-}
-
-/** Adds the deletion of a head's chunks and changelog; returns the intents to collect after the commit. */
-export function dropBody(
-  db: KvIo,
-  op: Deno.AtomicOperation,
-  u: Deno.KvKeyPart,
-  h: Deno.KvKeyPart,
-  old: Head,
-): Deno.KvKey[] {
+  if (live) {
+    op.delete(db.keys.head(u, h));
+    op.delete(db.keys.index(u, old.u, h));
+    if (old.e !== null) op.delete(db.keys.expiry(old.e, u, h));
+  }
   const after: Deno.KvKey[] = [];
   if (old.d !== undefined) {
     const intent = dropChunks(db, op, u, h, old);

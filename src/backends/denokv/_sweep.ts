@@ -10,7 +10,7 @@ import type { LeaseRecord } from "../../backend.ts";
 import { AGAIN, backoff, optimistic } from "../_retry.ts";
 import { afterCommit, collect } from "./_bodies.ts";
 import type { Head, IdemValue, IndexEntry, Intent, Trashed } from "./_codec.ts";
-import { dropBody, dropHead } from "./_heads.ts";
+import { dropRecord } from "./_heads.ts";
 import { dropIdem } from "./_idempotency.ts";
 import type { KvIo } from "./_io.ts";
 import { samePart } from "./_keys.ts";
@@ -120,7 +120,7 @@ export async function reclaim(
     let after: Deno.KvKey[] = [];
     const res = await db.commit((op) => {
       op.check(head);
-      after = dropHead(db, op, u, h, old);
+      after = dropRecord(db, op, u, h, old, true);
     });
     if (res.ok) {
       await afterCommit(db, after, res.versionstamp);
@@ -154,7 +154,7 @@ export async function purge(
       op.check(trash);
       op.delete(db.keys.trash(u, h));
       op.delete(db.keys.trashExpiry(t.t, u, h));
-      after = dropBody(db, op, u, h, t.h);
+      after = dropRecord(db, op, u, h, t.h, false);
     });
     if (res.ok) {
       await afterCommit(db, after, res.versionstamp);
