@@ -122,6 +122,20 @@ export interface WriteContext {
  * stored version equals `expectVersion` and the record is not expired
  * (`expiresAt` is `null` or greater than `ctx.now`). The new version is
  * `expectVersion + 1`; `kind` and `createdAt` are kept.
+ *
+ * This is the one place where a backend applies rules of the store (the
+ * version check, the expiry check, `version + 1`), and it does so on
+ * purpose: those rules are what lets a save be a single engine step — one
+ * `UPDATE … WHERE version = ?` on SQLite and PostgreSQL, one script on
+ * Redis, a check-and-set of the head alone on Deno KV — where the same write
+ * through {@link Backend.update} is a read, a change in JavaScript and a
+ * write: a transaction of four round trips on PostgreSQL, a read and a
+ * rewrite of the whole row on SQLite (several times slower at 256 KiB), two
+ * round trips on Redis once another process wrote last, a read of a chunked
+ * state it does not need on Deno KV. Measured against such a derived save in
+ * the same run, the single step wins on those engines, so they keep it; the
+ * memory backend, where it does not, derives `save` from `update`. A backend
+ * is free to do the same.
  */
 export interface ConditionalWrite {
   /** The version the writer read. */
@@ -266,6 +280,15 @@ export interface Backend {
    */
   readonly reclaimsExpired?: boolean;
   /**
+   * The longest changelog entry text, in UTF-8 bytes, the engine can keep
+   * (absent: no limit of its own). The store keeps a longer entry as its
+   * `omitted` marker, as it does an entry over its own `maxEntryBytes`, so a
+   * backend never reads or rewrites an entry's text.
+   *
+   * @since 0.5.0
+   */
+  readonly maxEntryBytes?: number;
+  /**
    * Optional (needed by `mcpstate export` and `migrate`): one page of the users
    * that have at least one handle record, expired records included, in
    * ascending order. The order is the engine's own (byte order of the UTF-8
@@ -284,13 +307,16 @@ export interface Backend {
    * otherwise it writes nothing (`"kept"`). It never mints or re-versions,
    * ignores `ctx.idempotency`, and, where the engine expires records natively,
    * expires it at `expiresAt + ctx.graceMs`. A replaced record's changelog is
-   * dropped (its history is unknown). Re-running a restore is
+   * dropped (its history is unknown). Re-running an import is
    * therefore harmless: nothing is duplicated and newer data is never
    * overwritten with older.
    *
-   * @since 0.3.0
+   * Not to be confused with `HandleStore.restore`, which brings a revoked
+   * handle back from the trash (see {@link Backend.untrash}).
+   *
+   * @since 0.5.0 (named `restore` in 0.3 and 0.4)
    */
-  restore?(
+  importRecord?(
     user: string,
     record: HandleRecord,
     ctx: WriteContext,
@@ -339,8 +365,8 @@ export interface Backend {
   ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }>;
   /**
    * Optional (change feed): calls `listener` soon after any write to
-   * `(user, handle)` commits — insert, save, update, remove, untrash, restore,
-   * sweep — whether it went through this backend object, another connection,
+   * `(user, handle)` commits — insert, save, update, remove, untrash,
+   * importRecord, sweep — whether it went through this backend object, another connection,
    * another process or another instance sharing the engine, until the
    * returned function is called. Calls may be spurious or coalesced, never
    * carry data (the store re-reads), and must not throw. Without it the

@@ -428,7 +428,7 @@ export class HandleStore implements AsyncDisposable {
         throw new InvalidArgument("history.maxAgeDays must be a number of days greater than 0.");
       }
       this.#retention = { maxEntries, maxAgeMs: Math.round(maxAgeDays * DAY_MS) };
-      this.#maxEntryBytes = maxEntryBytes;
+      this.#maxEntryBytes = Math.min(maxEntryBytes, backend.maxEntryBytes ?? Infinity);
     } else {
       this.#retention = undefined;
       this.#maxEntryBytes = 0;

@@ -58,8 +58,8 @@ export function sampleRecord(
  */
 export async function restoreContract(t: Deno.TestContext, backend: Backend): Promise<void> {
   assert.equal(typeof backend.listUsers, "function", "the backend lacks listUsers()");
-  assert.equal(typeof backend.restore, "function", "the backend lacks restore()");
-  const restore = backend.restore!.bind(backend);
+  assert.equal(typeof backend.importRecord, "function", "the backend lacks importRecord()");
+  const restore = backend.importRecord!.bind(backend);
   const listUsers = backend.listUsers!.bind(backend);
   const tag = crypto.randomUUID().slice(0, 8);
 

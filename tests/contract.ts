@@ -1183,11 +1183,11 @@ async function allPages(store: HandleStore, user: string, limit: number): Promis
 
 /**
  * Writes a record straight into the store's backend, as `mcpstate import`
- * does: through the backend's `restore` when it has one, else `insert`.
+ * does: through the backend's `importRecord` when it has one, else `insert`.
  */
 async function importRecord(store: HandleStore, user: string, record: HandleRecord): Promise<void> {
   const b = store.backend;
   const ctx = { now: record.updatedAt, graceMs: 7 * DAY };
-  if (b.restore) assert.equal(await b.restore(user, record, ctx), "inserted");
+  if (b.importRecord) assert.equal(await b.importRecord(user, record, ctx), "inserted");
   else assert.deepEqual(await b.insert(user, record, ctx), { inserted: true });
 }

@@ -286,7 +286,7 @@ Deno.test("users and handles that cannot be key parts as they are stay apart", a
   }
 });
 
-Deno.test("restore() inserts, replaces an older version, and keeps a newer one", async () => {
+Deno.test("importRecord() inserts, replaces an older version, and keeps a newer one", async () => {
   const kv = await Deno.openKv(":memory:");
   const backend = new DenoKvBackend(kv);
   try {
@@ -303,11 +303,11 @@ Deno.test("restore() inserts, replaces an older version, and keeps a newer one",
       lastWriter: "import",
     });
     assert.equal(
-      await backend.restore(user, rec(3, JSON.stringify(stateOfBytes(90_000))), ctx),
+      await backend.importRecord(user, rec(3, JSON.stringify(stateOfBytes(90_000))), ctx),
       "inserted",
     );
-    assert.equal(await backend.restore(user, rec(2, '{"old":1}'), ctx), "kept");
-    assert.equal(await backend.restore(user, rec(5, '{"new":1}'), ctx), "replaced");
+    assert.equal(await backend.importRecord(user, rec(2, '{"old":1}'), ctx), "kept");
+    assert.equal(await backend.importRecord(user, rec(5, '{"new":1}'), ctx), "replaced");
     assert.deepEqual(await backend.read(user, "note_abcdefgh"), rec(5, '{"new":1}'));
     assert.equal((await backend.list(user, { limit: 10 }))[0]!.version, 5);
     assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user, "c"]), []);
@@ -449,6 +449,44 @@ Deno.test("changelog: an entry over one KV value is an omitted marker; a write w
   }
 });
 
+Deno.test("changelog: the backend never reads an entry's text; one over maxEntryBytes is refused whole", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const backend = new DenoKvBackend(kv);
+  try {
+    assert.equal(backend.maxEntryBytes, 65_280);
+    const user = freshUser(), now = Date.now();
+    const times = { createdAt: now, updatedAt: now, expiresAt: null, lastWriter: null };
+    const record: HandleRecord = {
+      handle: "big_a",
+      kind: "big",
+      state: "{}",
+      version: 1,
+      ...times,
+    };
+    const ctx = (text: string): WriteContext => ({
+      now,
+      graceMs: 0,
+      entry: { version: 1, at: now, text },
+      retention: { maxEntries: 10, maxAgeMs: DAY },
+    });
+    // Not JSON, and as long as one value holds: kept byte for byte.
+    const text = "not json \u{1F600}".padEnd(65_278, "x");
+    assert.equal(new TextEncoder().encode(text).length, 65_280);
+    assert.deepEqual(await backend.insert(user, record, ctx(text)), { inserted: true });
+    assert.deepEqual(await backend.changes(user, record.handle, 0), [
+      { version: 1, at: now, text },
+    ]);
+    // One byte more: refused, and nothing of the write is left behind.
+    const other = { ...record, handle: "big_b" };
+    await rejectsWith(() => backend.insert(user, other, ctx(text + "x")), "backend_error");
+    assert.equal(await backend.read(user, other.handle), null);
+    assert.deepEqual(await keysOf(kv, ["mcpstate", "xw"]), []);
+  } finally {
+    await backend.close();
+    kv.close();
+  }
+});
+
 Deno.test("trash: revoke moves the head in one commit, restore moves it back, sweep purges it", async () => {
   const kv = await Deno.openKv(":memory:");
   const clock = new FakeClock();
@@ -542,7 +580,7 @@ Deno.test("trash: the largest inline head with the longest metadata fits; an imp
     await store.revoke(h, { user });
     assert.deepEqual(await store.restore(h, { user }), before);
 
-    // restore() (import) writes a live record beside a trashed copy, as the
+    // importRecord() writes a live record beside a trashed copy, as the
     // memory backend does; the next revoke drops the older trashed copy.
     const x = await store.mint("note", stateOfBytes(200_000), { user: "imp" });
     await store.patch(x, [SetKey("", "n", 1)], { user: "imp" });
@@ -558,7 +596,7 @@ Deno.test("trash: the largest inline head with the longest metadata fits; an imp
       expiresAt: null,
       lastWriter: "import",
     };
-    assert.equal(await backend.restore!("imp", imported, ctx), "inserted");
+    assert.equal(await backend.importRecord!("imp", imported, ctx), "inserted");
     assert.equal(await backend.untrash("imp", x, ctx), null);
     await store.revoke(x, { user: "imp" });
     assert.deepEqual(await keysOf(kv, ["mcpstate", "u", "imp", "c"]), []);

@@ -367,13 +367,13 @@ Deno.test("the changelog and the trash in the tables: entries live and die with 
     const cur = (await backend.read(user, r))!;
     await store.revoke(r, { user });
     const ctx = { now, graceMs: 0 };
-    assert.equal(await backend.restore(user, { ...cur, version: 1 }, ctx), "inserted");
+    assert.equal(await backend.importRecord(user, { ...cur, version: 1 }, ctx), "inserted");
     assert.deepEqual([(await rowOf(r))?.trashed_until, await logOf(r)], [null, []]);
     await store.patch(r, [Append("log", "y")], { user });
     assert.deepEqual(await logOf(r), [2]);
-    assert.equal(await backend.restore(user, { ...cur, version: 9 }, ctx), "replaced");
+    assert.equal(await backend.importRecord(user, { ...cur, version: 9 }, ctx), "replaced");
     assert.deepEqual(await logOf(r), []);
-    assert.equal(await backend.restore(user, { ...cur, version: 9 }, ctx), "kept");
+    assert.equal(await backend.importRecord(user, { ...cur, version: 9 }, ctx), "kept");
 
     // A revoke racing writers on the handle leaves no entry behind: whatever
     // the writers committed before the row went, its changelog went with it.
@@ -838,7 +838,7 @@ Deno.test("the change feed: every write is heard at commit by each instance on t
       () => a.remove(user, h, { ...ctx, trashUntil: now + DAY }),
     );
     await heard("untrash", () => b.untrash(user, h, ctx));
-    await heard("restore", () => a.restore(user, { ...record, version: 9 }, ctx));
+    await heard("restore", () => a.importRecord(user, { ...record, version: 9 }, ctx));
     await heard("update to an expiry", () => b.update(user, h, bump({ expiresAt: now }), ctx));
     await heard("sweep", () => a.sweep(user, now, now));
     const logged = { ...ctx, entry: { version: 1, at: now, text: "{}" } };

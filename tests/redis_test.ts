@@ -171,7 +171,7 @@ async function assertConsistent(primaries: RedisServer[], prefix: string): Promi
   return records;
 }
 
-Deno.test("redis: restore() and listUsers() for export, import and migrate", async (t) => {
+Deno.test("redis: importRecord() and listUsers() for export, import and migrate", async (t) => {
   for (const [name, url] of [["standalone", server], ["cluster", redisCluster]] as const) {
     await t.step(name, async (t) => {
       const backend = await RedisBackend.fromUrl((await url()).url);
@@ -626,7 +626,7 @@ Deno.test("redis: the changelog answers as the memory reference does, through re
         const cur = await memory.read(user, handle);
         const version = Math.max(1, (cur?.version ?? 1) + rnd(3) - 1);
         await both((b) =>
-          b.restore!(user, {
+          b.importRecord!(user, {
             handle,
             kind: "d",
             state: `{"r":${version}}`,
@@ -1050,8 +1050,8 @@ Deno.test("redis: every write script announces its handle on the user's channel,
     await announced(
       "restore",
       () => b.untrash(user, handle, ctx),
-      () => b.restore(user, rec(1), ctx),
-      () => b.restore(user, rec(9, now - 1), ctx),
+      () => b.importRecord(user, rec(1), ctx),
+      () => b.importRecord(user, rec(9, now - 1), ctx),
     );
     await announced(
       "sweep",

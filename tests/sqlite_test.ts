@@ -74,7 +74,7 @@ Deno.test("sqlite: restore contract (listUsers and restore)", async (t) => {
     await restoreContract(t, backend);
     // Users come back in the byte order of their UTF-8 names.
     const names = ["zed", "Émile", "adam", "\u{1F600}", "Zoë", "émile"];
-    for (const u of names) await backend.restore(u, { ...SAMPLE, handle: "n_aaaaaaaa" }, CTX);
+    for (const u of names) await backend.importRecord(u, { ...SAMPLE, handle: "n_aaaaaaaa" }, CTX);
     const listed = (await backend.listUsers({ limit: 1000 })).filter((u) => names.includes(u));
     const bytes = (s: string) => [...new TextEncoder().encode(s)];
     const sorted = [...names].sort((a, b) => {
@@ -700,19 +700,19 @@ Deno.test("sqlite: trash and changelog, row by row", async () => {
   assert.equal(await backend.sweep(user, 1500, 2000), 1);
   assert.deepEqual([...rows(user, b), ...rows(user, c)], [0, 0, 0, 0, 0, 0]);
 
-  // restore() over a trashed handle: the trashed copy stays (without its
+  // importRecord() over a trashed handle: the trashed copy stays (without its
   // log), the live record owns the log, and sweeping the copy leaves it.
   const d = "n_dddddddd";
   await mint(d);
   await backend.remove(user, d, ctx(1000, { trashUntil: 3000 }));
-  assert.equal(await backend.restore(user, rec(d, 7), ctx(1000)), "inserted");
+  assert.equal(await backend.importRecord(user, rec(d, 7), ctx(1000)), "inserted");
   assert.deepEqual(rows(user, d), [1, 1, 0]);
   await bump(d, entry(8));
   assert.equal(await backend.untrash(user, d, ctx(1000)), null);
   await backend.sweep(user, 0, 3000);
   assert.deepEqual(rows(user, d), [1, 0, 1]);
   assert.deepEqual(await versions(d), [8]);
-  assert.equal(await backend.restore(user, rec(d, 9), ctx(1000)), "replaced");
+  assert.equal(await backend.importRecord(user, rec(d, 9), ctx(1000)), "replaced");
   assert.deepEqual(rows(user, d), [1, 0, 0]);
 
   // Entries are kept byte for byte, up to the store's 32 KiB.
@@ -1028,8 +1028,12 @@ Deno.test("sqlite: listeners hear of every committed write, this object's at onc
   await heard("a lease", () => a.acquireLease(user, h, { holder: "x", expiresAt: 9e12 }, 0), 0);
   await heard("remove", () => a.remove(user, h, { ...CTX, trashUntil: CTX.now + DAY }));
   await heard("untrash", () => a.untrash(user, h, CTX));
-  await heard("restore", () => a.restore(user, { ...SAMPLE, version: 9 }, CTX));
-  await heard("a restore that keeps", () => a.restore(user, { ...SAMPLE, version: 9 }, CTX), 0);
+  await heard("restore", () => a.importRecord(user, { ...SAMPLE, version: 9 }, CTX));
+  await heard(
+    "a restore that keeps",
+    () => a.importRecord(user, { ...SAMPLE, version: 9 }, CTX),
+    0,
+  );
   await a.update(user, h, bump({ expiresAt: 5 }), CTX);
   await heard("sweep", () => a.sweep(user, 5, CTX.now));
   assert.equal(others, 0);

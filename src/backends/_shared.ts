@@ -4,6 +4,27 @@
  * @module
  */
 
+import type {
+  Backend,
+  ConditionalWrite,
+  HandleRecord,
+  Replayed,
+  SaveOutcome,
+  UpdateOutcome,
+  WriteContext,
+} from "../backend.ts";
+import { isReplayed } from "../backend.ts";
+
+/**
+ * The message of a thrown value, for error messages.
+ *
+ * @param e What was thrown.
+ * @returns Its message, or its text.
+ */
+export function messageOf(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
 /**
  * The listing order: `updatedAt` descending, then `handle` ascending.
  *
@@ -80,4 +101,58 @@ export class Listeners {
   notifyAll(): void {
     for (const key of [...this.#by.keys()]) this.notifyKey(key);
   }
+}
+
+/** Thrown by the change of {@link saveByUpdate} when the conditional write does not apply. */
+class NotApplied {
+  constructor(readonly current: HandleRecord | null) {}
+}
+
+/**
+ * The conditional write of {@link Backend.save} through {@link Backend.update}:
+ * one read-modify-write step that applies the write when the stored version
+ * is `write.expectVersion` and the record is live at `ctx.now`, and else
+ * aborts (so nothing is written and no idempotency record is kept). For a
+ * backend where one conditional statement does not beat its `update`.
+ *
+ * @param update The backend's `update`, bound to it.
+ * @param user The user.
+ * @param handle The handle.
+ * @param write The conditional write.
+ * @param ctx The write context.
+ * @returns What `save` answers.
+ */
+export async function saveByUpdate(
+  update: Backend["update"],
+  user: string,
+  handle: string,
+  write: ConditionalWrite,
+  ctx: WriteContext,
+): Promise<SaveOutcome | Replayed> {
+  let out: UpdateOutcome | Replayed;
+  try {
+    out = await update(user, handle, (cur) => {
+      if (
+        !cur || cur.version !== write.expectVersion ||
+        (cur.expiresAt !== null && cur.expiresAt <= ctx.now)
+      ) {
+        throw new NotApplied(cur);
+      }
+      return {
+        record: {
+          ...cur,
+          state: write.state,
+          version: cur.version + 1,
+          updatedAt: write.updatedAt,
+          expiresAt: write.expiresAt === "keep" ? cur.expiresAt : write.expiresAt,
+          lastWriter: write.lastWriter,
+        },
+      };
+    }, ctx);
+  } catch (e) {
+    if (e instanceof NotApplied) return { ok: false, current: e.current };
+    throw e;
+  }
+  if (isReplayed(out)) return out;
+  return { ok: true, record: out.record! };
 }

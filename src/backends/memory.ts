@@ -29,7 +29,7 @@ import type {
   WriteContext,
 } from "../backend.ts";
 import { metaOf } from "../backend.ts";
-import { compareListOrder, Listeners } from "./_shared.ts";
+import { compareListOrder, Listeners, saveByUpdate } from "./_shared.ts";
 
 interface Trashed {
   record: HandleRecord;
@@ -87,6 +87,19 @@ export class MemoryBackend implements Backend {
     return { replayed: true, fingerprint: e.fingerprint, result: e.result && { ...e.result } };
   }
 
+  /**
+   * Runs a write after looking its idempotency key up: a key seen before
+   * answers the first attempt's result, and nothing is written. The write
+   * never awaits, so it is atomic.
+   */
+  #claim<T>(user: string, ctx: WriteContext, fn: () => T): Promise<T | Replayed> {
+    try {
+      return Promise.resolve(this.#replay(user, ctx) ?? fn());
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
   #remember(user: string, ctx: WriteContext, result: HandleRecord | null): void {
     const c = ctx.idempotency;
     if (!c) return;
@@ -103,17 +116,17 @@ export class MemoryBackend implements Backend {
     record: HandleRecord,
     ctx: WriteContext,
   ): Promise<{ inserted: boolean } | Replayed> {
-    const replay = this.#replay(user, ctx);
-    if (replay) return Promise.resolve(replay);
-    const records = this.#records(user);
-    if (records.has(record.handle) || this.#trash.has(JSON.stringify([user, record.handle]))) {
-      return Promise.resolve({ inserted: false });
-    }
-    records.set(record.handle, { ...record });
-    this.#append(user, record.handle, ctx.entry, ctx);
-    this.#remember(user, ctx, record);
-    this.#listeners.notify(user, record.handle);
-    return Promise.resolve({ inserted: true });
+    return this.#claim(user, ctx, () => {
+      const records = this.#records(user);
+      if (records.has(record.handle) || this.#trash.has(JSON.stringify([user, record.handle]))) {
+        return { inserted: false };
+      }
+      records.set(record.handle, { ...record });
+      this.#append(user, record.handle, ctx.entry, ctx);
+      this.#remember(user, ctx, record);
+      this.#listeners.notify(user, record.handle);
+      return { inserted: true };
+    });
   }
 
   /** {@inheritDoc Backend.read} */
@@ -122,34 +135,18 @@ export class MemoryBackend implements Backend {
     return Promise.resolve(r ? { ...r } : null);
   }
 
-  /** {@inheritDoc Backend.save} */
+  /**
+   * {@inheritDoc Backend.save}
+   *
+   * Derived from {@link MemoryBackend.update}: in memory one step costs the same either way.
+   */
   save(
     user: string,
     handle: string,
     write: ConditionalWrite,
     ctx: WriteContext,
   ): Promise<SaveOutcome | Replayed> {
-    const replay = this.#replay(user, ctx);
-    if (replay) return Promise.resolve(replay);
-    const current = this.#users.get(user)?.get(handle);
-    if (
-      !current || current.version !== write.expectVersion ||
-      (current.expiresAt !== null && current.expiresAt <= ctx.now)
-    ) {
-      return Promise.resolve({ ok: false, current: current ? { ...current } : null });
-    }
-    const next: HandleRecord = {
-      ...current,
-      state: write.state,
-      version: current.version + 1,
-      updatedAt: write.updatedAt,
-      expiresAt: write.expiresAt === "keep" ? current.expiresAt : write.expiresAt,
-      lastWriter: write.lastWriter,
-    };
-    this.#records(user).set(handle, next);
-    this.#remember(user, ctx, next);
-    this.#listeners.notify(user, handle);
-    return Promise.resolve({ ok: true, record: { ...next } });
+    return saveByUpdate(this.update.bind(this), user, handle, write, ctx);
   }
 
   /** {@inheritDoc Backend.update} */
@@ -159,9 +156,7 @@ export class MemoryBackend implements Backend {
     change: Change,
     ctx: WriteContext,
   ): Promise<UpdateOutcome | Replayed> {
-    try {
-      const replay = this.#replay(user, ctx);
-      if (replay) return Promise.resolve(replay);
+    return this.#claim(user, ctx, () => {
       const current = this.#users.get(user)?.get(handle) ?? null;
       const step = change(current ? { ...current } : null);
       const next = step?.record ?? null;
@@ -172,10 +167,8 @@ export class MemoryBackend implements Backend {
       const record = next ?? current;
       this.#remember(user, ctx, record);
       if (next) this.#listeners.notify(user, handle);
-      return Promise.resolve({ record: record && { ...record }, written: next !== null });
-    } catch (e) {
-      return Promise.reject(e);
-    }
+      return { record: record && { ...record }, written: next !== null };
+    });
   }
 
   /** {@inheritDoc Backend.remove} */
@@ -184,23 +177,23 @@ export class MemoryBackend implements Backend {
     handle: string,
     ctx: WriteContext,
   ): Promise<{ removed: boolean } | Replayed> {
-    const replay = this.#replay(user, ctx);
-    if (replay) return Promise.resolve(replay);
-    const current = this.#users.get(user)?.get(handle);
-    if (!current) return Promise.resolve({ removed: false });
-    this.#users.get(user)?.delete(handle);
-    const key = JSON.stringify([user, handle]);
-    if (ctx.trashUntil !== undefined) {
-      this.#trash.set(key, {
-        record: current,
-        log: this.#logs.get(key) ?? [],
-        until: ctx.trashUntil,
-      });
-    }
-    this.#logs.delete(key);
-    this.#remember(user, ctx, null);
-    this.#listeners.notify(user, handle);
-    return Promise.resolve({ removed: true });
+    return this.#claim(user, ctx, () => {
+      const current = this.#users.get(user)?.get(handle);
+      if (!current) return { removed: false };
+      this.#users.get(user)?.delete(handle);
+      const key = JSON.stringify([user, handle]);
+      if (ctx.trashUntil !== undefined) {
+        this.#trash.set(key, {
+          record: current,
+          log: this.#logs.get(key) ?? [],
+          until: ctx.trashUntil,
+        });
+      }
+      this.#logs.delete(key);
+      this.#remember(user, ctx, null);
+      this.#listeners.notify(user, handle);
+      return { removed: true };
+    });
   }
 
   /** {@inheritDoc Backend.untrash} */
@@ -271,8 +264,8 @@ export class MemoryBackend implements Backend {
     return Promise.resolve(users.slice(0, query.limit));
   }
 
-  /** {@inheritDoc Backend.restore} */
-  restore(
+  /** {@inheritDoc Backend.importRecord} */
+  importRecord(
     user: string,
     record: HandleRecord,
     _ctx: WriteContext,

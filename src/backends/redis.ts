@@ -60,9 +60,7 @@
  * @module
  */
 
-import { Buffer } from "node:buffer";
-import { createHash } from "node:crypto";
-import { Cluster, Redis } from "ioredis";
+import type { Cluster, Redis } from "ioredis";
 import type {
   Backend,
   Change,
@@ -79,22 +77,35 @@ import type {
   UpdateOutcome,
   WriteContext,
 } from "../backend.ts";
-import { BackendError, InvalidArgument, McpStateError, redact } from "../errors.ts";
+import { BackendError, InvalidArgument } from "../errors.ts";
+import { ByteCappedCache } from "./_cache.ts";
+import { KeyedQueue } from "./_queue.ts";
+import { AGAIN, backoff, optimistic } from "./_retry.ts";
 import {
-  ACQUIRE,
-  CAS,
-  CHANGES,
-  INSERT,
-  LIST,
-  READ_LEASED,
-  RELEASE,
-  REMOVE,
-  RESTORE,
-  SAVE,
-  SWEEP,
-  UNTRASH,
-} from "./_redis_scripts.ts";
-import { Listeners } from "./_shared.ts";
+  compareCodePoints,
+  decodeHandle,
+  encodeHandle,
+  expiresText,
+  idemArgs,
+  leaseOf,
+  logArgs,
+  logHead,
+  member,
+  metaOf,
+  metaText,
+  recordOf,
+  recordOfD,
+  replayOf,
+  type Reply,
+  ttlOf,
+  writerText,
+  wroteOne,
+} from "./redis/_codec.ts";
+import { closedError, Connection } from "./redis/_connection.ts";
+import { Feed } from "./redis/_feed.ts";
+import { type Keys, KeySpace } from "./redis/_keys.ts";
+import { S } from "./redis/_scripts.ts";
+import { DEFAULT_PREFIX, openClient, parseRedisUrl, scopeOf } from "./redis/_url.ts";
 
 /** Options of {@link RedisBackend}. */
 export interface RedisBackendOptions {
@@ -120,214 +131,21 @@ export interface RedisBackendOptions {
   closeClient?: boolean;
 }
 
-type RedisClient = Redis | Cluster;
-
-interface Script {
-  lua: string;
-  sha: string;
-}
-
-interface Keys {
-  /** `P{T}:` — the user's key prefix. */
-  base: string;
-  /** The record hash. */
-  rec: string;
-  /** The index sorted set. */
-  idx: string;
-  /** The expiry sorted set. */
-  exp: string;
-  /** The trashed record hash. */
-  trash: string;
-  /** The encoded handle. */
-  enc: string;
-}
-
-interface Queue {
-  tail: Promise<void>;
-  users: number;
-}
-
-/** A user's change channel while it has listeners: `ready` settles with its SUBSCRIBE. */
-interface Channel {
-  user: string;
-  listeners: number;
-  ready: Promise<void>;
-}
-
-type Reply = (string | null)[];
-
-const DEFAULT_PREFIX = "mcpstate:";
-const RAW_HANDLE = /^[a-z0-9_-]{1,256}$/;
-const TWO_53 = 2n ** 53n;
 /** Per-handle update queues of this process, by Redis and record key. */
-const QUEUES = new Map<string, Queue>();
+const QUEUES = new KeyedQueue();
 /**
  * Last records seen, by Redis and record key: guesses that save a read
- * before a compare-and-set, which alone decides.
+ * before a compare-and-set, which alone decides. Only states up to 64 KiB
+ * are kept, 4 MiB in all, oldest out.
  */
-const GUESSES = new Map<string, HandleRecord>();
-const GUESS_BYTES = { n: 0 };
+const GUESSES = new ByteCappedCache<HandleRecord>(65_536, 4_194_304, (r) => r.state.length);
 /** Identities of injected clients (a client is its own Redis for queueing). */
 const CLIENT_IDS = new WeakMap<object, string>();
 const CLIENT_IDS_NEXT = { n: 0 };
 const MAX_ATTEMPTS = 100;
 const BACKOFF_AFTER = 8;
 const LIST_CAP = 1000;
-const GUESS_MAX_STATE = 65_536;
-const GUESS_MAX_TOTAL = 4_194_304;
 const SWEEP_BATCH = 500;
-const encoder = new TextEncoder();
-const decoder = new TextDecoder();
-
-function script(lua: string): Script {
-  return { lua, sha: createHash("sha1").update(lua).digest("hex") };
-}
-
-const S = {
-  insert: script(INSERT),
-  save: script(SAVE),
-  cas: script(CAS),
-  remove: script(REMOVE),
-  untrash: script(UNTRASH),
-  changes: script(CHANGES),
-  restore: script(RESTORE),
-  list: script(LIST),
-  sweep: script(SWEEP),
-  acquire: script(ACQUIRE),
-  readLeased: script(READ_LEASED),
-  release: script(RELEASE),
-};
-
-function b64url(bytes: Uint8Array): string {
-  return Buffer.from(bytes).toString("base64url");
-}
-
-/**
- * Encodes any string into `[A-Za-z0-9_-]` injectively: `u` + base64url of
- * its UTF-8 when well formed, else `j` + base64url of its JSON form (which
- * spells lone surrogates out), so no two strings share a code.
- */
-function encodeName(s: string): string {
-  return s.isWellFormed()
-    ? "u" + b64url(encoder.encode(s))
-    : "j" + b64url(encoder.encode(JSON.stringify(s)));
-}
-
-function decodeName(code: string): string {
-  const text = decoder.decode(Buffer.from(code.slice(1), "base64url"));
-  return code[0] === "j" ? JSON.parse(text) as string : text;
-}
-
-function encodeHandle(handle: string): string {
-  return RAW_HANDLE.test(handle) ? handle : "~" + encodeName(handle);
-}
-
-function decodeHandle(code: string): string {
-  return code.startsWith("~") ? decodeName(code.slice(1)) : code;
-}
-
-/** The index member of a record: listing order is its byte order. */
-function member(updatedAt: number, enc: string): string {
-  return (TWO_53 - BigInt(Math.floor(updatedAt))).toString(16).padStart(14, "0") + enc;
-}
-
-function writerText(w: string | null): string {
-  return w === null ? "" : JSON.stringify(w);
-}
-
-/** The metadata field `m`: kind, version, createdAt, updatedAt, expiresAt, writer, tab-separated. */
-function metaText(r: HandleMeta): string {
-  return `${r.kind}\t${r.version}\t${r.createdAt}\t${r.updatedAt}\t${
-    r.expiresAt === null ? "" : r.expiresAt
-  }\t${writerText(r.lastWriter)}`;
-}
-
-function metaOf(handle: string, m: string): HandleMeta {
-  const [kind = "", v, c, u, e = "", w = ""] = m.split("\t");
-  return {
-    handle,
-    kind,
-    version: Number(v),
-    createdAt: Number(c),
-    updatedAt: Number(u),
-    expiresAt: e === "" ? null : Number(e),
-    lastWriter: w === "" ? null : JSON.parse(w) as string,
-  };
-}
-
-function recordOf(handle: string, s: string | null | undefined, m: string): HandleRecord {
-  const meta = metaOf(handle, m);
-  return {
-    handle,
-    kind: meta.kind,
-    state: s ?? "",
-    version: meta.version,
-    createdAt: meta.createdAt,
-    updatedAt: meta.updatedAt,
-    expiresAt: meta.expiresAt,
-    lastWriter: meta.lastWriter,
-  };
-}
-
-/** A record from its `d` field (metadata, newline, state), or `null` when absent. */
-function recordOfD(handle: string, d: string | null | undefined): HandleRecord | null {
-  if (typeof d !== "string") return null;
-  const nl = d.indexOf("\n");
-  return recordOf(handle, d.slice(nl + 1), d.slice(0, nl));
-}
-
-/** A lease from its stored text (expiresAt, tab, holder). */
-function leaseOf(text: string): LeaseRecord {
-  const tab = text.indexOf("\t");
-  return { holder: text.slice(tab + 1), expiresAt: Number(text.slice(0, tab)) };
-}
-
-function expiresText(e: number | null): string {
-  return e === null ? "" : String(e);
-}
-
-/**
- * The changelog fields of a script header — entry version, at, maxEntries,
- * and the cutoff below which entries are too old — empty without an entry.
- */
-function logHead(entry: ChangeEntry | undefined, ctx: WriteContext): string {
-  if (!entry) return "\t\t\t";
-  const r = ctx.retention;
-  const cutoff = r ? ctx.now - r.maxAgeMs : NaN;
-  return `${entry.version}\t${entry.at}\t${r ? r.maxEntries : ""}\t${
-    Number.isFinite(cutoff) ? cutoff : ""
-  }`;
-}
-
-/** The script arguments after the header: the entry as stored (`at`, tab, text), if any. */
-function logArgs(entry: ChangeEntry | undefined): string[] {
-  return entry ? [`${entry.at}\t${entry.text}`] : [];
-}
-
-/** Milliseconds until Redis may drop a record (`-1`: never), relative to the store's clock. */
-function ttlOf(expiresAt: number | null, ctx: WriteContext): number {
-  if (expiresAt === null) return -1;
-  return Math.max(Math.ceil(expiresAt + ctx.graceMs - ctx.now), 1);
-}
-
-/** Unicode code point order (the byte order of UTF-8). */
-function compareCodePoints(a: string, b: string): number {
-  const ia = a[Symbol.iterator](), ib = b[Symbol.iterator]();
-  while (true) {
-    const x = ia.next(), y = ib.next();
-    if (x.done || y.done) return x.done ? (y.done ? 0 : -1) : 1;
-    const d = x.value.codePointAt(0)! - y.value.codePointAt(0)!;
-    if (d !== 0) return d;
-  }
-}
-
-function errorText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
-
-function isNoScript(e: unknown): boolean {
-  return e instanceof Error && e.message.startsWith("NOSCRIPT");
-}
 
 /**
  * A {@link Backend} on Redis, Valkey or Redis Cluster through ioredis.
@@ -342,33 +160,13 @@ function isNoScript(e: unknown): boolean {
 export class RedisBackend implements Backend {
   /** Redis expires records itself at `expiresAt` plus the grace period. */
   readonly reclaimsExpired = true;
-  readonly #client: RedisClient;
-  readonly #prefix: string;
-  readonly #wait: number;
-  readonly #waitTimeout: number;
+  readonly #conn: Connection;
+  readonly #feed: Feed;
+  readonly #k: KeySpace;
   readonly #closeClient: boolean;
   /** Which Redis this is, for sharing the per-handle queues of one process. */
   #scope: string;
-  readonly #bases = new Map<string, string>();
   #users: { at: number; after: string | undefined; names: string[] } | undefined;
-  #closed = false;
-  #lastError: { message: string; at: number } | undefined;
-  #watchdog: ReturnType<typeof setInterval> | undefined;
-  /** Calls waiting for Redis, and when one last completed (or the first started). */
-  #pending = 0;
-  #progress = 0;
-  readonly #listeners = new Listeners();
-  /** The subscriber connection, opened by the first `subscribe`. */
-  #sub: Promise<RedisClient> | undefined;
-  /** Channels subscribed (or being subscribed), by name. */
-  readonly #channels = new Map<string, Channel>();
-  /** Channels left while the subscriber was down (ioredis would resubscribe them). */
-  readonly #stale = new Set<string>();
-  /** Feed deliveries held until the client is ready (`"all"`: every listener). */
-  #held: Set<string> | "all" | undefined;
-  readonly #onError = (e: unknown): void => {
-    this.#lastError = { message: errorText(e), at: Date.now() };
-  };
 
   /**
    * Wraps an ioredis client or cluster client that you opened.
@@ -401,26 +199,13 @@ export class RedisBackend implements Backend {
         field: "timeout",
       });
     }
-    this.#client = client;
     let id = CLIENT_IDS.get(client);
     if (id === undefined) CLIENT_IDS.set(client, id = `client ${CLIENT_IDS_NEXT.n++}`);
     this.#scope = id;
-    client.on("error", this.#onError);
-    this.#prefix = prefix;
-    this.#wait = wait;
-    this.#waitTimeout = waitTimeout;
+    this.#conn = new Connection(client, wait, waitTimeout, timeout);
+    this.#feed = new Feed(this.#conn);
+    this.#k = new KeySpace(prefix);
     this.#closeClient = options.closeClient ?? false;
-    if (timeout !== undefined) {
-      // One cheap timer for the whole client instead of one per command.
-      this.#watchdog = setInterval(() => {
-        if (this.#pending > 0 && Date.now() - this.#progress > timeout) {
-          this.#lastError = { message: `timed out: no reply for ${timeout} ms`, at: Date.now() };
-          this.#progress = Date.now();
-          this.#client.disconnect(true);
-        }
-      }, Math.max(25, Math.min(1000, Math.floor(timeout / 4))));
-      Deno.unrefTimer(this.#watchdog);
-    }
   }
 
   /**
@@ -438,60 +223,7 @@ export class RedisBackend implements Backend {
    */
   static async fromUrl(url: string): Promise<RedisBackend> {
     const cfg = parseRedisUrl(url);
-    const common = {
-      connectTimeout: cfg.connectTimeout,
-      maxRetriesPerRequest: 0,
-      disconnectTimeout: 0,
-      autoResendUnfulfilledCommands: false,
-      protocol: 2 as const,
-      connectionName: "mcpstate",
-      ...(cfg.username === undefined ? {} : { username: cfg.username }),
-      ...(cfg.password === undefined ? {} : { password: cfg.password }),
-    };
-    let client: RedisClient;
-    if (cfg.cluster) {
-      client = new Cluster(cfg.hosts, {
-        lazyConnect: true,
-        enableOfflineQueue: false,
-        retryDelayOnFailover: 200,
-        retryDelayOnClusterDown: 200,
-        retryDelayOnTryAgain: 100,
-        maxRedirections: 16,
-        slotsRefreshTimeout: 2000,
-        clusterRetryStrategy: (times: number) => Math.min(100 * times, 1000),
-        redisOptions: {
-          ...common,
-          ...(cfg.tls ? { tls: {} } : {}),
-        },
-      });
-    } else {
-      const h = cfg.hosts[0]!;
-      client = new Redis({
-        ...common,
-        host: h.host,
-        port: h.port,
-        db: cfg.db,
-        lazyConnect: true,
-        enableOfflineQueue: false,
-        retryStrategy: (times: number) =>
-          Math.min(50 * 2 ** Math.min(times, 5), 1000) + Math.floor(Math.random() * 100),
-        ...(cfg.tls ? { tls: { servername: h.host } } : {}),
-      });
-    }
-    const quiet = () => {/* surfaced per call as backend_error */};
-    client.on("error", quiet);
-    try {
-      await client.connect();
-    } catch (e) {
-      client.disconnect();
-      throw new BackendError(
-        `Could not connect to Redis at ${redact(url)}: ${
-          errorText(e)
-        }. Check that Redis is running and reachable, and the URL's host, port and password.`,
-        { cause: e },
-      );
-    }
-    client.off("error", quiet);
+    const client = await openClient(url, cfg);
     const backend = new RedisBackend(client, {
       prefix: cfg.prefix,
       waitReplicas: cfg.wait,
@@ -499,11 +231,7 @@ export class RedisBackend implements Backend {
       timeoutMs: cfg.timeout,
       closeClient: true,
     });
-    // Stores of one process on the same Redis queue their updates of one
-    // handle together, so they never race each other's compare-and-set.
-    backend.#scope = `${cfg.cluster ? "cluster" : "redis"} ${cfg.username ?? ""}@${
-      cfg.hosts.map((h) => `${h.host}:${h.port}`).join(",")
-    }/${cfg.db}`;
+    backend.#scope = scopeOf(cfg);
     return backend;
   }
 
@@ -517,144 +245,8 @@ export class RedisBackend implements Backend {
    * @returns The key name.
    */
   keyOf(user: string, handle?: string): string {
-    const k = this.#keys(user, handle ?? "");
+    const k = this.#k.of(user, handle ?? "");
     return handle === undefined ? k.idx : k.rec;
-  }
-
-  #base(user: string): string {
-    let base = this.#bases.get(user);
-    if (base === undefined) {
-      if (this.#bases.size >= 1024) this.#bases.clear();
-      base = `${this.#prefix}{${encodeName(user)}}:`;
-      this.#bases.set(user, base);
-    }
-    return base;
-  }
-
-  #keys(user: string, handle: string): Keys {
-    const base = this.#base(user);
-    const enc = encodeHandle(handle);
-    return {
-      base,
-      rec: `${base}r:${enc}`,
-      idx: `${base}i`,
-      exp: `${base}x`,
-      trash: `${base}t:${enc}`,
-      enc,
-    };
-  }
-
-  #leaseKey(user: string, handle: string): string {
-    return `${this.#base(user)}l:${encodeHandle(handle)}`;
-  }
-
-  #idemKey(k: Keys, ctx: WriteContext): string | undefined {
-    const c = ctx.idempotency;
-    return c && `${k.base}d:${encodeHandle(c.scope)}:${encodeName(c.key)}`;
-  }
-
-  /** fp, till, ittl, h of the idempotency claim (empty fields without one). */
-  #idemArgs(ctx: WriteContext, enc: string): string {
-    const c = ctx.idempotency;
-    if (!c) return "\t\t\t";
-    return `${c.fingerprint}\t${c.expiresAt}\t${Math.max(c.expiresAt - ctx.now, 1)}\t${enc}`;
-  }
-
-  /**
-   * Runs a script. `wrote` tells from its reply whether it wrote; with the
-   * replica wait on, such a write is followed by `WAIT`, in the same
-   * pipeline to the same node.
-   */
-  async #run(
-    s: Script,
-    keys: string[],
-    args: string[],
-    wrote?: (reply: unknown) => boolean,
-  ): Promise<unknown> {
-    const c = this.#client;
-    return await this.#cmd(async () => {
-      if (!wrote || this.#wait === 0) {
-        try {
-          return await c.evalsha(s.sha, keys.length, ...keys, ...args);
-        } catch (e) {
-          if (!isNoScript(e)) throw e;
-          return await c.eval(s.lua, keys.length, ...keys, ...args);
-        }
-      }
-      let useSha = true;
-      while (true) {
-        const p = c.pipeline();
-        if (useSha) p.evalsha(s.sha, keys.length, ...keys, ...args);
-        else p.eval(s.lua, keys.length, ...keys, ...args);
-        p.call("WAIT", String(this.#wait), String(this.#waitTimeout));
-        const res = await p.exec();
-        if (!res) throw new Error("The pipeline was discarded.");
-        const [[err, reply] = [null, null], [werr, acked] = [null, null]] = res;
-        if (err) {
-          if (useSha && isNoScript(err)) {
-            useSha = false;
-            continue;
-          }
-          throw err;
-        }
-        if (werr) throw werr;
-        if (Number(acked) < this.#wait && wrote(reply)) {
-          throw new BackendError(
-            `The write reached the Redis primary, but only ${
-              Number(acked)
-            } of ${this.#wait} replicas confirmed it within ${this.#waitTimeout} ms, so a failover now could lose it. Re-read the handle before retrying; check the replicas' health.`,
-            { details: { replicas_acked: Number(acked), replicas_required: this.#wait } },
-          );
-        }
-        return reply;
-      }
-    });
-  }
-
-  #fail(e: unknown): McpStateError {
-    if (e instanceof McpStateError) return e;
-    let msg = errorText(e);
-    if (/^(ERR|WRONGTYPE|OOM|NOPERM|MISCONF|NOAUTH|WRONGPASS|BUSY|NOSCRIPT)/.test(msg)) {
-      return new BackendError(
-        `Redis refused the operation: ${msg}. Nothing was changed by it; fix the server's state or configuration, then retry.`,
-        { cause: e },
-      );
-    }
-    // A dropped connection fails queued calls with a generic error; the
-    // connection's own error (timeout, refused, reset) says more.
-    const last = this.#lastError;
-    if (/max retries per request|Connection is closed/i.test(msg) && last) {
-      if (Date.now() - last.at < 10_000) msg = last.message;
-    }
-    const what = /timed out|timeout/i.test(msg)
-      ? "Redis did not answer in time"
-      : "Redis is unreachable or failing over";
-    return new BackendError(
-      `${what} (${msg}). A read can simply be retried; a write may or may not have been applied, so re-read the handle before retrying. The store reconnects by itself once Redis is back.`,
-      { cause: e },
-    );
-  }
-
-  /** Runs calls to Redis: maps failures to `backend_error` and tracks progress for the timeout. */
-  async #cmd<T>(fn: () => Promise<T>): Promise<T> {
-    if (this.#closed) throw new BackendError("The Redis backend is closed; open a new store.");
-    if (this.#pending++ === 0) this.#progress = Date.now();
-    try {
-      return await fn();
-    } catch (e) {
-      throw this.#fail(e);
-    } finally {
-      this.#pending--;
-      this.#progress = Date.now();
-    }
-  }
-
-  #replayOf(reply: Reply, handle: string | null): Replayed {
-    // {'R', f, n, h, d}
-    const fingerprint = reply[1] ?? "";
-    if (reply[2] === "1") return { replayed: true, fingerprint, result: null };
-    const h = reply[3] ? decodeHandle(reply[3]) : handle ?? "";
-    return { replayed: true, fingerprint, result: recordOfD(h, reply[4]) };
   }
 
   /** {@inheritDoc Backend.insert} */
@@ -663,34 +255,34 @@ export class RedisBackend implements Backend {
     record: HandleRecord,
     ctx: WriteContext,
   ): Promise<{ inserted: boolean } | Replayed> {
-    const k = this.#keys(user, record.handle);
-    const ik = this.#idemKey(k, ctx);
+    const k = this.#k.of(user, record.handle);
+    const ik = this.#k.idem(k, ctx);
     const head = `${ctx.now}\t${member(record.updatedAt, k.enc)}\t${
       expiresText(record.expiresAt)
-    }\t${ttlOf(record.expiresAt, ctx)}\t${this.#idemArgs(ctx, k.enc)}\t${
-      logHead(ctx.entry, ctx)
-    }\t${metaText(record)}`;
+    }\t${ttlOf(record.expiresAt, ctx)}\t${idemArgs(ctx, k.enc)}\t${logHead(ctx.entry, ctx)}\t${
+      metaText(record)
+    }`;
     const args = [record.state, head, ...logArgs(ctx.entry)];
-    const reply = await this.#run(
+    const reply = await this.#conn.run(
       S.insert,
       ik ? [k.rec, k.idx, k.exp, k.trash, ik] : [k.rec, k.idx, k.exp, k.trash],
       args,
       wroteOne,
     );
-    if (Array.isArray(reply)) return this.#replayOf(reply, record.handle);
+    if (Array.isArray(reply)) return replayOf(reply, record.handle);
     if (reply !== 1) return { inserted: false };
     this.#guess(k.rec, { ...record });
-    this.#listeners.notify(user, record.handle);
+    this.#feed.notify(user, record.handle);
     return { inserted: true };
   }
 
   /** {@inheritDoc Backend.read} */
   read(user: string, handle: string): Promise<HandleRecord | null> {
-    return this.#read(this.#keys(user, handle), handle);
+    return this.#read(this.#k.of(user, handle), handle);
   }
 
   async #read(k: Keys, handle: string): Promise<HandleRecord | null> {
-    const d = await this.#cmd(() => this.#client.hget(k.rec, "d"));
+    const d = await this.#conn.cmd(() => this.#conn.client.hget(k.rec, "d"));
     return recordOfD(handle, d);
   }
 
@@ -701,14 +293,14 @@ export class RedisBackend implements Backend {
     write: ConditionalWrite,
     ctx: WriteContext,
   ): Promise<SaveOutcome | Replayed> {
-    const k = this.#keys(user, handle);
-    const ik = this.#idemKey(k, ctx);
+    const k = this.#k.of(user, handle);
+    const ik = this.#k.idem(k, ctx);
     const e = write.expiresAt === "keep" ? "keep" : expiresText(write.expiresAt);
     const head = `${ctx.now}\t${ctx.graceMs}\t${write.expectVersion}\t${write.updatedAt}\t${e}\t${
       member(write.updatedAt, k.enc)
-    }\t${this.#idemArgs(ctx, k.enc)}\t${writerText(write.lastWriter)}`;
+    }\t${idemArgs(ctx, k.enc)}\t${writerText(write.lastWriter)}`;
     const args = [write.state, head];
-    const reply = await this.#run(
+    const reply = await this.#conn.run(
       S.save,
       ik ? [k.rec, k.idx, k.exp, ik] : [k.rec, k.idx, k.exp],
       args,
@@ -717,12 +309,12 @@ export class RedisBackend implements Backend {
     if (typeof reply === "string") {
       const record = recordOf(handle, write.state, reply);
       this.#guess(k.rec, record);
-      this.#listeners.notify(user, handle);
+      this.#feed.notify(user, handle);
       return { ok: true, record: { ...record } };
     }
     if (reply[0] === "R") {
       this.#guess(k.rec, null);
-      return this.#replayOf(reply, handle);
+      return replayOf(reply, handle);
     }
     const current = this.#guess(k.rec, recordOfD(handle, reply[1]));
     return { ok: false, current: current && { ...current } };
@@ -735,9 +327,9 @@ export class RedisBackend implements Backend {
     change: Change,
     ctx: WriteContext,
   ): Promise<UpdateOutcome | Replayed> {
-    const k = this.#keys(user, handle);
+    const k = this.#k.of(user, handle);
     const out = await this.#serial(k.rec, () => this.#update(k, handle, change, ctx));
-    if ("written" in out && out.written) this.#listeners.notify(user, handle);
+    if ("written" in out && out.written) this.#feed.notify(user, handle);
     return out;
   }
 
@@ -747,7 +339,7 @@ export class RedisBackend implements Backend {
     change: Change,
     ctx: WriteContext,
   ): Promise<UpdateOutcome | Replayed> {
-    const ik = this.#idemKey(k, ctx);
+    const ik = this.#k.idem(k, ctx);
     let current: HandleRecord | null;
     let confirmed: boolean;
     const guess = GUESSES.get(`${this.#scope}\n${k.rec}`);
@@ -760,7 +352,7 @@ export class RedisBackend implements Backend {
       current = this.#guess(k.rec, first.record);
       confirmed = true;
     }
-    for (let attempt = 1;; attempt++) {
+    return await optimistic(async () => {
       let step: Step | null | undefined;
       try {
         step = change(current === null ? null : { ...current });
@@ -778,9 +370,9 @@ export class RedisBackend implements Backend {
         if ("replayed" in fresh) return fresh;
         current = this.#guess(k.rec, fresh.record);
         confirmed = true;
-        continue;
+        return AGAIN;
       }
-      if (next === undefined) continue; // unreachable: a throw on a confirmed record rethrows
+      if (next === undefined) return AGAIN; // unreachable: a throw on a confirmed record rethrows
       if (next === null && !ik) return { record: current && { ...current }, written: false };
       const expect = current === null ? "\t" : `${current.version}\t${current.createdAt}`;
       const write = next === null
@@ -788,11 +380,11 @@ export class RedisBackend implements Backend {
         : `W\t${expect}\t${member(next.updatedAt, k.enc)}\t${expiresText(next.expiresAt)}\t${
           ttlOf(next.expiresAt, ctx)
         }`;
-      const head = `${ctx.now}\t${write}\t${this.#idemArgs(ctx, k.enc)}\t${logHead(entry, ctx)}\t${
+      const head = `${ctx.now}\t${write}\t${idemArgs(ctx, k.enc)}\t${logHead(entry, ctx)}\t${
         next === null ? "" : metaText(next)
       }`;
       const args = [next === null ? "" : next.state, head, ...logArgs(entry)];
-      const answer = await this.#run(
+      const answer = await this.#conn.run(
         S.cas,
         ik ? [k.rec, k.idx, k.exp, ik] : [k.rec, k.idx, k.exp],
         args,
@@ -806,10 +398,13 @@ export class RedisBackend implements Backend {
       const reply = answer as Reply;
       if (reply[0] === "R") {
         this.#guess(k.rec, null);
-        return this.#replayOf(reply, handle);
+        return replayOf(reply, handle);
       }
       current = this.#guess(k.rec, recordOfD(handle, reply[1]));
       confirmed = true;
+      return AGAIN;
+    }, (n) => {
+      const attempt = n + 1;
       if (attempt >= MAX_ATTEMPTS) {
         throw new BackendError(
           `Handle "${handle}" is changing too fast: ${attempt} attempts to apply this change each lost to another writer. Nothing was applied; retry shortly.`,
@@ -818,11 +413,8 @@ export class RedisBackend implements Backend {
       // A conflict returns the current record, so an immediate retry is
       // cheap and usually wins; only a long losing streak backs off, with
       // jitter (timers are too coarse to help earlier).
-      if (attempt >= BACKOFF_AFTER) {
-        const cap = Math.min(2 ** (attempt - BACKOFF_AFTER), 20);
-        await new Promise((r) => setTimeout(r, Math.random() * cap));
-      }
-    }
+      return attempt >= BACKOFF_AFTER ? backoff(attempt - BACKOFF_AFTER, 1, 20) : undefined;
+    });
   }
 
   async #readForUpdate(
@@ -832,18 +424,18 @@ export class RedisBackend implements Backend {
     ctx: WriteContext,
   ): Promise<{ record: HandleRecord | null } | Replayed> {
     if (!ik) return { record: await this.#read(k, handle) };
-    const res = await this.#cmd(() =>
-      this.#client.pipeline()
+    const res = await this.#conn.cmd(() =>
+      this.#conn.client.pipeline()
         .hmget(ik, "f", "t", "n", "h", "d")
         .hget(k.rec, "d")
         .exec()
     );
     if (!res) throw new BackendError("Redis discarded a read; retry.");
     const [[e1, idem] = [null, null], [e2, rec] = [null, null]] = res;
-    if (e1 || e2) throw this.#fail(e1 ?? e2);
+    if (e1 || e2) throw this.#conn.fail(e1 ?? e2);
     const i = idem as Reply;
     if (i[0] !== null && Number(i[1]) > ctx.now) {
-      return this.#replayOf(["R", i[0] ?? null, i[2] ?? null, ...i.slice(3)], handle);
+      return replayOf(["R", i[0] ?? null, i[2] ?? null, ...i.slice(3)], handle);
     }
     return { record: recordOfD(handle, rec as string | null) };
   }
@@ -852,48 +444,16 @@ export class RedisBackend implements Backend {
    * Queues calls on one key in this process (shared by every backend on the
    * same Redis), so they do not race each other's compare-and-set.
    */
-  async #serial<T>(rec: string, fn: () => Promise<T>): Promise<T> {
-    const key = `${this.#scope}\n${rec}`;
-    let q = QUEUES.get(key);
-    if (!q) {
-      q = { tail: Promise.resolve(), users: 0 };
-      QUEUES.set(key, q);
-    }
-    q.users++;
-    const prev = q.tail;
-    let done!: () => void;
-    q.tail = new Promise<void>((r) => done = r);
-    try {
-      await prev;
-      return await fn();
-    } finally {
-      done();
-      if (--q.users === 0) QUEUES.delete(key);
-    }
+  #serial<T>(rec: string, fn: () => Promise<T>): Promise<T> {
+    return QUEUES.run(`${this.#scope}\n${rec}`, fn);
   }
 
   /**
    * Remembers (or, with `null`, forgets) the last record seen for a key and
-   * returns it. Shared by the backends of this process on the same Redis;
-   * only states up to 64 KiB are kept, 4 MiB in all, oldest out.
+   * returns it. Shared by the backends of this process on the same Redis.
    */
   #guess(rec: string, record: HandleRecord | null): HandleRecord | null {
-    const key = `${this.#scope}\n${rec}`;
-    const old = GUESSES.get(key);
-    if (old !== undefined) {
-      GUESSES.delete(key);
-      GUESS_BYTES.n -= old.state.length;
-    }
-    if (record !== null && record.state.length <= GUESS_MAX_STATE) {
-      GUESSES.set(key, record);
-      GUESS_BYTES.n += record.state.length;
-      for (const [k, r] of GUESSES) {
-        if (GUESS_BYTES.n <= GUESS_MAX_TOTAL) break;
-        GUESSES.delete(k);
-        GUESS_BYTES.n -= r.state.length;
-      }
-    }
-    return record;
+    return GUESSES.set(`${this.#scope}\n${rec}`, record);
   }
 
   /** {@inheritDoc Backend.remove} */
@@ -902,25 +462,25 @@ export class RedisBackend implements Backend {
     handle: string,
     ctx: WriteContext,
   ): Promise<{ removed: boolean } | Replayed> {
-    const k = this.#keys(user, handle);
-    const ik = this.#idemKey(k, ctx);
-    const args = [`${ctx.now}\t${this.#idemArgs(ctx, "")}\t${ctx.trashUntil ?? ""}`];
-    const reply = await this.#run(
+    const k = this.#k.of(user, handle);
+    const ik = this.#k.idem(k, ctx);
+    const args = [`${ctx.now}\t${idemArgs(ctx, "")}\t${ctx.trashUntil ?? ""}`];
+    const reply = await this.#conn.run(
       S.remove,
       ik ? [k.rec, k.idx, k.exp, k.trash, ik] : [k.rec, k.idx, k.exp, k.trash],
       args,
       wroteOne,
     );
     this.#guess(k.rec, null);
-    if (Array.isArray(reply)) return this.#replayOf(reply, handle);
-    if (reply === 1) this.#listeners.notify(user, handle);
+    if (Array.isArray(reply)) return replayOf(reply, handle);
+    if (reply === 1) this.#feed.notify(user, handle);
     return { removed: reply === 1 };
   }
 
   /** {@inheritDoc Backend.untrash} */
   async untrash(user: string, handle: string, ctx: WriteContext): Promise<HandleRecord | null> {
-    const k = this.#keys(user, handle);
-    const d = await this.#run(
+    const k = this.#k.of(user, handle);
+    const d = await this.#conn.run(
       S.untrash,
       [k.rec, k.idx, k.exp, k.trash],
       [`${ctx.now}\t${ctx.graceMs}`],
@@ -929,17 +489,17 @@ export class RedisBackend implements Backend {
     const record = recordOfD(handle, d);
     if (record !== null) {
       this.#guess(k.rec, { ...record });
-      this.#listeners.notify(user, handle);
+      this.#feed.notify(user, handle);
     }
     return record;
   }
 
   /** {@inheritDoc Backend.changes} */
   async changes(user: string, handle: string, afterVersion: number): Promise<ChangeEntry[]> {
-    const k = this.#keys(user, handle);
+    const k = this.#k.of(user, handle);
     if (Number.isNaN(afterVersion) || afterVersion === Infinity) return [];
     const after = Math.max(Math.floor(afterVersion), -1);
-    const reply = await this.#run(S.changes, [k.rec], [String(after)]) as Reply;
+    const reply = await this.#conn.run(S.changes, [k.rec], [String(after)]) as Reply;
     const out: ChangeEntry[] = [];
     const first = Number(reply[0]);
     for (let i = 1; i < reply.length; i++) {
@@ -953,11 +513,11 @@ export class RedisBackend implements Backend {
 
   /** {@inheritDoc Backend.list} */
   async list(user: string, q: ListQuery): Promise<HandleMeta[]> {
-    const base = this.#base(user);
+    const base = this.#k.base(user);
     const rows: HandleMeta[] = [];
     let start = q.after ? "(" + member(q.after.updatedAt, encodeHandle(q.after.handle)) : "-";
     while (rows.length < q.limit) {
-      const [next, got] = await this.#run(S.list, [`${base}i`, `${base}x`], [
+      const [next, got] = await this.#conn.run(S.list, [`${base}i`, `${base}x`], [
         start,
         String(q.limit - rows.length),
         q.kind ?? "",
@@ -984,9 +544,9 @@ export class RedisBackend implements Backend {
    * @returns How many records were deleted.
    */
   async sweep(user: string | null, expiredAtOrBefore: number, _now: number): Promise<number> {
-    if (user !== null) return await this.#sweepBase(this.#base(user), expiredAtOrBefore);
+    if (user !== null) return await this.#sweepBase(this.#k.base(user), expiredAtOrBefore);
     let n = 0;
-    for (const key of await this.#scanKeys("x")) {
+    for (const key of await this.#conn.scanKeys(this.#k.pattern("x"))) {
       n += await this.#sweepBase(key.slice(0, -1), expiredAtOrBefore);
     }
     return n;
@@ -995,7 +555,7 @@ export class RedisBackend implements Backend {
   async #sweepBase(base: string, cutoff: number): Promise<number> {
     let n = 0;
     while (true) {
-      const [deleted, examined] = await this.#run(S.sweep, [`${base}i`, `${base}x`], [
+      const [deleted, examined] = await this.#conn.run(S.sweep, [`${base}i`, `${base}x`], [
         String(cutoff),
         `${base}r:`,
         String(SWEEP_BATCH),
@@ -1003,25 +563,6 @@ export class RedisBackend implements Backend {
       n += deleted;
       if (examined < SWEEP_BATCH) return n;
     }
-  }
-
-  /** Every key `P{T}:<suffix>` on every primary (SCAN; on a cluster, per master). */
-  async #scanKeys(suffix: string): Promise<string[]> {
-    const c = this.#client;
-    const nodes = c instanceof Cluster ? c.nodes("master") : [c];
-    const pattern = this.#prefix.replace(/[*?[\]\\]/g, "\\$&") + "{*}:" + suffix;
-    const keys = new Set<string>();
-    for (const node of nodes) {
-      let cursor = "0";
-      do {
-        const [next, batch] = await this.#cmd(() =>
-          node.scan(cursor, "MATCH", pattern, "COUNT", 1000)
-        );
-        for (const key of batch) keys.add(key);
-        cursor = next;
-      } while (cursor !== "0");
-    }
-    return [...keys];
   }
 
   /**
@@ -1038,8 +579,7 @@ export class RedisBackend implements Backend {
     if (cached && cached.after === query.after && Date.now() - cached.at < 60_000) {
       names = cached.names;
     } else {
-      const start = this.#prefix.length + 1;
-      names = (await this.#scanKeys("i")).map((key) => decodeName(key.slice(start, -3)));
+      names = (await this.#conn.scanKeys(this.#k.pattern("i"))).map((k) => this.#k.userOfIndex(k));
       names.sort(compareCodePoints);
     }
     const after = query.after;
@@ -1055,24 +595,29 @@ export class RedisBackend implements Backend {
     return page;
   }
 
-  /** {@inheritDoc Backend.restore} */
-  async restore(
+  /** {@inheritDoc Backend.importRecord} */
+  async importRecord(
     user: string,
     record: HandleRecord,
     ctx: WriteContext,
   ): Promise<"inserted" | "replaced" | "kept"> {
-    const k = this.#keys(user, record.handle);
+    const k = this.#k.of(user, record.handle);
     const args = [
       record.state,
       `${member(record.updatedAt, k.enc)}\t${expiresText(record.expiresAt)}\t${record.version}\t${
         ttlOf(record.expiresAt, ctx)
       }\t${metaText(record)}`,
     ];
-    const outcome = await this.#run(S.restore, [k.rec, k.idx, k.exp], args, (r) => r !== "kept") as
+    const outcome = await this.#conn.run(
+      S.importRecord,
+      [k.rec, k.idx, k.exp],
+      args,
+      (r) => r !== "kept",
+    ) as
       | "inserted"
       | "replaced"
       | "kept";
-    if (outcome !== "kept") this.#listeners.notify(user, record.handle);
+    if (outcome !== "kept") this.#feed.notify(user, record.handle);
     return outcome;
   }
 
@@ -1084,7 +629,7 @@ export class RedisBackend implements Backend {
     now: number,
   ): Promise<LeaseOutcome> {
     const ttl = Math.max(Math.ceil(lease.expiresAt - now), 1);
-    const reply = await this.#run(S.acquire, [this.#leaseKey(user, handle)], [
+    const reply = await this.#conn.run(S.acquire, [this.#k.lease(user, handle)], [
       String(now),
       String(ttl),
       String(lease.expiresAt),
@@ -1096,8 +641,8 @@ export class RedisBackend implements Backend {
 
   /** {@inheritDoc Backend.releaseLease} */
   async releaseLease(user: string, handle: string, holder: string, now: number): Promise<boolean> {
-    const key = this.#leaseKey(user, handle);
-    return await this.#run(S.release, [key], [String(now), holder], wroteOne) === 1;
+    const key = this.#k.lease(user, handle);
+    return await this.#conn.run(S.release, [key], [String(now), holder], wroteOne) === 1;
   }
 
   /** {@inheritDoc Backend.readLeased} */
@@ -1106,9 +651,9 @@ export class RedisBackend implements Backend {
     handle: string,
     now: number,
   ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }> {
-    const k = this.#keys(user, handle);
+    const k = this.#k.of(user, handle);
     // One command: both keys sit in the user's slot.
-    const [d, l] = await this.#run(S.readLeased, [k.rec, this.#leaseKey(user, handle)], []) as [
+    const [d, l] = await this.#conn.run(S.readLeased, [k.rec, this.#k.lease(user, handle)], []) as [
       string | null,
       string | null,
     ];
@@ -1127,8 +672,8 @@ export class RedisBackend implements Backend {
   ): Promise<Map<string, LeaseRecord>> {
     const out = new Map<string, LeaseRecord>();
     if (handles.length === 0) return out;
-    const keys = handles.map((h) => this.#leaseKey(user, h));
-    const values = await this.#cmd(() => this.#client.mget(...keys));
+    const keys = handles.map((h) => this.#k.lease(user, h));
+    const values = await this.#conn.cmd(() => this.#conn.client.mget(...keys));
     for (const [i, v] of values.entries()) {
       const lease = typeof v === "string" ? leaseOf(v) : null;
       if (lease && lease.expiresAt > now) out.set(handles[i]!, lease);
@@ -1137,236 +682,15 @@ export class RedisBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.subscribe} */
-  async subscribe(user: string, handle: string, listener: () => void): Promise<() => void> {
-    if (this.#closed) throw new BackendError("The Redis backend is closed; open a new store.");
-    const name = `${this.#base(user)}c`;
-    let ch = this.#channels.get(name);
-    if (!ch) {
-      const ready = this.#subscriber().then((sub) => sub.subscribe(name)).then(() => {});
-      const made: Channel = ch = { user, listeners: 0, ready };
-      this.#channels.set(name, made);
-      ready.catch(() => {
-        if (this.#channels.get(name) === made) this.#channels.delete(name);
-      });
-    }
-    const channel = ch;
-    channel.listeners++;
-    const removeListener = this.#listeners.add(user, handle, listener);
-    let live = true;
-    const remove = () => {
-      if (!live) return;
-      live = false;
-      removeListener();
-      if (--channel.listeners === 0 && this.#channels.get(name) === channel) {
-        this.#channels.delete(name);
-        this.#sub?.then((sub) => sub.unsubscribe(name)).catch(() => this.#stale.add(name));
-      }
-    };
-    try {
-      await channel.ready;
-    } catch (e) {
-      remove();
-      throw this.#fail(e);
-    }
-    return remove;
-  }
-
-  /** The subscriber connection (a duplicate of the client), opened on first use. */
-  #subscriber(): Promise<RedisClient> {
-    return this.#sub ??= this.#openSubscriber().catch((e) => {
-      this.#sub = undefined;
-      throw e;
-    });
-  }
-
-  async #openSubscriber(): Promise<RedisClient> {
-    const c = this.#client;
-    const sub = c instanceof Cluster
-      ? c.duplicate([], { lazyConnect: true })
-      : c.duplicate({ lazyConnect: true });
-    sub.on("error", () => {/* surfaced per call as backend_error */});
-    sub.on("message", (name: string, enc: string) => {
-      const ch = this.#channels.get(name);
-      if (!ch) return;
-      let handle: string;
-      try {
-        handle = decodeHandle(enc);
-      } catch {
-        return; // not one of ours
-      }
-      this.#feed(Listeners.key(ch.user, handle));
-    });
-    let connected = false;
-    sub.on("ready", () => {
-      if (connected) void this.#resync(sub);
-      connected = true;
-    });
-    try {
-      await sub.connect();
-    } catch (e) {
-      sub.disconnect();
-      throw e;
-    }
-    return sub;
-  }
-
-  /**
-   * After the subscriber reconnected (ioredis resubscribes by itself): once
-   * the channels are live again, every listener is called once, so watchers
-   * re-read what they may have missed meanwhile.
-   */
-  async #resync(sub: RedisClient): Promise<void> {
-    const stale = [...this.#stale].filter((name) => !this.#channels.has(name));
-    this.#stale.clear();
-    if (stale.length > 0) sub.unsubscribe(...stale).catch(() => {});
-    try {
-      // Answered after ioredis's own resubscription, on the same connection.
-      const names = [...this.#channels.keys()];
-      if (names.length > 0) await sub.subscribe(...names);
-    } catch {
-      return; // dropped again: the next reconnect resyncs
-    }
-    this.#feed("all");
-  }
-
-  /**
-   * Calls the listeners of a registry key (or all) from the feed, at once
-   * when the client is ready, else once it is: their re-reads need it.
-   */
-  #feed(key: string | "all"): void {
-    if (this.#closed) return;
-    if (this.#held === undefined && this.#client.status === "ready") {
-      if (key === "all") this.#listeners.notifyAll();
-      else this.#listeners.notifyKey(key);
-      return;
-    }
-    if (this.#held === undefined) {
-      this.#held = new Set();
-      this.#client.once("ready", () => {
-        const held = this.#held;
-        this.#held = undefined;
-        if (held === "all") this.#listeners.notifyAll();
-        else for (const k of held ?? []) this.#listeners.notifyKey(k);
-      });
-    }
-    if (key === "all") this.#held = "all";
-    else if (this.#held !== "all") this.#held.add(key);
+  subscribe(user: string, handle: string, listener: () => void): Promise<() => void> {
+    if (this.#conn.closed) return Promise.reject(closedError());
+    return this.#feed.subscribe(this.#k.channel(user), user, handle, listener);
   }
 
   /** Closes the connection if this backend opened it (see {@link RedisBackendOptions.closeClient}). Idempotent. */
   async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    clearInterval(this.#watchdog);
-    this.#client.off("error", this.#onError);
-    const sub = this.#sub;
-    this.#sub = undefined;
-    await sub?.then((s) => s.disconnect(), () => {});
-    if (!this.#closeClient) return;
-    const c = this.#client;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([
-      c.quit().catch(() => {}),
-      new Promise<void>((r) => timer = setTimeout(r, 1000)),
-    ]);
-    clearTimeout(timer);
-    c.disconnect();
+    if (!this.#conn.shut()) return;
+    await this.#feed.close();
+    if (this.#closeClient) await this.#conn.quit();
   }
-}
-
-const wroteOne = (reply: unknown): boolean => reply === 1;
-
-interface UrlConfig {
-  cluster: boolean;
-  tls: boolean;
-  hosts: { host: string; port: number }[];
-  username: string | undefined;
-  password: string | undefined;
-  db: number;
-  prefix: string;
-  wait: number;
-  waitTimeout: number;
-  connectTimeout: number;
-  timeout: number;
-}
-
-const OPTIONS = ["prefix", "wait", "waitTimeout", "connectTimeout", "timeout"];
-
-/** Parses a Redis backend URL; throws `invalid_argument` naming what is wrong, credentials redacted. */
-function parseRedisUrl(url: string): UrlConfig {
-  const bad = (why: string) =>
-    new InvalidArgument(
-      `Malformed Redis URL "${
-        redact(url)
-      }": ${why}. Write redis://[user:pass@]host:port/db, rediss://…, or redis+cluster://[user:pass@]host1:port1,host2:port2, with options such as ?wait=1&waitTimeout=1000.`,
-      { field: "backend" },
-    );
-  const m = /^(rediss?)(\+cluster)?:\/\/(?:([^@/?#]*)@)?([^/?#]*)(\/[^?#]*)?(?:\?([^#]*))?$/i
-    .exec(url);
-  if (!m) throw bad("it does not have the form scheme://host:port");
-  const [, scheme = "", clusterPart, userinfo, hostPart = "", path = "", query = ""] = m;
-  const cluster = clusterPart !== undefined;
-  let username: string | undefined, password: string | undefined;
-  try {
-    if (userinfo !== undefined && userinfo !== "") {
-      const colon = userinfo.indexOf(":");
-      if (colon < 0) username = decodeURIComponent(userinfo);
-      else {
-        const u = decodeURIComponent(userinfo.slice(0, colon));
-        if (u !== "") username = u;
-        password = decodeURIComponent(userinfo.slice(colon + 1));
-      }
-    }
-  } catch {
-    throw bad("the credentials are not valid percent-encoding");
-  }
-  const hosts: { host: string; port: number }[] = [];
-  for (const part of hostPart.split(",")) {
-    const hm = /^(\[[0-9a-fA-F:.]+\]|[^:[\]]+)(?::(\d{1,5}))?$/.exec(part);
-    if (!hm) throw bad(`"${part}" is not a host[:port]`);
-    const port = hm[2] === undefined ? 6379 : Number(hm[2]);
-    if (port < 1 || port > 65535) throw bad(`port ${port} is out of range`);
-    hosts.push({ host: hm[1]!.replace(/^\[|\]$/g, ""), port });
-  }
-  if (!cluster && hosts.length !== 1) {
-    throw bad("list several nodes only with redis+cluster://");
-  }
-  let db = 0;
-  const dbText = path.replace(/^\//, "");
-  if (dbText !== "") {
-    if (!/^\d{1,5}$/.test(dbText)) throw bad(`the database "${dbText}" is not a number`);
-    db = Number(dbText);
-    if (cluster && db !== 0) throw bad("Redis Cluster has only database 0");
-  }
-  const params = new URLSearchParams(query);
-  for (const key of params.keys()) {
-    if (!OPTIONS.includes(key)) {
-      throw bad(`unknown option "${key}" (known: ${OPTIONS.join(", ")})`);
-    }
-  }
-  const int = (name: string, def: number, min: number): number => {
-    const v = params.get(name);
-    if (v === null) return def;
-    if (!/^\d+$/.test(v) || Number(v) < min || !Number.isSafeInteger(Number(v))) {
-      throw bad(`${name} must be a whole number, at least ${min}`);
-    }
-    return Number(v);
-  };
-  const wait = int("wait", 0, 0);
-  const waitTimeout = int("waitTimeout", 1000, 1);
-  const prefix = params.get("prefix") ?? DEFAULT_PREFIX;
-  if (/[{}]/.test(prefix)) throw bad("the prefix must not contain { or }");
-  return {
-    cluster,
-    tls: scheme.toLowerCase() === "rediss",
-    hosts,
-    username,
-    password,
-    db,
-    prefix,
-    wait,
-    waitTimeout,
-    connectTimeout: int("connectTimeout", 5000, 1),
-    timeout: Math.max(int("timeout", 5000, 1), wait > 0 ? waitTimeout + 1000 : 0),
-  };
 }

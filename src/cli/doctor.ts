@@ -264,7 +264,7 @@ export async function diagnose(url: string, timeoutMs: number): Promise<Check[]>
       check: "backend",
       message: `opens and answers (${Math.round(performance.now() - started)} ms)`,
     });
-    if (typeof backend.listUsers === "function" && typeof backend.restore === "function") {
+    if (typeof backend.listUsers === "function" && typeof backend.importRecord === "function") {
       const users = await withTimeout(backend.listUsers({ limit: 1001 }), timeoutMs, "answer");
       add({
         status: "ok",

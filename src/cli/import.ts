@@ -91,7 +91,7 @@ export const importCommand: Command = {
     const check = values.check ?? false;
     const backend = await openBackend(url);
     try {
-      if (!check) requireCapability(backend, url, "restore", "import");
+      if (!check) requireCapability(backend, url, "importRecord", "import");
       // Pass 1: validate everything before writing anything.
       const before = path === null ? null : await statOf(path);
       const kept: UserRecord[] | null = path === null ? [] : null;

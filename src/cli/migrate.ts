@@ -96,7 +96,7 @@ export const migrate: Command = {
       source = await openBackend(from);
       target = await openBackend(to);
       if (values.user === undefined) requireCapability(source, from, "listUsers", "migrate");
-      if (!check) requireCapability(target, to, "restore", "migrate");
+      if (!check) requireCapability(target, to, "importRecord", "migrate");
       const users = values.user === undefined ? await allUsers(source) : [values.user];
       const progress = new Progress(check ? "check" : "migrate");
       if (progress.enabled) progress.total = await countRecords(source, users);

@@ -3,7 +3,7 @@
  * backend, and restoring records into another with a per-record SHA-256
  * verification. Shared by `export`, `import` and `migrate`.
  *
- * Re-running is safe by construction: {@link Backend.restore} writes a record
+ * Re-running is safe by construction: {@link Backend.importRecord} writes a record
  * only when the target has no record with that handle or an older version,
  * each record in one atomic step, so an interrupted run leaves whole records
  * behind and the next run skips them ("identical") and copies the rest.
@@ -50,7 +50,7 @@ export function schemeOf(url: string): string {
 export function requireCapability(
   backend: Backend,
   url: string,
-  need: "listUsers" | "restore",
+  need: "listUsers" | "importRecord",
   command: string,
 ): void {
   if (typeof backend[need] === "function") return;
@@ -261,7 +261,9 @@ export async function restoreAll(
     }
     const digest = await digestLine(line);
     let outcome: "inserted" | "replaced" | "kept" | null = null;
-    if (!options.check) outcome = await target.restore!(user, record, { now, graceMs: GRACE_MS });
+    if (!options.check) {
+      outcome = await target.importRecord!(user, record, { now, graceMs: GRACE_MS });
+    }
     const back = await target.read(user, record.handle);
     if (back === null) {
       if (options.check) report.missing++;

@@ -50,6 +50,8 @@
  * @module
  */
 
+import { createHash } from "node:crypto";
+
 // The TTL rules keep an index or expiry set at least as long-lived as every
 // record in it: persistent while one record never expires, else extended
 // with PEXPIRE … GT (a persistent key counts as infinite), so a user's keys
@@ -393,12 +395,12 @@ return out
 `;
 
 /**
- * restore: writes a record exactly as given when absent or older; a replaced
+ * importRecord: writes a record exactly as given when absent or older; a replaced
  * record's changelog is dropped (the hash is rewritten).
  * KEYS: record, index, expiry. ARGV: s, then tab-joined x, e, version, ttl, m.
  * Replies 'inserted', 'replaced' or 'kept'.
  */
-export const RESTORE: string = PRELUDE + `
+export const IMPORT: string = PRELUDE + `
 local a = split(ARGV[2], 5)
 local cur = getrec(KEYS[1])
 if cur and tonumber(cur.v) >= tonumber(a[3]) then return 'kept' end
@@ -510,3 +512,31 @@ redis.call('DEL', KEYS[1])
 if tonumber(e) > tonumber(ARGV[1]) then return 1 end
 return 0
 `;
+
+/** A script and its SHA-1, for `EVALSHA`. */
+export interface Script {
+  /** The Lua source. */
+  lua: string;
+  /** Its SHA-1, hex. */
+  sha: string;
+}
+
+function script(lua: string): Script {
+  return { lua, sha: createHash("sha1").update(lua).digest("hex") };
+}
+
+/** Every script, by the primitive that runs it. */
+export const S = {
+  insert: script(INSERT),
+  save: script(SAVE),
+  cas: script(CAS),
+  remove: script(REMOVE),
+  untrash: script(UNTRASH),
+  changes: script(CHANGES),
+  importRecord: script(IMPORT),
+  list: script(LIST),
+  sweep: script(SWEEP),
+  acquire: script(ACQUIRE),
+  readLeased: script(READ_LEASED),
+  release: script(RELEASE),
+};

@@ -1,0 +1,31 @@
+/**
+ * A queue per key (private to the package): calls on one key run one after
+ * another, calls on different keys at once. The backends whose writes are
+ * optimistic (Deno KV, Redis's compare-and-set) queue the writes of one
+ * record in a process, so that only other processes make them retry.
+ *
+ * @module
+ */
+
+/** Runs the calls on one key one after another. */
+export class KeyedQueue {
+  #tails = new Map<string, Promise<void>>();
+
+  /**
+   * Runs `fn` once every call queued on `key` before it has settled.
+   *
+   * @param key The key.
+   * @param fn The call.
+   * @returns What `fn` returns.
+   */
+  async run<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const run = (this.#tails.get(key) ?? Promise.resolve()).then(() => fn());
+    const tail = run.then(() => {}, () => {});
+    this.#tails.set(key, tail);
+    try {
+      return await run;
+    } finally {
+      if (this.#tails.get(key) === tail) this.#tails.delete(key);
+    }
+  }
+}

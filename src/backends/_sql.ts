@@ -1,0 +1,80 @@
+/**
+ * What the SQL backends (SQLite, PostgreSQL) share, private to the package:
+ * the listing query, built the same way for both.
+ *
+ * Their trash still differs, as their stored layouts do: SQLite moves a
+ * revoked record to a `trash` table (schema 3), PostgreSQL marks its row with
+ * `trashed_until` and lists through a partial index of the live rows (schema
+ * 2). Either could take the other's form only through a schema migration of
+ * every existing database, for no gain in behaviour, so each keeps its own.
+ *
+ * @module
+ */
+
+import type { ListQuery } from "../backend.ts";
+
+/** A page request filters by kind. */
+export const LIST_KIND = 1;
+/** A page request leaves out expired records. */
+export const LIST_LIVE = 2;
+/** A page request starts after a cursor. */
+export const LIST_AFTER = 4;
+
+/**
+ * The filters of a page request: its shape (which filters it uses, as
+ * `LIST_*` bits, the key of a prepared listing query) and their values, in
+ * the order the listing query takes them from its third parameter on: kind,
+ * liveAt, the cursor's `updatedAt` and `handle`.
+ *
+ * @param q The page request.
+ * @returns The shape and the values.
+ */
+export function listFilters(q: ListQuery): { shape: number; values: (string | number)[] } {
+  let shape = 0;
+  const values: (string | number)[] = [];
+  if (q.kind !== undefined) (shape |= LIST_KIND, values.push(q.kind));
+  if (q.liveAt !== undefined) (shape |= LIST_LIVE, values.push(q.liveAt));
+  if (q.after !== undefined) (shape |= LIST_AFTER, values.push(q.after.updatedAt, q.after.handle));
+  return { shape, values };
+}
+
+/** How one engine spells the listing query. */
+export interface ListDialect {
+  /** `SELECT <metadata columns> FROM <table>` for a shape. */
+  from: (shape: number) => string;
+  /** The user column. */
+  user: string;
+  /** The `updatedAt` and `expiresAt` columns. */
+  updated: string;
+  expires: string;
+  /** Conditions every listed row meets besides its user's (`[]`: none). */
+  rows: string[];
+  /** Parameter `n` (from 1), as a value of `type`. */
+  param: (n: number, type: "text" | "bigint" | "int") => string;
+}
+
+/**
+ * The listing query of one shape: parameter 1 is the user, 2 the limit, then
+ * the values {@link listFilters} returns. Rows come newest `updatedAt` first,
+ * then by `handle`, the order of the engines' listing indexes.
+ *
+ * @param shape The `LIST_*` bits.
+ * @param d The engine's spelling.
+ * @returns The SQL text.
+ */
+export function listSql(shape: number, d: ListDialect): string {
+  const where = [`${d.user} = ${d.param(1, "text")}`, ...d.rows];
+  let n = 3;
+  if (shape & LIST_KIND) where.push(`kind = ${d.param(n++, "text")}`);
+  if (shape & LIST_LIVE) {
+    where.push(`(${d.expires} IS NULL OR ${d.expires} > ${d.param(n++, "bigint")})`);
+  }
+  if (shape & LIST_AFTER) {
+    // `updated <= u` bounds the index range; the rest skips the rows of the
+    // cursor's own millisecond up to and including the cursor's handle.
+    const u = d.param(n++, "bigint"), h = d.param(n++, "text");
+    where.push(`${d.updated} <= ${u} AND (${d.updated} < ${u} OR handle > ${h})`);
+  }
+  return `${d.from(shape)} WHERE ${where.join(" AND ")} ` +
+    `ORDER BY ${d.updated} DESC, handle ASC LIMIT ${d.param(2, "int")}`;
+}

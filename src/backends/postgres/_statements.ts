@@ -1,0 +1,196 @@
+/**
+ * The PostgreSQL backend's SQL: every statement of one schema, built once.
+ *
+ * @module
+ */
+
+import type { ListDialect } from "../_sql.ts";
+
+// Columns of a record, in the order recordOf reads them. Positional rows
+// (`.values()`) keep the backend independent of any column-name transform the
+// caller configured on an injected client.
+export const RECORD_COLUMNS =
+  "handle, kind, state, version, created_at, updated_at, expires_at, last_writer";
+export const META_COLUMNS =
+  "handle, kind, version, created_at, updated_at, expires_at, last_writer";
+
+/**
+ * The SQL texts of one schema. Every statement that writes a record also
+ * notifies `channel` with its last parameter, the payload, once per written
+ * row; inside `update` and `importRecord` the `notify` statement does it.
+ */
+export function statements(s: string, channel: string) {
+  const h = `${s}.handles`, c = `${s}.changes`, i = `${s}.idempotency`, l = `${s}.leases`;
+  const live = "trashed_until IS NULL";
+  const notify = (param: string) => `pg_notify('${channel}', ${param})`;
+  const sweep = (byUser: string) =>
+    `WITH idem AS (DELETE FROM ${i} WHERE expires_at <= $2::bigint),
+     expired AS (DELETE FROM ${h} WHERE expires_at <= $1::bigint AND ${live}${byUser}
+                 RETURNING user_id, handle),
+     trashed AS (DELETE FROM ${h} WHERE trashed_until <= $2::bigint${byUser}
+                 RETURNING user_id, handle),
+     gone AS (SELECT user_id, handle FROM expired UNION ALL SELECT user_id, handle FROM trashed),
+     log AS (DELETE FROM ${c} AS e USING gone
+             WHERE e.user_id = gone.user_id AND e.handle = gone.handle),
+     lapsed AS (DELETE FROM ${l} WHERE expires_at <= $2::bigint)
+     SELECT count(*)::int, CASE WHEN count(*) > 0 THEN ${notify("'*'")} END FROM expired`;
+  return {
+    read: `SELECT ${RECORD_COLUMNS} FROM ${h} WHERE user_id = $1 AND handle = $2 AND ${live}`,
+    readLeased: `SELECT ${RECORD_COLUMNS.split(", ").map((c) => `r.${c}`).join(", ")},
+                 l.holder, l.expires_at
+                 FROM ${h} AS r LEFT JOIN ${l} AS l ON l.user_id = r.user_id
+                   AND l.handle = r.handle AND l.expires_at > $3::bigint
+                 WHERE r.user_id = $1 AND r.handle = $2 AND r.${live}`,
+    lock: `SELECT ${RECORD_COLUMNS} FROM ${h} WHERE user_id = $1 AND handle = $2 AND ${live}
+           FOR UPDATE`,
+    lockAny: `SELECT trashed_until IS NOT NULL FROM ${h} WHERE user_id = $1 AND handle = $2
+              FOR UPDATE`,
+    // A trashed row holds its handle too: the primary key stops the insert.
+    insert: `WITH ins AS (
+               INSERT INTO ${h} (user_id, ${RECORD_COLUMNS})
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+               ON CONFLICT (user_id, handle) DO NOTHING
+               RETURNING 1
+             )
+             SELECT ${notify("$10")} FROM ins`,
+    // The entry goes in only with the row. An entry left by an older instance
+    // that deleted a row without its changelog is overwritten, never in the way.
+    insertLogged: `WITH ins AS (
+                     INSERT INTO ${h} (user_id, ${RECORD_COLUMNS})
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                     ON CONFLICT (user_id, handle) DO NOTHING
+                     RETURNING user_id, handle
+                   ),
+                   log AS (
+                     INSERT INTO ${c} (user_id, handle, version, at, text)
+                     SELECT user_id, handle, $10::bigint, $11::bigint, $12::text FROM ins
+                     ON CONFLICT (user_id, handle, version) DO UPDATE
+                       SET at = EXCLUDED.at, text = EXCLUDED.text
+                   )
+                   SELECT ${notify("$13")} FROM ins`,
+    save: `WITH s AS (
+             UPDATE ${h}
+             SET state = $3, version = version + 1, updated_at = $4,
+                 expires_at = CASE WHEN $5::boolean THEN expires_at ELSE $6::bigint END,
+                 last_writer = $7
+             WHERE user_id = $1 AND handle = $2 AND version = $8::bigint AND ${live}
+               AND (expires_at IS NULL OR expires_at > $9::bigint)
+             RETURNING ${RECORD_COLUMNS}
+           )
+           SELECT ${RECORD_COLUMNS}, ${notify("$10")} FROM s`,
+    write: `UPDATE ${h}
+            SET kind = $3, state = $4, version = $5, created_at = $6, updated_at = $7,
+                expires_at = $8, last_writer = $9
+            WHERE user_id = $1 AND handle = $2`,
+    // The new row, the entry and the retention trim in one statement (one
+    // message where three would cost a server round each). The trim leaves
+    // the new version alone, so that no row is both deleted and upserted.
+    writeLogged: `WITH w AS (
+                    UPDATE ${h}
+                    SET kind = $3, state = $4, version = $5, created_at = $6, updated_at = $7,
+                        expires_at = $8, last_writer = $9
+                    WHERE user_id = $1 AND handle = $2
+                  ),
+                  cut AS (
+                    DELETE FROM ${c}
+                    WHERE user_id = $1 AND handle = $2 AND version < $10::bigint
+                      AND (version <= $13::bigint OR at < $14::bigint)
+                  )
+                  INSERT INTO ${c} (user_id, handle, version, at, text)
+                  VALUES ($1, $2, $10::bigint, $11::bigint, $12::text)
+                  ON CONFLICT (user_id, handle, version) DO UPDATE
+                    SET at = EXCLUDED.at, text = EXCLUDED.text`,
+    remove: `WITH d AS (
+               DELETE FROM ${h} WHERE user_id = $1 AND handle = $2 AND ${live}
+               RETURNING 1
+             )
+             SELECT ${notify("$3")} FROM d`,
+    // Runs after `remove` in its transaction: the changelog goes when no row
+    // (live or trashed) is left to own it.
+    removeLog: `DELETE FROM ${c} WHERE user_id = $1 AND handle = $2
+                AND NOT EXISTS (SELECT 1 FROM ${h} WHERE user_id = $1 AND handle = $2)`,
+    dropLog: `DELETE FROM ${c} WHERE user_id = $1 AND handle = $2`,
+    trash: `WITH t AS (
+              UPDATE ${h} SET trashed_until = $3::bigint
+              WHERE user_id = $1 AND handle = $2 AND ${live}
+              RETURNING 1
+            )
+            SELECT ${notify("$4")} FROM t`,
+    untrash: `WITH u AS (
+                UPDATE ${h} SET trashed_until = NULL
+                WHERE user_id = $1 AND handle = $2 AND trashed_until > $3::bigint
+                RETURNING ${RECORD_COLUMNS}
+              )
+              SELECT ${RECORD_COLUMNS}, ${notify("$4")} FROM u`,
+    changes: `SELECT version, at, text FROM ${c}
+              WHERE user_id = $1 AND handle = $2 AND version > $3::bigint
+                AND EXISTS (SELECT 1 FROM ${h} WHERE user_id = $1 AND handle = $2 AND ${live})
+              ORDER BY version`,
+    sweepAll: sweep(""),
+    sweepUser: sweep(" AND user_id = $3"),
+    // A live record stops the claim (and is then read by `replay`); an expired
+    // one that no sweep has removed yet is taken over.
+    claim: `INSERT INTO ${i} AS old (user_id, scope, key, fingerprint, result, expires_at)
+            VALUES ($1, $2, $3, $4, NULL, $5)
+            ON CONFLICT (user_id, scope, key) DO UPDATE
+              SET fingerprint = EXCLUDED.fingerprint, result = NULL, expires_at = EXCLUDED.expires_at
+              WHERE old.expires_at <= $6::bigint`,
+    replay: `SELECT fingerprint, result FROM ${i} WHERE user_id = $1 AND scope = $2 AND key = $3`,
+    remember: `UPDATE ${i} SET result = $4 WHERE user_id = $1 AND scope = $2 AND key = $3`,
+    // A loose index scan over the primary key: one probe per user, however
+    // many handles each has, and one more for a live row (a user whose rows
+    // are all in the trash is left out). "C" collation: UTF-8 byte order.
+    users: `WITH RECURSIVE u (user_id) AS (
+              (SELECT user_id FROM ${h} WHERE user_id > $1::text ORDER BY user_id LIMIT 1)
+              UNION ALL
+              SELECT (SELECT n.user_id FROM ${h} n WHERE n.user_id > u.user_id
+                      ORDER BY n.user_id LIMIT 1)
+              FROM u WHERE u.user_id IS NOT NULL
+            )
+            SELECT user_id FROM u
+            WHERE user_id IS NOT NULL
+              AND EXISTS (SELECT 1 FROM ${h} l WHERE l.user_id = u.user_id AND l.${live})
+            LIMIT $2::int`,
+    // `xmax = 0` tells a fresh insert from an update of a conflicting row. A
+    // trashed row gives way to any version and leaves the trash.
+    importRecord: `INSERT INTO ${h} AS old (user_id, ${RECORD_COLUMNS})
+              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+              ON CONFLICT (user_id, handle) DO UPDATE
+                SET kind = EXCLUDED.kind, state = EXCLUDED.state, version = EXCLUDED.version,
+                    created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
+                    expires_at = EXCLUDED.expires_at, last_writer = EXCLUDED.last_writer,
+                    trashed_until = NULL
+                WHERE old.version < EXCLUDED.version OR old.trashed_until IS NOT NULL
+              RETURNING old.xmax = 0`,
+    notify: `SELECT ${notify("$1")}`,
+    // Stores the lease unless another holder's is still in force.
+    acquire: `INSERT INTO ${l} AS old (user_id, handle, holder, expires_at)
+              VALUES ($1, $2, $3, $4::bigint)
+              ON CONFLICT (user_id, handle) DO UPDATE
+                SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+                WHERE old.holder = EXCLUDED.holder OR old.expires_at <= $5::bigint
+              RETURNING holder, expires_at`,
+    leaseOf: `SELECT holder, expires_at FROM ${l} WHERE user_id = $1 AND handle = $2`,
+    release: `DELETE FROM ${l} WHERE user_id = $1 AND handle = $2 AND holder = $3
+              RETURNING expires_at > $4::bigint`,
+    leases: `SELECT handle, holder, expires_at FROM ${l}
+             WHERE user_id = $1 AND handle IN (SELECT json_array_elements_text($2::text::json))
+               AND expires_at > $3::bigint`,
+  };
+}
+
+/** The SQL texts of one schema, by name. */
+export type Statements = ReturnType<typeof statements>;
+
+/** The listing query of schema `s`: an index-only scan of its partial index of live rows. */
+export function listDialect(s: string): ListDialect {
+  return {
+    from: () => `SELECT ${META_COLUMNS} FROM ${s}.handles`,
+    user: "user_id",
+    updated: "updated_at",
+    expires: "expires_at",
+    // The predicate of the partial index listing reads.
+    rows: ["trashed_until IS NULL"],
+    param: (n, type) => `$${n}::${type}`,
+  };
+}

@@ -1,0 +1,87 @@
+/**
+ * The Redis backend's key names (see the layout in `_scripts.ts`): every key
+ * of one user starts with `P{T}:`, so all of them share one hash slot.
+ *
+ * @module
+ */
+
+import type { WriteContext } from "../../backend.ts";
+import { decodeName, encodeHandle, encodeName } from "./_codec.ts";
+
+/** The keys a write of one record touches. */
+export interface Keys {
+  /** `P{T}:` — the user's key prefix. */
+  base: string;
+  /** The record hash. */
+  rec: string;
+  /** The index sorted set. */
+  idx: string;
+  /** The expiry sorted set. */
+  exp: string;
+  /** The trashed record hash. */
+  trash: string;
+  /** The encoded handle. */
+  enc: string;
+}
+
+/** The key names under one prefix. */
+export class KeySpace {
+  readonly #prefix: string;
+  readonly #bases = new Map<string, string>();
+
+  /** @param prefix The key prefix (without `{` or `}`). */
+  constructor(prefix: string) {
+    this.#prefix = prefix;
+  }
+
+  /** `P{T}:`, the prefix of every key of `user`. */
+  base(user: string): string {
+    let base = this.#bases.get(user);
+    if (base === undefined) {
+      if (this.#bases.size >= 1024) this.#bases.clear();
+      base = `${this.#prefix}{${encodeName(user)}}:`;
+      this.#bases.set(user, base);
+    }
+    return base;
+  }
+
+  /** The keys of `(user, handle)`. */
+  of(user: string, handle: string): Keys {
+    const base = this.base(user);
+    const enc = encodeHandle(handle);
+    return {
+      base,
+      rec: `${base}r:${enc}`,
+      idx: `${base}i`,
+      exp: `${base}x`,
+      trash: `${base}t:${enc}`,
+      enc,
+    };
+  }
+
+  /** The lease key of `(user, handle)`. */
+  lease(user: string, handle: string): string {
+    return `${this.base(user)}l:${encodeHandle(handle)}`;
+  }
+
+  /** The idempotency key of a write's claim, if it has one. */
+  idem(k: Keys, ctx: WriteContext): string | undefined {
+    const c = ctx.idempotency;
+    return c && `${k.base}d:${encodeHandle(c.scope)}:${encodeName(c.key)}`;
+  }
+
+  /** The change channel of `user`. */
+  channel(user: string): string {
+    return `${this.base(user)}c`;
+  }
+
+  /** The `SCAN` pattern of every user's key `P{T}:<suffix>`. */
+  pattern(suffix: string): string {
+    return this.#prefix.replace(/[*?[\]\\]/g, "\\$&") + "{*}:" + suffix;
+  }
+
+  /** The user of a key `P{T}:i` (an index key). */
+  userOfIndex(key: string): string {
+    return decodeName(key.slice(this.#prefix.length + 1, -3));
+  }
+}

@@ -1,0 +1,259 @@
+/**
+ * The SQLite backend's statements, prepared once per connection, and the
+ * steps every write shares (idempotency, the changelog).
+ *
+ * @module
+ */
+
+import type { DatabaseSync, StatementSync } from "node:sqlite";
+import type { ChangeEntry, HandleRecord, Replayed, WriteContext } from "../../backend.ts";
+import { LIST_KIND, type ListDialect, listSql } from "../_sql.ts";
+import { META, RECORD, recordOf, returnArrays, type Row } from "./_rows.ts";
+
+/** At most this many leases in force are scanned per user for a page (see `leases`). */
+export const LEASE_SCAN_MAX = 500;
+/** Rows deleted per `sweep` transaction. */
+export const SWEEP_BATCH = 500;
+
+/** The listing query, read from covering indexes only (the one with `kind` when it filters by kind). */
+const LIST_DIALECT: ListDialect = {
+  from: (shape) =>
+    `SELECT ${META} FROM handles INDEXED BY ${
+      shape & LIST_KIND ? "handles_by_user_kind_updated" : "handles_by_user_updated"
+    }`,
+  user: "user",
+  updated: "updated_ms",
+  expires: "expires_ms",
+  rows: [],
+  param: (n) => `?${n}`,
+};
+
+/** The prepared statements of one connection. */
+export class Statements {
+  readonly begin: StatementSync;
+  readonly commit: StatementSync;
+  readonly rollback: StatementSync;
+  readonly read: StatementSync;
+  readonly insert: StatementSync;
+  readonly saveKeep: StatementSync;
+  readonly saveSet: StatementSync;
+  readonly updateRow: StatementSync;
+  readonly insertRow: StatementSync;
+  readonly delete: StatementSync;
+  readonly idemGet: StatementSync;
+  readonly idemPut: StatementSync;
+  readonly sweepUser: StatementSync;
+  readonly sweepAll: StatementSync;
+  readonly sweepTrashUser: StatementSync;
+  readonly sweepTrashAll: StatementSync;
+  readonly logAdd: StatementSync;
+  readonly logTrim: StatementSync;
+  readonly logDrop: StatementSync;
+  readonly logDropOrphan: StatementSync;
+  readonly logRead: StatementSync;
+  readonly inTrash: StatementSync;
+  readonly toTrash: StatementSync;
+  readonly fromTrash: StatementSync;
+  readonly trashDelete: StatementSync;
+  readonly versionOf: StatementSync;
+  readonly usersFirst: StatementSync;
+  readonly usersAfter: StatementSync;
+  readonly sweepIdem: StatementSync;
+  readonly leaseTake: StatementSync;
+  readonly leaseOf: StatementSync;
+  readonly leaseDrop: StatementSync;
+  readonly leasesIn: StatementSync;
+  readonly readLeased: StatementSync;
+  readonly leasesOfUser: StatementSync;
+  readonly leaseOne: StatementSync;
+  readonly sweepLeases: StatementSync;
+  readonly dataVersion: StatementSync;
+  readonly #db: DatabaseSync;
+  readonly #lists = new Map<number, StatementSync>();
+
+  /** Prepares every statement on `db`, whose schema is ready. */
+  constructor(db: DatabaseSync) {
+    this.#db = db;
+    const p = (sql: string) => db.prepare(sql);
+    this.begin = p("BEGIN IMMEDIATE");
+    this.commit = p("COMMIT");
+    this.rollback = p("ROLLBACK");
+    this.read = returnArrays(p(`SELECT ${RECORD} FROM handles WHERE user = ? AND handle = ?`));
+    this.insert = p(
+      "INSERT INTO handles (user, handle, kind, state, version, created_ms, updated_ms, " +
+        "expires_ms, last_writer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) " +
+        "ON CONFLICT (user, handle) DO NOTHING",
+    );
+    const save = (expires: string) =>
+      p(
+        `UPDATE handles SET state = ?, version = version + 1, updated_ms = ?, ${expires}` +
+          "last_writer = ? WHERE user = ? AND handle = ? AND version = ? " +
+          "AND (expires_ms IS NULL OR expires_ms > ?) " +
+          "RETURNING kind, version, created_ms, expires_ms",
+      );
+    this.saveKeep = save("");
+    this.saveSet = save("expires_ms = ?, ");
+    this.updateRow = p(
+      "UPDATE handles SET kind = ?, state = ?, version = ?, created_ms = ?, updated_ms = ?, " +
+        "expires_ms = ?, last_writer = ? WHERE user = ? AND handle = ?",
+    );
+    this.insertRow = p(
+      "INSERT INTO handles (user, handle, kind, state, version, created_ms, updated_ms, " +
+        "expires_ms, last_writer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    );
+    this.delete = p("DELETE FROM handles WHERE user = ? AND handle = ?");
+    this.idemGet = p(
+      "SELECT fingerprint, result FROM idempotency " +
+        "WHERE user = ? AND scope = ? AND key = ? AND expires_ms > ?",
+    );
+    this.idemPut = p(
+      "INSERT OR REPLACE INTO idempotency (user, scope, key, fingerprint, result, expires_ms) " +
+        "VALUES (?, ?, ?, ?, ?, ?)",
+    );
+    // The swept rows come back, so that their changelogs go in the same transaction.
+    const sweep = (table: string, column: string, user: string) =>
+      returnArrays(p(
+        `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} ` +
+          `WHERE ${user}${column} <= ? LIMIT ${SWEEP_BATCH}) RETURNING user, handle`,
+      ));
+    this.sweepUser = sweep("handles", "expires_ms", "user = ? AND ");
+    this.sweepAll = sweep("handles", "expires_ms", "");
+    this.sweepTrashUser = sweep("trash", "trashed_until", "user = ? AND ");
+    this.sweepTrashAll = sweep("trash", "trashed_until", "");
+    this.logAdd = p(
+      "INSERT OR REPLACE INTO changes (user, handle, version, at, text) VALUES (?, ?, ?, ?, ?)",
+    );
+    this.logTrim = p(
+      "DELETE FROM changes WHERE user = ? AND handle = ? AND (version <= ? OR at < ?)",
+    );
+    this.logDrop = p("DELETE FROM changes WHERE user = ? AND handle = ?");
+    // A trashed record's changelog, unless a live record of that handle owns it now.
+    this.logDropOrphan = p(
+      "DELETE FROM changes WHERE user = ?1 AND handle = ?2 " +
+        "AND NOT EXISTS (SELECT 1 FROM handles WHERE user = ?1 AND handle = ?2)",
+    );
+    // One statement, so the live check and the entries come from one snapshot.
+    this.logRead = returnArrays(p(
+      "SELECT version, at, text FROM changes WHERE user = ?1 AND handle = ?2 AND version > ?3 " +
+        "AND EXISTS (SELECT 1 FROM handles WHERE user = ?1 AND handle = ?2) ORDER BY version",
+    ));
+    this.inTrash = p("SELECT 1 AS x FROM trash WHERE user = ? AND handle = ?");
+    this.toTrash = p(
+      "INSERT OR REPLACE INTO trash (user, handle, kind, state, version, created_ms, " +
+        "updated_ms, expires_ms, last_writer, trashed_until) SELECT user, handle, kind, state, " +
+        "version, created_ms, updated_ms, expires_ms, last_writer, ? FROM handles " +
+        "WHERE user = ? AND handle = ?",
+    );
+    this.fromTrash = returnArrays(p(
+      `SELECT ${RECORD} FROM trash WHERE user = ? AND handle = ? AND trashed_until > ?`,
+    ));
+    this.trashDelete = p("DELETE FROM trash WHERE user = ? AND handle = ?");
+    this.versionOf = p("SELECT version FROM handles WHERE user = ? AND handle = ?");
+    const users = (start: string) =>
+      p(
+        "WITH RECURSIVE u(user, n) AS (" +
+          `SELECT (SELECT min(user) FROM handles ${start}), 1 ` +
+          "UNION ALL SELECT (SELECT min(user) FROM handles WHERE user > u.user), n + 1 " +
+          "FROM u WHERE u.user IS NOT NULL AND n < ?" +
+          ") SELECT user FROM u WHERE user IS NOT NULL",
+      );
+    this.usersFirst = users("");
+    this.usersAfter = users("WHERE user > ?");
+    this.sweepIdem = p(
+      "DELETE FROM idempotency WHERE rowid IN (SELECT rowid FROM idempotency " +
+        `WHERE expires_ms <= ? LIMIT ${SWEEP_BATCH})`,
+    );
+    // Stores the lease unless another holder's is still in force.
+    this.leaseTake = p(
+      "INSERT INTO leases (user, handle, holder, expires_at) VALUES (?1, ?2, ?3, ?4) " +
+        "ON CONFLICT (user, handle) DO UPDATE SET holder = excluded.holder, " +
+        "expires_at = excluded.expires_at " +
+        "WHERE leases.holder = excluded.holder OR leases.expires_at <= ?5 " +
+        "RETURNING holder, expires_at",
+    );
+    this.leaseOf = p("SELECT holder, expires_at FROM leases WHERE user = ? AND handle = ?");
+    this.leaseDrop = p(
+      "DELETE FROM leases WHERE user = ? AND handle = ? AND holder = ? RETURNING expires_at",
+    );
+    this.leasesIn = returnArrays(p(
+      "SELECT handle, holder, expires_at FROM leases WHERE user = ? " +
+        "AND handle IN (SELECT value FROM json_each(?)) AND expires_at > ?",
+    ));
+    // A get: the record and its lease in force, in one statement.
+    this.readLeased = returnArrays(p(
+      "SELECT h.kind, h.state, h.version, h.created_ms, h.updated_ms, h.expires_ms, " +
+        "h.last_writer, l.holder, l.expires_at FROM handles h LEFT JOIN leases l " +
+        "ON l.user = h.user AND l.handle = h.handle AND l.expires_at > ?3 " +
+        "WHERE h.user = ?1 AND h.handle = ?2",
+    ));
+    // A page of handles: the user's leases in force are few (they lapse within
+    // minutes, and sweeps drop them), so one range scan of the primary key
+    // beats a lookup per handle; past LEASE_SCAN_MAX rows, the lookups win.
+    this.leasesOfUser = returnArrays(p(
+      "SELECT handle, holder, expires_at FROM leases WHERE user = ? AND expires_at > ? " +
+        `LIMIT ${LEASE_SCAN_MAX + 1}`,
+    ));
+    // One handle: a primary-key lookup, without json_each.
+    this.leaseOne = returnArrays(p(
+      "SELECT handle, holder, expires_at FROM leases " +
+        "WHERE user = ? AND handle = ? AND expires_at > ?",
+    ));
+    this.sweepLeases = p(
+      "DELETE FROM leases WHERE rowid IN (SELECT rowid FROM leases " +
+        `WHERE expires_at <= ? LIMIT ${SWEEP_BATCH})`,
+    );
+    this.dataVersion = p("PRAGMA data_version");
+  }
+
+  /** The listing query of a shape (see `listFilters`), prepared on first use. */
+  list(shape: number): StatementSync {
+    let stmt = this.#lists.get(shape);
+    if (!stmt) {
+      stmt = returnArrays(this.#db.prepare(listSql(shape, LIST_DIALECT)));
+      this.#lists.set(shape, stmt);
+    }
+    return stmt;
+  }
+
+  /** Forgets the listing queries (the connection is closing). */
+  clear(): void {
+    this.#lists.clear();
+  }
+
+  /** The record of `(user, handle)`, or `null`. */
+  readRow(user: string, handle: string): HandleRecord | null {
+    const row = this.read.get(user, handle) as Row | undefined;
+    return row ? recordOf(handle, row) : null;
+  }
+
+  /** The replay of a write whose idempotency key was seen, if any. */
+  replay(user: string, ctx: WriteContext): Replayed | undefined {
+    const c = ctx.idempotency;
+    if (!c) return undefined;
+    const row = this.idemGet.get(user, c.scope, c.key, ctx.now);
+    if (!row) return undefined;
+    const result = row.result === null ? null : JSON.parse(row.result as string) as HandleRecord;
+    return { replayed: true, fingerprint: row.fingerprint as string, result };
+  }
+
+  /** Stores the result of a write that carries an idempotency key. */
+  remember(user: string, ctx: WriteContext, result: HandleRecord | null): void {
+    const c = ctx.idempotency;
+    if (!c) return;
+    this.idemPut.run(
+      user,
+      c.scope,
+      c.key,
+      c.fingerprint,
+      result && JSON.stringify(result),
+      c.expiresAt,
+    );
+  }
+
+  /** Appends `entry` to the handle's changelog, first dropping what the retention no longer keeps. */
+  append(user: string, handle: string, entry: ChangeEntry, ctx: WriteContext): void {
+    const r = ctx.retention;
+    if (r) this.logTrim.run(user, handle, entry.version - r.maxEntries, ctx.now - r.maxAgeMs);
+    this.logAdd.run(user, handle, entry.version, entry.at, entry.text);
+  }
+}
