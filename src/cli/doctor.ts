@@ -23,7 +23,7 @@ import {
 import { isCompiled } from "./config.ts";
 import { DENO_FLAGS } from "./permissions.ts";
 import { schemeOf } from "./transfer.ts";
-import { VERSION } from "./version.ts";
+import { VERSION } from "../version.ts";
 
 const HELP = `Usage: mcpstate doctor [options]
 

@@ -42,7 +42,7 @@ import { importCommand } from "./import.ts";
 import { list } from "./list.ts";
 import { migrate } from "./migrate.ts";
 import { sweep } from "./sweep.ts";
-import { VERSION } from "./version.ts";
+import { VERSION } from "../version.ts";
 
 const serve: Command = {
   name: "serve",

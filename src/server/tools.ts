@@ -33,7 +33,7 @@ import {
   type Snapshot,
   toPayload,
 } from "../store.ts";
-import { VERSION } from "../cli/version.ts";
+import { VERSION } from "../version.ts";
 import { clientLabel } from "./identity.ts";
 import { sharedBucketMintKey } from "./_shared_bucket.ts";
 
