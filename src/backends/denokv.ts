@@ -126,7 +126,7 @@ import type {
   WriteContext,
 } from "../backend.ts";
 import { BackendError, InvalidArgument, McpStateError, redact } from "../errors.ts";
-import { filePathOf } from "../url.ts";
+import { filePathOf } from "./_file_url.ts";
 import { compareListOrder, Listeners } from "./_shared.ts";
 
 export type {

@@ -76,7 +76,7 @@ import type {
 } from "../backend.ts";
 import { Listeners } from "./_shared.ts";
 import { BackendError, InvalidArgument, McpStateError, redact } from "../errors.ts";
-import { filePathOf } from "../url.ts";
+import { filePathOf } from "./_file_url.ts";
 
 export type {
   Backend,
