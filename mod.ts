@@ -44,8 +44,11 @@ export {
   type HandleInfo,
   type HandlePage,
   HandleStore,
+  type HandleStoreCapabilities,
   type HandleStoreOptions,
   type HistoryOptions,
+  type ImportRecordOptions,
+  type ImportResult,
   type LeaseOptions,
   type LeaseResult,
   type ListOptions,
@@ -59,6 +62,7 @@ export {
   toPayload,
   type TouchOptions,
   type UserOption,
+  type UsersOptions,
   type WatchOptions,
 } from "./src/store.ts";
 export * from "./src/ops.ts";
