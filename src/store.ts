@@ -472,11 +472,6 @@ export class HandleStore implements AsyncDisposable {
     return new HandleStore(await openBackend(url), options);
   }
 
-  /** The backend this store runs on. */
-  get backend(): Backend {
-    return this.#backend;
-  }
-
   /**
    * Which optional operations this store can run on its backend.
    *
@@ -1134,7 +1129,9 @@ export class HandleStore implements AsyncDisposable {
    * times in epoch ms — expired records included, in handle order (UTF-16
    * code units), so that two exports of the same data are identical. Records
    * written while the walk runs are carried too; a record deleted meanwhile
-   * is left out. This is what `mcpstate export` writes.
+   * is left out. This is what `mcpstate export` writes. `user` may be any
+   * user {@link HandleStore.users} lists, even a name the store refuses
+   * today (written by an older release), so that nothing is left behind.
    *
    * @param user The user.
    * @returns The records, read a page at a time.
@@ -1152,8 +1149,26 @@ export class HandleStore implements AsyncDisposable {
    * ```
    */
   exportRecords(user: string): AsyncIterableIterator<HandleRecord> {
-    checkUser({ user });
+    checkListedUser(user);
     return this.#exportRecords(user);
+  }
+
+  /**
+   * How many records {@link HandleStore.exportRecords} would give for a user
+   * now: their handles, expired ones included (metadata only, for a
+   * progress bar).
+   *
+   * @param user The user.
+   * @returns The count.
+   * @since 0.5.0
+   */
+  async countRecords(user: string): Promise<number> {
+    checkListedUser(user);
+    let n = 0;
+    await this.#walk(user, () => {
+      n++;
+    });
+    return n;
   }
 
   async *#exportRecords(user: string): AsyncGenerator<HandleRecord> {
@@ -1719,6 +1734,15 @@ function checkRecordRest(user: unknown, r: HandleRecord, maxBytes: number): void
   assertJson(state);
   const size = utf8Length(r.state);
   if (size > maxBytes) throw new StateTooLarge(size, maxBytes);
+}
+
+/** A user as `users` lists it: any non-empty string the backend holds. */
+function checkListedUser(user: unknown): void {
+  if (typeof user !== "string" || user.length === 0) {
+    throw new InvalidArgument("user must be a non-empty string: a user that users() lists.", {
+      field: "user",
+    });
+  }
 }
 
 function unsupported(what: string): InvalidArgument {

@@ -7,7 +7,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { HandleStore } from "../store.ts";
+import { HandleStore, type HandleStoreOptions } from "../store.ts";
 import { DEFAULT_URL } from "../url.ts";
 
 /** Exit code: success. */
@@ -177,10 +177,14 @@ export function userOf(flag: string | undefined): string {
  * Opens a store for a one-shot command (no background reclaim).
  *
  * @param url The backend URL.
+ * @param options More store options (the size cap).
  * @returns The open store.
  */
-export async function openStore(url: string): Promise<HandleStore> {
-  return await HandleStore.fromUrl(url, { reclaimIntervalMs: 0 });
+export async function openStore(
+  url: string,
+  options: HandleStoreOptions = {},
+): Promise<HandleStore> {
+  return await HandleStore.fromUrl(url, { ...options, reclaimIntervalMs: 0 });
 }
 
 const encoder = new TextEncoder();

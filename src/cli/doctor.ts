@@ -6,15 +6,16 @@
  */
 
 import { dirname, join, resolve } from "node:path";
-import type { Backend } from "../backend.ts";
 import { McpStateError, redact } from "../errors.ts";
-import { filePathOf, openBackend } from "../url.ts";
+import type { HandleStore } from "../store.ts";
+import { filePathOf } from "../url.ts";
 import {
   backendUrl,
   type Command,
   EXIT_FAILURE,
   EXIT_OK,
   oneLine,
+  openStore,
   parse,
   printJson,
   println,
@@ -226,7 +227,7 @@ export async function diagnose(url: string, timeoutMs: number): Promise<Check[]>
   // Backend URL.
   if (!KNOWN_SCHEMES.has(scheme)) {
     try {
-      await openBackend(url);
+      await (await openStore(url)).close();
     } catch (e) {
       add({
         status: "fail",
@@ -254,18 +255,18 @@ export async function diagnose(url: string, timeoutMs: number): Promise<Check[]>
   }
 
   // Open and answer.
-  let backend: Backend | null = null;
+  let store: HandleStore | null = null;
   const started = performance.now();
   try {
-    backend = await withTimeout(openBackend(url), timeoutMs, "open");
-    await withTimeout(backend.read("mcpstate-doctor", "doctor_aaaaaaaa"), timeoutMs, "answer");
+    store = await withTimeout(openStore(url), timeoutMs, "open");
+    await withTimeout(store.countRecords("mcpstate-doctor"), timeoutMs, "answer");
     add({
       status: "ok",
       check: "backend",
       message: `opens and answers (${Math.round(performance.now() - started)} ms)`,
     });
-    if (typeof backend.listUsers === "function" && typeof backend.restore === "function") {
-      const users = await withTimeout(backend.listUsers({ limit: 1001 }), timeoutMs, "answer");
+    if (store.capabilities.users && store.capabilities.importRecord) {
+      const users = await withTimeout(store.users({ limit: 1001 }), timeoutMs, "answer");
       add({
         status: "ok",
         check: "export/migrate",
@@ -289,7 +290,7 @@ export async function diagnose(url: string, timeoutMs: number): Promise<Check[]>
       fix: backendFix(scheme),
     });
   } finally {
-    await backend?.close().catch(() => {});
+    await store?.close().catch(() => {});
   }
   return checks;
 }

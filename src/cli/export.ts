@@ -5,7 +5,6 @@
  */
 
 import { dirname } from "node:path";
-import { openBackend } from "../url.ts";
 import {
   BACKEND_OPTIONS,
   backendUrl,
@@ -13,6 +12,7 @@ import {
   type Command,
   EXIT_OK,
   note,
+  openStore,
   parse,
   println,
   UsageError,
@@ -66,14 +66,14 @@ export const exportCommand: Command = {
     if (values.out === "") throw new UsageError("--out needs a file name.");
     if (values.user === "") throw new UsageError("--user needs a non-empty user name.");
     const url = backendUrl(values.backend);
-    const backend = await openBackend(url);
+    await using store = await openStore(url);
     let tmp: string | null = null;
     let file: Deno.FsFile | null = null;
     try {
-      if (values.user === undefined) requireCapability(backend, url, "listUsers", "export");
-      const users = values.user === undefined ? await allUsers(backend) : [values.user];
+      if (values.user === undefined) requireCapability(store, url, "users", "export");
+      const users = values.user === undefined ? await allUsers(store) : [values.user];
       const progress = new Progress("export");
-      if (progress.enabled) progress.total = await countRecords(backend, users);
+      if (progress.enabled) progress.total = await countRecords(store, users);
       if (values.out !== undefined) {
         tmp = `${values.out}.partial-${crypto.randomUUID().slice(0, 8)}`;
         try {
@@ -91,7 +91,7 @@ export const exportCommand: Command = {
       let buffer = "";
       let records = 0;
       const seenUsers = new Set<string>();
-      for await (const { user, record } of walkRecords(backend, users)) {
+      for await (const { user, record } of walkRecords(store, users)) {
         let line: string;
         try {
           line = recordLine(user, record);
@@ -132,7 +132,6 @@ export const exportCommand: Command = {
     } finally {
       file?.close();
       if (tmp !== null) await Deno.remove(tmp).catch(() => {});
-      await backend.close();
     }
   },
 };

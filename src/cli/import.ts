@@ -12,7 +12,7 @@
  * @module
  */
 
-import { openBackend } from "../url.ts";
+import type { HandleStore } from "../store.ts";
 import {
   BACKEND_OPTIONS,
   backendUrl,
@@ -21,6 +21,7 @@ import {
   EXIT_FAILURE,
   EXIT_OK,
   note,
+  openStore,
   parse,
   positiveInt,
   printJson,
@@ -89,56 +90,55 @@ export const importCommand: Command = {
     }
     const url = backendUrl(values.backend);
     const check = values.check ?? false;
-    const backend = await openBackend(url);
-    try {
-      if (!check) requireCapability(backend, url, "restore", "import");
-      // Pass 1: validate everything before writing anything.
-      const before = path === null ? null : await statOf(path);
-      const kept: UserRecord[] | null = path === null ? [] : null;
-      let total = 0;
-      for await (const rec of records(path, maxBytes)) {
-        total++;
-        kept?.push(rec);
-      }
-      // Pass 2: write (a file is read again rather than held in memory).
-      if (path !== null) {
-        const after = await statOf(path);
-        if (after.size !== before?.size || after.mtime !== before.mtime) {
-          throw new CliFailure(
-            `${path} changed while it was being read; nothing was imported. Run the import again.`,
-          );
-        }
-      }
-      const progress = new Progress(check ? "check" : "import", { total });
-      const report = await restoreAll(backend, kept ? fromArray(kept) : records(path, maxBytes), {
-        check,
-        ...(rate === undefined ? {} : { rate }),
-        progress,
-      });
-      if (values.json) await printJson(reportJson(report));
-      else await println(reportText(report, check ? "Checked" : "Imported", check));
-      if (report.mismatched > 0) {
-        note(
-          `mcpstate import: ${report.mismatched} record(s) did not verify; first: ${report.firstProblem}.`,
-        );
-        return EXIT_FAILURE;
-      }
-      if (check && report.missing + report.olderInTarget > 0) {
-        note(
-          `mcpstate import: ${
-            report.missing + report.olderInTarget
-          } record(s) of the file are missing or older in the backend; run without --check to write them.`,
-        );
-        return EXIT_FAILURE;
-      }
-      return EXIT_OK;
-    } finally {
-      await backend.close();
+    await using store = await openStore(
+      url,
+      maxBytes === undefined ? {} : { maxStateBytes: maxBytes },
+    );
+    if (!check) requireCapability(store, url, "importRecord", "import");
+    // Pass 1: validate everything before writing anything.
+    const before = path === null ? null : await statOf(path);
+    const kept: UserRecord[] | null = path === null ? [] : null;
+    let total = 0;
+    for await (const rec of records(path, store)) {
+      total++;
+      kept?.push(rec);
     }
+    // Pass 2: write (a file is read again rather than held in memory).
+    if (path !== null) {
+      const after = await statOf(path);
+      if (after.size !== before?.size || after.mtime !== before.mtime) {
+        throw new CliFailure(
+          `${path} changed while it was being read; nothing was imported. Run the import again.`,
+        );
+      }
+    }
+    const progress = new Progress(check ? "check" : "import", { total });
+    const report = await restoreAll(store, kept ? fromArray(kept) : records(path, store), {
+      check,
+      ...(rate === undefined ? {} : { rate }),
+      progress,
+    });
+    if (values.json) await printJson(reportJson(report));
+    else await println(reportText(report, check ? "Checked" : "Imported", check));
+    if (report.mismatched > 0) {
+      note(
+        `mcpstate import: ${report.mismatched} record(s) did not verify; first: ${report.firstProblem}.`,
+      );
+      return EXIT_FAILURE;
+    }
+    if (check && report.missing + report.olderInTarget > 0) {
+      note(
+        `mcpstate import: ${
+          report.missing + report.olderInTarget
+        } record(s) of the file are missing or older in the backend; run without --check to write them.`,
+      );
+      return EXIT_FAILURE;
+    }
+    return EXIT_OK;
   },
 };
 
-async function* records(path: string | null, maxBytes: number): AsyncGenerator<UserRecord> {
+async function* records(path: string | null, store: HandleStore): AsyncGenerator<UserRecord> {
   let file: Deno.FsFile | null = null;
   if (path !== null) {
     try {
@@ -150,7 +150,7 @@ async function* records(path: string | null, maxBytes: number): AsyncGenerator<U
   try {
     for await (const { no, text } of readLines(file ? file.readable : Deno.stdin.readable)) {
       if (text.trim() === "") continue;
-      yield parseRecordLine(text, no, maxBytes);
+      yield parseRecordLine(text, no, store);
     }
   } catch (e) {
     if (e instanceof CorruptLine) {
@@ -180,14 +180,15 @@ async function statOf(path: string): Promise<{ size: number; mtime: number | nul
 }
 
 /**
- * The state size cap: `--max-state-bytes`, else `MCPSTATE_MAX_STATE_BYTES`, else 1 MiB.
+ * The state size cap: `--max-state-bytes`, else `MCPSTATE_MAX_STATE_BYTES`,
+ * else `undefined` (the store's default).
  *
  * @param flag The option's value, if given.
- * @returns The cap in bytes.
+ * @returns The cap in bytes, if set.
  */
-export function maxStateBytes(flag: string | undefined): number {
+export function maxStateBytes(flag: string | undefined): number | undefined {
   if (flag !== undefined) return positiveInt("--max-state-bytes", flag);
   const env = Deno.env.get("MCPSTATE_MAX_STATE_BYTES");
   if (env !== undefined && env !== "") return positiveInt("MCPSTATE_MAX_STATE_BYTES", env);
-  return 1_048_576;
+  return undefined;
 }

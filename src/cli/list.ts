@@ -5,8 +5,7 @@
  * @module
  */
 
-import type { Backend } from "../backend.ts";
-import { type HandleInfo, toPayload } from "../store.ts";
+import { type HandleInfo, type HandleStore, toPayload } from "../store.ts";
 import {
   BACKEND_OPTIONS,
   backendUrl,
@@ -71,7 +70,7 @@ export const list: Command = {
       includeExpired: values["include-expired"] ?? false,
     };
     const rows: { user: string; info: HandleInfo }[] = [];
-    const users = values["all-users"] ? await everyUser(store.backend, url) : [userOf(values.user)];
+    const users = values["all-users"] ? await everyUser(store, url) : [userOf(values.user)];
     for (const user of users) {
       for (const info of await store.list(user, options)) rows.push({ user, info });
     }
@@ -88,7 +87,6 @@ export const list: Command = {
       );
       return EXIT_OK;
     }
-    const now = Date.now();
     const header = ["HANDLE", "KIND", "VERSION", "UPDATED", "EXPIRES", "WRITER"];
     const body = rows.map(({ user, info }) => {
       const expires = info.expiresAt?.getTime() ?? null;
@@ -97,7 +95,9 @@ export const list: Command = {
         info.kind,
         String(info.version),
         shortTime(info.updatedAt.getTime()),
-        expires === null ? "never" : `${shortTime(expires)}${expires <= now ? " (expired)" : ""}`,
+        expires === null
+          ? "never"
+          : `${shortTime(expires)}${store.isExpired(info) ? " (expired)" : ""}`,
         info.lastWriter ?? "-",
       ];
       return values["all-users"] ? [user, ...cells] : cells;
@@ -107,7 +107,7 @@ export const list: Command = {
   },
 };
 
-async function everyUser(backend: Backend, url: string): Promise<string[]> {
-  requireCapability(backend, url, "listUsers", "list --all-users");
-  return await allUsers(backend);
+async function everyUser(store: HandleStore, url: string): Promise<string[]> {
+  requireCapability(store, url, "users", "list --all-users");
+  return await allUsers(store);
 }

@@ -5,13 +5,13 @@
  * @module
  */
 
-import type { Backend } from "../backend.ts";
-import { openBackend } from "../url.ts";
+import type { HandleStore } from "../store.ts";
 import {
   type Command,
   EXIT_FAILURE,
   EXIT_OK,
   note,
+  openStore,
   parse,
   positiveInt,
   printJson,
@@ -91,12 +91,14 @@ export const migrate: Command = {
     if (values.user === "") throw new UsageError("--user needs a non-empty user name.");
     const rate = values.rate === undefined ? undefined : positiveInt("--rate", values.rate);
     const check = values.check ?? false;
-    let source: Backend | null = null, target: Backend | null = null;
+    let source: HandleStore | null = null, target: HandleStore | null = null;
     try {
-      source = await openBackend(from);
-      target = await openBackend(to);
-      if (values.user === undefined) requireCapability(source, from, "listUsers", "migrate");
-      if (!check) requireCapability(target, to, "restore", "migrate");
+      source = await openStore(from);
+      // Records move as they are stored: the source's store already held each
+      // state to its own size cap, which may be larger than the default.
+      target = await openStore(to, { maxStateBytes: Number.MAX_SAFE_INTEGER });
+      if (values.user === undefined) requireCapability(source, from, "users", "migrate");
+      if (!check) requireCapability(target, to, "importRecord", "migrate");
       const users = values.user === undefined ? await allUsers(source) : [values.user];
       const progress = new Progress(check ? "check" : "migrate");
       if (progress.enabled) progress.total = await countRecords(source, users);
