@@ -113,6 +113,25 @@ const LOCK_CLASS = 0x6d637073;
 /** The largest `NOTIFY` payload sent; a longer one (the limit is 8,000 bytes) becomes `"*"`. */
 const MAX_PAYLOAD_BYTES = 7_900;
 
+export type {
+  Backend,
+  Change,
+  ChangeEntry,
+  ConditionalWrite,
+  HandleMeta,
+  HandleRecord,
+  IdempotencyClaim,
+  LeaseOutcome,
+  LeaseRecord,
+  ListQuery,
+  Replayed,
+  Retention,
+  SaveOutcome,
+  Step,
+  UpdateOutcome,
+  WriteContext,
+} from "../backend.ts";
+
 /** Options of {@link PostgresBackend}. */
 export interface PostgresBackendOptions {
   /**

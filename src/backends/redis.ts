@@ -96,6 +96,25 @@ import {
 } from "./_redis_scripts.ts";
 import { Listeners } from "./_shared.ts";
 
+export type {
+  Backend,
+  Change,
+  ChangeEntry,
+  ConditionalWrite,
+  HandleMeta,
+  HandleRecord,
+  IdempotencyClaim,
+  LeaseOutcome,
+  LeaseRecord,
+  ListQuery,
+  Replayed,
+  Retention,
+  SaveOutcome,
+  Step,
+  UpdateOutcome,
+  WriteContext,
+} from "../backend.ts";
+
 /** Options of {@link RedisBackend}. */
 export interface RedisBackendOptions {
   /** Prefix of every key. Default `mcpstate:`. Must not contain `{` or `}`. */

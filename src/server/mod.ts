@@ -27,6 +27,7 @@
  * @module
  */
 
+export type { HandleStore, McpServer } from "./types.ts";
 export {
   ANONYMOUS_RANDOM_CHARS,
   DEFAULT_LEASE_SECONDS,

@@ -11,7 +11,7 @@
 import { StdioServerTransport } from "@modelcontextprotocol/server/stdio";
 import { serveStdio as sdkServeStdio } from "@modelcontextprotocol/server/stdio";
 import { redact } from "../errors.ts";
-import type { HandleStore } from "../store.ts";
+import type { HandleStore } from "./types.ts";
 import { createHttpHandler, type HttpHandlerOptions } from "./http.ts";
 import { writerLabel } from "./identity.ts";
 import {
