@@ -12,11 +12,11 @@ import { filePathOf } from "../url.ts";
 import {
   backendUrl,
   type Command,
+  defineCommand,
   EXIT_FAILURE,
   EXIT_OK,
   oneLine,
   openStore,
-  parse,
   printJson,
   println,
   UsageError,
@@ -40,13 +40,6 @@ Options:
   --json           Print the checks as JSON
   -h, --help       Show this help
 `;
-
-const OPTIONS = {
-  backend: { type: "string" },
-  timeout: { type: "string" },
-  json: { type: "boolean" },
-  help: { type: "boolean", short: "h" },
-} as const;
 
 /** One finding of the doctor. */
 export interface Check {
@@ -74,16 +67,12 @@ const NET_SCHEMES = new Set([
 const KNOWN_SCHEMES = new Set([...FILE_SCHEMES, ...NET_SCHEMES, "memory"]);
 
 /** The `doctor` subcommand. */
-export const doctor: Command = {
+export const doctor: Command = defineCommand({
   name: "doctor",
   summary: "Check the runtime, permissions and backend, and say what to fix",
   help: HELP,
-  async run(args: string[]): Promise<number> {
-    const { values } = parse("doctor", args, OPTIONS);
-    if (values.help) {
-      await println(HELP.trimEnd());
-      return EXIT_OK;
-    }
+  options: { backend: { type: "string" }, timeout: { type: "string" }, json: { type: "boolean" } },
+  async run(values) {
     const timeout = values.timeout === undefined ? 10 : Number(values.timeout);
     if (!Number.isFinite(timeout) || timeout <= 0) {
       throw new UsageError(`--timeout must be a number of seconds greater than 0.`);
@@ -109,7 +98,7 @@ export const doctor: Command = {
     }
     return failed ? EXIT_FAILURE : EXIT_OK;
   },
-};
+});
 
 /**
  * Runs every check against a backend URL.

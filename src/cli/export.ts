@@ -10,10 +10,11 @@ import {
   backendUrl,
   CliFailure,
   type Command,
+  defineCommand,
   EXIT_OK,
   note,
+  onlyUser,
   openStore,
-  parse,
   println,
   UsageError,
   writeAll,
@@ -44,34 +45,24 @@ Examples:
   mcpstate export --backend redis://h:6379/0 | gzip > backup.jsonl.gz
 `;
 
-const OPTIONS = {
-  ...BACKEND_OPTIONS,
-  out: { type: "string" },
-  user: { type: "string" },
-} as const;
-
 const encoder = new TextEncoder();
 
 /** The `export` subcommand. */
-export const exportCommand: Command = {
+export const exportCommand: Command = defineCommand({
   name: "export",
   summary: "Write every user's records as JSON Lines",
   help: HELP,
-  async run(args: string[]): Promise<number> {
-    const { values } = parse("export", args, OPTIONS);
-    if (values.help) {
-      await println(HELP.trimEnd());
-      return EXIT_OK;
-    }
+  options: { ...BACKEND_OPTIONS, out: { type: "string" }, user: { type: "string" } },
+  async run(values) {
     if (values.out === "") throw new UsageError("--out needs a file name.");
-    if (values.user === "") throw new UsageError("--user needs a non-empty user name.");
+    const user = onlyUser(values.user);
     const url = backendUrl(values.backend);
     await using store = await openStore(url);
     let tmp: string | null = null;
     let file: Deno.FsFile | null = null;
     try {
-      if (values.user === undefined) requireCapability(store, url, "users", "export");
-      const users = values.user === undefined ? await allUsers(store) : [values.user];
+      if (user === undefined) requireCapability(store, url, "users", "export");
+      const users = user === undefined ? await allUsers(store) : [user];
       const progress = new Progress("export");
       if (progress.enabled) progress.total = await countRecords(store, users);
       if (values.out !== undefined) {
@@ -134,4 +125,4 @@ export const exportCommand: Command = {
       if (tmp !== null) await Deno.remove(tmp).catch(() => {});
     }
   },
-};
+});

@@ -18,19 +18,14 @@ import {
   backendUrl,
   CliFailure,
   type Command,
-  EXIT_FAILURE,
-  EXIT_OK,
-  note,
+  defineCommand,
   openStore,
-  parse,
   positiveInt,
-  printJson,
-  println,
   UsageError,
 } from "./_common.ts";
 import { Progress } from "./progress.ts";
 import { CorruptLine, parseRecordLine, readLines, type UserRecord } from "./records.ts";
-import { reportJson, reportText, requireCapability, restoreAll } from "./transfer.ts";
+import { requireCapability, transfer } from "./transfer.ts";
 
 const HELP = `Usage: mcpstate import [FILE|-] [options]
 
@@ -61,25 +56,20 @@ Examples:
   gunzip -c backup.jsonl.gz | mcpstate import -
 `;
 
-const OPTIONS = {
-  ...BACKEND_OPTIONS,
-  check: { type: "boolean" },
-  rate: { type: "string" },
-  "max-state-bytes": { type: "string" },
-  json: { type: "boolean" },
-} as const;
-
 /** The `import` subcommand. */
-export const importCommand: Command = {
+export const importCommand: Command = defineCommand({
   name: "import",
   summary: "Restore JSON Lines from export, exactly and verified",
   help: HELP,
-  async run(args: string[]): Promise<number> {
-    const { values, positionals } = parse("import", args, OPTIONS, [0, 1]);
-    if (values.help) {
-      await println(HELP.trimEnd());
-      return EXIT_OK;
-    }
+  options: {
+    ...BACKEND_OPTIONS,
+    check: { type: "boolean" },
+    rate: { type: "string" },
+    "max-state-bytes": { type: "string" },
+    json: { type: "boolean" },
+  },
+  positionals: [0, 1],
+  async run(values, positionals) {
     const rate = values.rate === undefined ? undefined : positiveInt("--rate", values.rate);
     const maxBytes = maxStateBytes(values["max-state-bytes"]);
     const path = positionals[0] === undefined || positionals[0] === "-" ? null : positionals[0];
@@ -112,31 +102,18 @@ export const importCommand: Command = {
         );
       }
     }
-    const progress = new Progress(check ? "check" : "import", { total });
-    const report = await restoreAll(store, kept ? fromArray(kept) : records(path, store), {
+    return await transfer(store, kept ? fromArray(kept) : records(path, store), {
       check,
-      ...(rate === undefined ? {} : { rate }),
-      progress,
+      rate,
+      progress: new Progress(check ? "check" : "import", { total }),
+      json: values.json,
+      command: "import",
+      verb: "Imported",
+      whenMissing:
+        "of the file are missing or older in the backend; run without --check to write them",
     });
-    if (values.json) await printJson(reportJson(report));
-    else await println(reportText(report, check ? "Checked" : "Imported", check));
-    if (report.mismatched > 0) {
-      note(
-        `mcpstate import: ${report.mismatched} record(s) did not verify; first: ${report.firstProblem}.`,
-      );
-      return EXIT_FAILURE;
-    }
-    if (check && report.missing + report.olderInTarget > 0) {
-      note(
-        `mcpstate import: ${
-          report.missing + report.olderInTarget
-        } record(s) of the file are missing or older in the backend; run without --check to write them.`,
-      );
-      return EXIT_FAILURE;
-    }
-    return EXIT_OK;
   },
-};
+});
 
 async function* records(path: string | null, store: HandleStore): AsyncGenerator<UserRecord> {
   let file: Deno.FsFile | null = null;

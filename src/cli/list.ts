@@ -10,9 +10,9 @@ import {
   BACKEND_OPTIONS,
   backendUrl,
   type Command,
+  defineCommand,
   EXIT_OK,
   openStore,
-  parse,
   printJson,
   println,
   shortTime,
@@ -40,26 +40,20 @@ Examples:
   mcpstate list --user alice --kind research --json | jq '.[].handle'
 `;
 
-const OPTIONS = {
-  ...BACKEND_OPTIONS,
-  user: { type: "string" },
-  "all-users": { type: "boolean" },
-  kind: { type: "string" },
-  "include-expired": { type: "boolean" },
-  json: { type: "boolean" },
-} as const;
-
 /** The `list` subcommand. */
-export const list: Command = {
+export const list: Command = defineCommand({
   name: "list",
   summary: "List a user's handles (table, or --json)",
   help: HELP,
-  async run(args: string[]): Promise<number> {
-    const { values } = parse("list", args, OPTIONS);
-    if (values.help) {
-      await println(HELP.trimEnd());
-      return EXIT_OK;
-    }
+  options: {
+    ...BACKEND_OPTIONS,
+    user: { type: "string" },
+    "all-users": { type: "boolean" },
+    kind: { type: "string" },
+    "include-expired": { type: "boolean" },
+    json: { type: "boolean" },
+  },
+  async run(values) {
     if (values["all-users"] && values.user !== undefined) {
       throw new UsageError("Pass either --user or --all-users, not both.");
     }
@@ -105,7 +99,7 @@ export const list: Command = {
     await println(table(values["all-users"] ? ["USER", ...header] : header, body));
     return EXIT_OK;
   },
-};
+});
 
 async function everyUser(store: HandleStore, url: string): Promise<string[]> {
   requireCapability(store, url, "users", "list --all-users");

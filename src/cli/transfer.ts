@@ -15,7 +15,7 @@
 import type { HandleRecord } from "../backend.ts";
 import { McpStateError } from "../errors.ts";
 import type { HandleStore, ImportResult } from "../store.ts";
-import { CliFailure } from "./_common.ts";
+import { CliFailure, EXIT_FAILURE, EXIT_OK, note, printResult } from "./_common.ts";
 import { digestLine, recordLine, type UserRecord } from "./records.ts";
 import type { Progress } from "./progress.ts";
 
@@ -133,7 +133,7 @@ export interface RestoreOptions {
   /** Compare only; write nothing. */
   check: boolean;
   /** At most this many records per second. */
-  rate?: number;
+  rate?: number | undefined;
   /** The progress bar to tick. */
   progress: Progress;
 }
@@ -255,6 +255,59 @@ async function sameRecord(user: string, back: HandleRecord, digest: string): Pro
   } catch {
     return false;
   }
+}
+
+/** How {@link finishTransfer} words a transfer. */
+export interface TransferWording {
+  /** The command, for its notes (`import`, `migrate`). */
+  command: string;
+  /** The summary's verb when writing (`Imported`, `Migrated`). */
+  verb: string;
+  /** What `--check` found when records are missing, after "N record(s) ". */
+  whenMissing: string;
+}
+
+/**
+ * Imports records into a store ({@link restoreAll}), prints the summary
+ * (JSON with `--json`) and gives the exit code: 1 when a record did not
+ * verify or, with `--check`, when records are missing or older in the target.
+ *
+ * @param target The store to write.
+ * @param records The records.
+ * @param options Check only, rate, progress, `--json`, and the wording.
+ * @returns The exit code.
+ */
+export async function transfer(
+  target: HandleStore,
+  records: AsyncIterable<UserRecord>,
+  options: RestoreOptions & TransferWording & { json: boolean | undefined },
+): Promise<number> {
+  return await finishTransfer(await restoreAll(target, records, options), options);
+}
+
+/** Prints a transfer's summary and gives its exit code (see {@link transfer}). */
+async function finishTransfer(
+  report: TransferReport,
+  options: TransferWording & { json: boolean | undefined; check: boolean },
+): Promise<number> {
+  const { command, check } = options;
+  await printResult(
+    options.json,
+    reportJson(report),
+    reportText(report, check ? "Checked" : options.verb, check),
+  );
+  if (report.mismatched > 0) {
+    note(
+      `mcpstate ${command}: ${report.mismatched} record(s) did not verify; first: ${report.firstProblem}.`,
+    );
+    return EXIT_FAILURE;
+  }
+  const behind = report.missing + report.olderInTarget;
+  if (check && behind > 0) {
+    note(`mcpstate ${command}: ${behind} record(s) ${options.whenMissing}.`);
+    return EXIT_FAILURE;
+  }
+  return EXIT_OK;
 }
 
 /**
