@@ -21,7 +21,6 @@ import {
 } from "./live.ts";
 import { createStateServer } from "./server.ts";
 import { StdioLive } from "./stdio.ts";
-import type { StateToolsOptions } from "./tools.ts";
 
 /** Default TCP port of {@link serveStateHttp} (and of `mcpstate serve --transport http`). */
 export const DEFAULT_PORT = 8787;
@@ -37,20 +36,22 @@ export interface StateServing {
   close(): Promise<void>;
 }
 
-/** Options of {@link serveStateStdio}. */
-export interface StdioServeOptions {
+/**
+ * Options of {@link serveStateStdio}: the user, and the writer, lease and
+ * live-update limits as {@link createHttpHandler} takes them (the writer
+ * defaults to {@link writerLabel}`(undefined)`: `<hostname>/<client name>`).
+ */
+export interface StdioServeOptions extends
+  Pick<
+    HttpHandlerOptions,
+    | "writer"
+    | "leaseSeconds"
+    | "maxListenStreams"
+    | "maxListenStreamsPerUser"
+    | "maxWatchesPerUser"
+  > {
   /** The user of every call: the one person at the other end of stdin. */
   user: string;
-  /** Resolves the writer label recorded on writes. Default {@link writerLabel}`(undefined)`. */
-  writer?: StateToolsOptions["writer"];
-  /** Seconds of the lease a write takes for its writer; 0 turns it off. Default 60. */
-  leaseSeconds?: number;
-  /** Open `subscriptions/listen` streams, all users together. Default 1,000. */
-  maxListenStreams?: number;
-  /** Open `subscriptions/listen` streams of one user. Default 16. */
-  maxListenStreamsPerUser?: number;
-  /** Distinct handles one user watches at once, over all their streams. Default 256. */
-  maxWatchesPerUser?: number;
   /** Reports a failure of the connection. Default: a line on stderr, credentials redacted. */
   onError?: (error: Error) => void;
 }
