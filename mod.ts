@@ -49,8 +49,11 @@ export {
   type HandleInfo,
   type HandlePage,
   HandleStore,
+  type HandleStoreCapabilities,
   type HandleStoreOptions,
   type HistoryOptions,
+  type ImportRecordOptions,
+  type ImportResult,
   type LeaseOptions,
   type LeaseResult,
   type ListOptions,
@@ -69,6 +72,7 @@ export {
   toReadPayload,
   type TouchOptions,
   type UserOption,
+  type UsersOptions,
   type WatchOptions,
 } from "./src/store.ts";
 export * from "./src/ops.ts";

@@ -22,7 +22,14 @@
 import { DatabaseSync } from "node:sqlite";
 import { fileURLToPath } from "node:url";
 import postgres from "postgres";
-import { HandleStore, type JsonObject, McpStateError, type Snapshot } from "../mod.ts";
+import {
+  type Backend as StoreBackend,
+  HandleStore,
+  type JsonObject,
+  McpStateError,
+  openBackend,
+  type Snapshot,
+} from "../mod.ts";
 import { type RedisServer, startRedis } from "../tests/_redis.ts";
 import {
   body,
@@ -422,6 +429,17 @@ async function getOrNull(
 /** How far back the changelog is compared (the default retention keeps 100 entries). */
 const LOG_WINDOW = 60;
 
+/** The backend of each store {@link openStore} opened: the changelog check reads it. */
+const backendOf = new WeakMap<HandleStore, StoreBackend>();
+
+/** A store on `url` (no background reclaim), keeping the backend it runs on. */
+async function openStore(url: string): Promise<HandleStore> {
+  const backend = await openBackend(url);
+  const store = new HandleStore(backend, { reclaimIntervalMs: 0 });
+  backendOf.set(store, backend);
+  return store;
+}
+
 /**
  * Checks a handle's changelog, as the backend holds it, against the writes
  * that produced its versions: the entries after `version - LOG_WINDOW` are
@@ -440,7 +458,7 @@ async function logProblem(
   writer: string,
 ): Promise<string | null> {
   const from = Math.max(0, s.version - LOG_WINDOW);
-  const entries = await store.backend.changes(user, s.handle, from);
+  const entries = await backendOf.get(store)!.changes(user, s.handle, from);
   const versions = entries.map((e) => e.version);
   const want = Array.from({ length: s.version - from }, (_, i) => from + 1 + i);
   if (canonical(versions) !== canonical(want)) {
@@ -867,7 +885,7 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
       let store: HandleStore;
       try {
         const opened = await within(
-          HandleStore.fromUrl(backend.url, { reclaimIntervalMs: 0 }),
+          openStore(backend.url),
           30_000,
           "timeout" as const,
         );

@@ -65,7 +65,7 @@ export async function probeTinyTtl(): Promise<"fixed" | "open"> {
       await store.touch(h, { user: "probe", ttlDays: 1e-300 });
       return (await store.get(h, { user: "probe" })).version === 2 ? "fixed" : "open";
     } catch {
-      const after = await store.backend.read("probe", h);
+      const [after] = await store.list("probe", { includeExpired: true });
       return after?.version === 1 ? "fixed" : "open";
     }
   } finally {

@@ -33,7 +33,7 @@ import { Buffer } from "node:buffer";
 import zlib from "node:zlib";
 import { createHash } from "node:crypto";
 import { DENO_FLAGS } from "../src/cli/permissions.ts";
-import { VERSION } from "../src/cli/version.ts";
+import { VERSION } from "../src/version.ts";
 
 /** A build target: a `deno compile --target` triple and its archive format. */
 export interface Target {

@@ -27,12 +27,14 @@ import {
   InvalidArgument,
   McpStateError,
   StaleWrite,
+  StateTooLarge,
 } from "./errors.ts";
 import {
   assertJson,
   decodeState,
   encodeParsed,
   encodeState,
+  isPlainObject,
   type JsonObject,
   utf8Length,
 } from "./json.ts";
@@ -52,6 +54,12 @@ const KIND_RE = /^[a-z][a-z0-9-]{0,31}$/;
 const IDEMPOTENCY_MS = DAY_MS;
 const MAX_TIMER_MS = 2 ** 31 - 1;
 const MAX_LEASE_SECONDS = 86_400;
+/** Metadata rows per backend listing when a whole user is walked. */
+const WALK_PAGE = 500;
+/** Records read at once when a user's records are exported. */
+const EXPORT_READS = 32;
+/** Handles whose `updatedAt` is within this margin of the start of an export's listing are listed again. */
+const EXPORT_CATCH_UP_MS = 5 * 60_000;
 
 /** Metadata of a handle, as `list` returns it. */
 export interface HandleInfo {
@@ -217,6 +225,66 @@ export type ChangesSince<S = JsonObject> =
     truncated: true;
     /** The current snapshot: start over from it. */
     current: Snapshot<S>;
+  };
+
+/**
+ * Which optional operations a store can run: those that need a primitive a
+ * backend may lack. Every built-in backend has them all.
+ *
+ * @since 0.5.0
+ */
+export interface HandleStoreCapabilities {
+  /** {@link HandleStore.users} works: the backend lists its users. */
+  users: boolean;
+  /** {@link HandleStore.importRecord} writes: the backend imports records as given. */
+  importRecord: boolean;
+}
+
+/**
+ * Options of {@link HandleStore.users}.
+ *
+ * @since 0.5.0
+ */
+export interface UsersOptions {
+  /** Start after this user: the last one of the previous page. */
+  after?: string;
+  /** Page size, 1 to 10,000; default 1,000. A shorter page is the last. */
+  limit?: number;
+}
+
+/**
+ * Options of {@link HandleStore.importRecord}.
+ *
+ * @since 0.5.0
+ */
+export interface ImportRecordOptions {
+  /** Check the record and compare it with what the store holds, but write nothing. */
+  dryRun?: boolean;
+}
+
+/**
+ * Answer of {@link HandleStore.importRecord}: what it did (with `dryRun`,
+ * what it would do) and the record the store holds under that handle
+ * afterwards, expired or not (`null`: none).
+ *
+ * - `inserted`: the store had no record with that handle.
+ * - `replaced`: it held an older version, now overwritten (its changelog is dropped).
+ * - `kept`: it held the same or a newer version, left as it was.
+ * - `expired`: the record expired longer ago than the grace period (by the
+ *   store's clock), so nothing of it is written or read.
+ *
+ * @since 0.5.0
+ */
+export type ImportResult =
+  | {
+    /** What happened: written, or left as it was. */
+    outcome: "inserted" | "replaced" | "kept";
+    /** The record the store holds under the handle now; `null` when none. */
+    current: HandleRecord | null;
+  }
+  | {
+    /** The record was past its grace period: skipped. */
+    outcome: "expired";
   };
 
 /** Who is calling: every read and write is scoped to a user. */
@@ -465,9 +533,23 @@ export class HandleStore implements AsyncDisposable {
     return new HandleStore(await openBackend(url), options);
   }
 
-  /** The backend this store runs on. */
-  get backend(): Backend {
-    return this.#backend;
+  /**
+   * Which optional operations this store can run on its backend.
+   *
+   * @since 0.5.0
+   *
+   * @example
+   * ```ts
+   * import { HandleStore } from "@mcpstate/core";
+   * await using store = await HandleStore.fromUrl("memory://");
+   * store.capabilities; // { users: true, importRecord: true }
+   * ```
+   */
+  get capabilities(): HandleStoreCapabilities {
+    return {
+      users: typeof this.#backend.listUsers === "function",
+      importRecord: this.#importer() !== undefined,
+    };
   }
 
   /** The state size cap in bytes. */
@@ -1185,6 +1267,280 @@ export class HandleStore implements AsyncDisposable {
     return await this.#call(() => this.#backend.sweep(user ?? null, now, now));
   }
 
+  /**
+   * Whether a handle has expired by this store's clock (what `get` answers
+   * with `handle_expired`): for the entries of `list` with `includeExpired`.
+   *
+   * @param info A handle's metadata or snapshot.
+   * @returns `true` when its expiry has passed.
+   * @since 0.5.0
+   *
+   * @example Mark the expired handles of a listing
+   * ```ts
+   * import { HandleStore } from "@mcpstate/core";
+   * await using store = await HandleStore.fromUrl("memory://");
+   * await store.mint("note", {}, { user: "alice", ttlDays: 1 });
+   * for (const info of await store.list("alice", { includeExpired: true })) {
+   *   console.log(info.handle, store.isExpired(info) ? "expired" : "live");
+   * }
+   * ```
+   */
+  isExpired(info: Pick<HandleInfo, "expiresAt">): boolean {
+    return info.expiresAt !== null && info.expiresAt.getTime() <= this.#clock();
+  }
+
+  /**
+   * One page of the users that hold at least one record (expired ones
+   * included), in the backend's order: pass the last user of a page as
+   * `after` for the next one; a page shorter than `limit` is the last. This
+   * is how `mcpstate export` and `migrate` find every user.
+   *
+   * @param options Where to start, and the page size.
+   * @returns The users of the page.
+   * @throws {InvalidArgument} when the backend cannot list its users (see {@link HandleStore.capabilities}).
+   * @since 0.5.0
+   *
+   * @example Every user of a store
+   * ```ts
+   * import { HandleStore } from "@mcpstate/core";
+   * await using store = await HandleStore.fromUrl("memory://");
+   * await store.mint("note", {}, { user: "alice" });
+   * await store.mint("note", {}, { user: "bob" });
+   * const users: string[] = [];
+   * // Pages of one user each, to show the paging; the default page holds 1,000.
+   * let page = await store.users({ limit: 1 });
+   * users.push(...page);
+   * while (page.length === 1) {
+   *   page = await store.users({ after: page[0]!, limit: 1 });
+   *   users.push(...page);
+   * }
+   * users; // ["alice", "bob"]
+   * ```
+   */
+  async users(options: UsersOptions = {}): Promise<string[]> {
+    checkOptions(options, "users");
+    const limit = options.limit ?? 1000;
+    if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) {
+      throw new InvalidArgument("limit must be a whole number from 1 to 10000.", {
+        field: "limit",
+      });
+    }
+    const after = options.after;
+    if (after !== undefined && typeof after !== "string") {
+      throw new InvalidArgument("after must be a user of the previous page.", { field: "after" });
+    }
+    const listUsers = this.#backend.listUsers?.bind(this.#backend);
+    if (!listUsers) throw unsupported("list its users");
+    return await this.#call(() => listUsers({ limit, ...(after === undefined ? {} : { after }) }));
+  }
+
+  /**
+   * Every record of a user as the backend keeps it — state as JSON text,
+   * times in epoch ms — expired records included, in handle order (UTF-16
+   * code units), so that two exports of the same data are identical. Records
+   * written while the walk runs are carried too; a record deleted meanwhile
+   * is left out. This is what `mcpstate export` writes. `user` may be any
+   * user {@link HandleStore.users} lists, even a name the store refuses
+   * today (written by an older release), so that nothing is left behind.
+   *
+   * @param user The user.
+   * @returns The records, read a page at a time.
+   * @since 0.5.0
+   *
+   * @example Copy one user's records into another store
+   * ```ts
+   * import { HandleStore } from "@mcpstate/core";
+   * await using from = await HandleStore.fromUrl("memory://");
+   * await using to = await HandleStore.fromUrl("memory://");
+   * await from.mint("note", { a: 1 }, { user: "alice" });
+   * for await (const record of from.exportRecords("alice")) {
+   *   await to.importRecord("alice", record); // { outcome: "inserted", current: … }
+   * }
+   * ```
+   */
+  exportRecords(user: string): AsyncIterableIterator<HandleRecord> {
+    checkListedUser(user);
+    return this.#exportRecords(user);
+  }
+
+  /**
+   * How many records {@link HandleStore.exportRecords} would give for a user
+   * now: their handles, expired ones included (metadata only, for a
+   * progress bar).
+   *
+   * @param user The user.
+   * @returns The count.
+   * @since 0.5.0
+   */
+  async countRecords(user: string): Promise<number> {
+    checkListedUser(user);
+    let n = 0;
+    await this.#walk(user, () => {
+      n++;
+    });
+    return n;
+  }
+
+  async *#exportRecords(user: string): AsyncGenerator<HandleRecord> {
+    const start = this.#clock();
+    const seen = new Set<string>();
+    await this.#walk(user, (m) => {
+      seen.add(m.handle);
+    });
+    // A handle written while the listing ran moved ahead of its cursor (the
+    // order follows updatedAt): a second pass over the newest catches it.
+    const since = start - EXPORT_CATCH_UP_MS;
+    await this.#walk(user, (m) => {
+      if (m.updatedAt < since) return false;
+      seen.add(m.handle);
+      return true;
+    });
+    const handles = [...seen].sort(compareCodeUnits);
+    for (let i = 0; i < handles.length; i += EXPORT_READS) {
+      const chunk = handles.slice(i, i + EXPORT_READS);
+      const records = await this.#call(() =>
+        Promise.all(chunk.map((h) => this.#backend.read(user, h)))
+      );
+      for (const record of records) if (record) yield record;
+    }
+  }
+
+  /** Lists a user's metadata, newest first, expired included, until `visit` answers `false`. */
+  async #walk(user: string, visit: (m: HandleMeta) => boolean | void): Promise<void> {
+    let after: { updatedAt: number; handle: string } | undefined;
+    for (;;) {
+      const page = await this.#call(() =>
+        this.#backend.list(user, { limit: WALK_PAGE, ...(after ? { after } : {}) })
+      );
+      for (const m of page) if (visit(m) === false) return;
+      const last = page[page.length - 1];
+      if (page.length < WALK_PAGE || !last) return;
+      after = { updatedAt: last.updatedAt, handle: last.handle };
+    }
+  }
+
+  /**
+   * Checks a record by the rules {@link HandleStore.importRecord} applies,
+   * writing nothing: the user, handle, kind and writer are names the store
+   * accepts, the kind is a valid kind, the version and times are whole
+   * numbers, and the state is a JSON object within the size cap. The
+   * messages name the record's fields in their wire form (`"last_writer"`).
+   *
+   * @param user The user the record belongs to.
+   * @param record The record.
+   * @throws {InvalidArgument} naming the first field that is wrong.
+   * @throws {StateTooLarge} when the state is over the size cap.
+   * @since 0.5.0
+   *
+   * @example Refuse a record before writing anything
+   * ```ts
+   * import { HandleStore, type HandleRecord, InvalidArgument } from "@mcpstate/core";
+   * await using store = await HandleStore.fromUrl("memory://");
+   * const record: HandleRecord = {
+   *   handle: "Notes_k3v9x2mq",
+   *   kind: "Notes",
+   *   state: "{}",
+   *   version: 1,
+   *   createdAt: Date.now(),
+   *   updatedAt: Date.now(),
+   *   expiresAt: null,
+   *   lastWriter: null,
+   * };
+   * try {
+   *   store.checkRecord("alice", record);
+   * } catch (e) {
+   *   if (!(e instanceof InvalidArgument)) throw e; // '"kind" "Notes" is not a valid kind.'
+   * }
+   * ```
+   */
+  checkRecord(user: string, record: HandleRecord): void {
+    checkRecordTimes(record);
+    checkRecordRest(user, record, this.#maxBytes);
+  }
+
+  /**
+   * Imports a record exactly as given — handle, kind, state text, version,
+   * times, expiry and writer — for a restore from an export or a migration
+   * between backends. It is written when the user has no record with that
+   * handle, or one with a lower version; otherwise nothing changes, so
+   * importing again is harmless and never overwrites newer data. A record
+   * that expired longer ago than the grace period is skipped. The record is
+   * checked first as {@link HandleStore.checkRecord} does; a record that
+   * fails is not written.
+   *
+   * @param user The user the record belongs to.
+   * @param record The record, as {@link HandleStore.exportRecords} gives it.
+   * @param options `dryRun`: check and compare only.
+   * @returns What was done, and the record the store holds now.
+   * @throws {InvalidArgument} for a record that breaks a rule, or when the
+   *   backend cannot import (see {@link HandleStore.capabilities}; a dry run
+   *   works on every backend).
+   * @throws {StateTooLarge} when the state is over the size cap.
+   * @since 0.5.0
+   *
+   * @example Import a record, then see that a second import keeps it
+   * ```ts
+   * import { HandleStore } from "@mcpstate/core";
+   * await using store = await HandleStore.fromUrl("memory://");
+   * const record = {
+   *   handle: "note_k3v9x2mq",
+   *   kind: "note",
+   *   state: '{"text":"kept byte for byte"}',
+   *   version: 3,
+   *   createdAt: Date.now() - 60_000,
+   *   updatedAt: Date.now(),
+   *   expiresAt: null,
+   *   lastWriter: "laptop/claude-code",
+   * };
+   * (await store.importRecord("alice", record)).outcome; // "inserted"
+   * (await store.importRecord("alice", record, { dryRun: true })).outcome; // "kept"
+   * (await store.get("note_k3v9x2mq", { user: "alice" })).version; // 3
+   * ```
+   */
+  async importRecord(
+    user: string,
+    record: HandleRecord,
+    options: ImportRecordOptions = {},
+  ): Promise<ImportResult> {
+    checkOptions(options, "importRecord");
+    checkRecordTimes(record);
+    const now = this.#clock();
+    // Nothing of a record past its grace is kept, whatever else it holds.
+    if (record.expiresAt !== null && record.expiresAt + this.#graceMs <= now) {
+      return { outcome: "expired" };
+    }
+    checkRecordRest(user, record, this.#maxBytes);
+    const clean: HandleRecord = {
+      handle: record.handle,
+      kind: record.kind,
+      state: record.state,
+      version: record.version,
+      createdAt: record.createdAt,
+      updatedAt: record.updatedAt,
+      expiresAt: record.expiresAt,
+      lastWriter: record.lastWriter,
+    };
+    const read = () => this.#call(() => this.#backend.read(user, clean.handle));
+    if (options.dryRun) {
+      const current = await read();
+      const outcome = current === null
+        ? "inserted"
+        : current.version < clean.version
+        ? "replaced"
+        : "kept";
+      return { outcome, current };
+    }
+    const write = this.#importer();
+    if (!write) throw unsupported("import records");
+    const outcome = await this.#call(() => write(user, clean, { now, graceMs: this.#graceMs }));
+    return { outcome, current: await read() };
+  }
+
+  /** The backend's import primitive, bound, or `undefined` when it has none. */
+  #importer(): Backend["importRecord"] {
+    return this.#backend.importRecord?.bind(this.#backend);
+  }
+
   /** Closes the backend. Idempotent. */
   async close(): Promise<void> {
     if (this.#closed) return;
@@ -1544,6 +1900,101 @@ function checkTtl(ttlDays: unknown, allowNull: boolean): number | null | undefin
   }
   // At least 1 ms: a TTL that rounds to 0 would land already expired.
   return Math.max(1, Math.round(ttlDays * DAY_MS));
+}
+
+/** The record is not an object, or its times are not epoch ms. */
+function checkRecordTimes(record: unknown): asserts record is HandleRecord {
+  if (typeof record !== "object" || record === null) {
+    throw new InvalidArgument(
+      "A record is an object with handle, kind, state, version, createdAt, updatedAt, expiresAt and lastWriter.",
+      { field: "record" },
+    );
+  }
+  const r = record as unknown as Record<string, unknown>;
+  for (const [field, key] of [["created_at", "createdAt"], ["updated_at", "updatedAt"]]) {
+    if (!Number.isSafeInteger(r[key!])) {
+      throw new InvalidArgument(`"${field}" must be a time in whole epoch milliseconds.`, {
+        field,
+      });
+    }
+  }
+  if (r.expiresAt !== null && !Number.isSafeInteger(r.expiresAt)) {
+    throw new InvalidArgument(
+      `"expires_at" must be null or a time in whole epoch milliseconds.`,
+      { field: "expires_at" },
+    );
+  }
+}
+
+/** Why a name fails {@link isIdentifier}, after the field's name. */
+const NOT_AN_IDENTIFIER = "holds U+0000 or a lone surrogate, which mcpstate never stores in a name";
+
+/** Everything {@link checkRecordTimes} leaves: the names, the version, the state. */
+function checkRecordRest(user: unknown, r: HandleRecord, maxBytes: number): void {
+  const name = (field: string, value: unknown, max: number): string => {
+    if (typeof value !== "string" || value.length === 0 || value.length > max) {
+      throw new InvalidArgument(
+        `"${field}" must be a non-empty string of at most ${max} characters.`,
+        { field },
+      );
+    }
+    if (!isIdentifier(value)) {
+      throw new InvalidArgument(`"${field}" ${NOT_AN_IDENTIFIER}.`, { field });
+    }
+    return value;
+  };
+  name("user", user, 1024);
+  name("handle", r.handle, 256);
+  const kind = name("kind", r.kind, 32);
+  if (!KIND_RE.test(kind)) {
+    throw new InvalidArgument(`"kind" ${JSON.stringify(kind)} is not a valid kind.`, {
+      field: "kind",
+    });
+  }
+  if (!Number.isSafeInteger(r.version) || r.version < 1) {
+    throw new InvalidArgument(`"version" must be a whole number, 1 or more.`, {
+      field: "version",
+    });
+  }
+  const writer: unknown = r.lastWriter;
+  if (writer !== null && (typeof writer !== "string" || writer.length > 256)) {
+    throw new InvalidArgument(
+      `"last_writer" must be null or a string of at most 256 characters.`,
+      { field: "last_writer" },
+    );
+  }
+  if (writer !== null && !isIdentifier(writer)) {
+    throw new InvalidArgument(`"last_writer" ${NOT_AN_IDENTIFIER}.`, { field: "last_writer" });
+  }
+  let state: unknown;
+  try {
+    state = typeof r.state === "string" ? JSON.parse(r.state) : undefined;
+  } catch { /* not JSON: refused below */ }
+  if (!isPlainObject(state)) {
+    throw new InvalidArgument(`"state" must be a JSON object.`, { field: "state" });
+  }
+  assertJson(state);
+  const size = utf8Length(r.state);
+  if (size > maxBytes) throw new StateTooLarge(size, maxBytes);
+}
+
+/** A user as `users` lists it: any non-empty string the backend holds. */
+function checkListedUser(user: unknown): void {
+  if (typeof user !== "string" || user.length === 0) {
+    throw new InvalidArgument("user must be a non-empty string: a user that users() lists.", {
+      field: "user",
+    });
+  }
+}
+
+function unsupported(what: string): InvalidArgument {
+  return new InvalidArgument(
+    `This store's backend cannot ${what}; use a backend that can (every built-in one does).`,
+  );
+}
+
+function compareCodeUnits(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 function randomChars(n: number): string {

@@ -13,7 +13,7 @@ import { HandleStore } from "../mod.ts";
 import type { Backend } from "../src/backend.ts";
 import { openBackend } from "../src/url.ts";
 import { DENO_FLAGS, PERMISSION_FLAGS } from "../src/cli/permissions.ts";
-import { VERSION } from "../src/cli/version.ts";
+import { VERSION } from "../src/version.ts";
 import { COMMANDS } from "../src/cli/main.ts";
 import denoJson from "../deno.json" with { type: "json" };
 import {

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { Append, HandleStore, Increment, SetKey } from "../mod.ts";
+import { openBackend } from "../src/url.ts";
 import type { HandleRecord, WriteContext } from "../src/backend.ts";
 import { DenoKvBackend, parseDenoKvUrl } from "../src/backends/denokv.ts";
 import { leaseOutlivesKilledHolder, watcherHearsAnotherProcess } from "./_live_checks.ts";
@@ -12,14 +13,11 @@ const dir = Deno.makeTempDirSync({ prefix: "mcpstate-denokv-" });
 const child = fileURLToPath(new URL("./_denokv_child.ts", import.meta.url));
 
 // One Deno.Kv per opened store: like separate processes on one file.
-backendContract("denokv file", (opts) => HandleStore.fromUrl(`denokv:///${dir}/contract.kv`, opts));
+backendContract("denokv file", () => openBackend(`denokv:///${dir}/contract.kv`));
 
 // Every store the suite opens shares one in-memory Deno.Kv.
 const sharedKv = await Deno.openKv(":memory:");
-backendContract(
-  "denokv :memory:",
-  (opts) => Promise.resolve(new HandleStore(new DenoKvBackend(sharedKv), opts)),
-);
+backendContract("denokv :memory:", () => Promise.resolve(new DenoKvBackend(sharedKv)));
 
 /** All keys under a prefix. */
 async function keysOf(kv: Deno.Kv, prefix: Deno.KvKey): Promise<Deno.KvKey[]> {
@@ -242,7 +240,8 @@ Deno.test("idempotent writes of large states replay exactly; their copies are re
 
 Deno.test("users and handles that cannot be key parts as they are stay apart", async () => {
   const kv = await Deno.openKv(":memory:");
-  const store = new HandleStore(new DenoKvBackend(kv));
+  const backend = new DenoKvBackend(kv);
+  const store = new HandleStore(backend);
   try {
     // Names too long for a key part are hashed; they must stay apart.
     const users = [
@@ -264,7 +263,6 @@ Deno.test("users and handles that cannot be key parts as they are stay apart", a
         await rejectsWith(() => store.get(mine, { user: other }), "handle_not_found");
       }
     }
-    const backend = store.backend;
     const listed: string[] = [];
     let after: string | undefined;
     for (;;) {
@@ -347,8 +345,13 @@ function withoutAfterCommit(kv: Deno.Kv): Deno.Kv {
 Deno.test("changelog: one key per entry in its write's commit; retention trims the oldest end there", async () => {
   const kv = await Deno.openKv(":memory:");
   const clock = new FakeClock();
-  const open = (history: { maxEntries?: number; maxAgeDays?: number }, raw = kv) =>
-    new HandleStore(new DenoKvBackend(raw), { clock: clock.fn, history });
+  const backends = new Map<HandleStore, DenoKvBackend>();
+  const open = (history: { maxEntries?: number; maxAgeDays?: number }, raw = kv) => {
+    const backend = new DenoKvBackend(raw);
+    const store = new HandleStore(backend, { clock: clock.fn, history });
+    backends.set(store, backend);
+    return store;
+  };
   const store = open({ maxEntries: 5 });
   const wide = open({ maxEntries: 500 });
   // Its commits hand long runs to the collector, and never collect them itself.
@@ -365,7 +368,7 @@ Deno.test("changelog: one key per entry in its write's commit; retention trims t
     assert.deepEqual((await logKeys(kv, user, h)).map(([, v]) => v), versions(6, 160));
     await lazy.patch(h, [Increment("", "n")], { user });
     // 153 trimmed entries are more than one commit deletes: handed over, invisible already.
-    const backend = lazy.backend;
+    const backend = backends.get(lazy)!;
     assert.deepEqual((await backend.changes(user, h, 0)).map((e) => e.version), [159, 160, 161]);
     const r = await store.changesSince(h, 158, { user });
     assert.ok(!r.truncated && r.changes.length === 3);
@@ -402,7 +405,8 @@ Deno.test("changelog: one key per entry in its write's commit; retention trims t
 
 Deno.test("changelog: an entry over one KV value is an omitted marker; a write without an entry drops the log", async () => {
   const kv = await Deno.openKv(":memory:");
-  const store = new HandleStore(new DenoKvBackend(kv), {
+  const backend = new DenoKvBackend(kv);
+  const store = new HandleStore(backend, {
     history: { maxEntryBytes: 4 * MIB },
   });
   const off = new HandleStore(new DenoKvBackend(kv), { history: false });
@@ -419,7 +423,7 @@ Deno.test("changelog: an entry over one KV value is an omitted marker; a write w
     }
     // About 200 KB of diff: stored as its marker, so the log answers truncated.
     await store.save(h, stateOfBytes(200_000, "é"), { user, expectVersion: 2, writer: "w2" });
-    const [, , third] = await store.backend.changes(user, h, 0);
+    const [, , third] = await backend.changes(user, h, 0);
     assert.deepEqual(JSON.parse(third!.text), {
       version: 3,
       at: new Date(third!.at).toISOString(),
@@ -490,8 +494,8 @@ Deno.test("changelog: the backend never reads an entry's text; one over maxEntry
 Deno.test("trash: revoke moves the head in one commit, restore moves it back, sweep purges it", async () => {
   const kv = await Deno.openKv(":memory:");
   const clock = new FakeClock();
-  const store = new HandleStore(new DenoKvBackend(kv), { clock: clock.fn });
-  const backend = store.backend;
+  const backend = new DenoKvBackend(kv);
+  const store = new HandleStore(backend, { clock: clock.fn });
   try {
     const user = freshUser(), other = freshUser();
     const h = await store.mint("big", stateOfBytes(300_000, "é"), { user, ttlDays: 30 });
@@ -565,8 +569,8 @@ Deno.test("trash: revoke moves the head in one commit, restore moves it back, sw
 Deno.test("trash: the largest inline head with the longest metadata fits; an import beside a trashed copy replaces it on the next revoke", async () => {
   const kv = await Deno.openKv(":memory:");
   const clock = new FakeClock();
-  const store = new HandleStore(new DenoKvBackend(kv), { clock: clock.fn });
-  const backend = store.backend;
+  const backend = new DenoKvBackend(kv);
+  const store = new HandleStore(backend, { clock: clock.fn });
   try {
     const user = "ü".repeat(200);
     const writer = "😀".repeat(128);
@@ -687,7 +691,8 @@ Deno.test("a writer killed between its chunk writes and the head swap leaves the
         await reader.cancel().catch(() => {});
 
         const kv = await Deno.openKv(file);
-        const store = new HandleStore(new DenoKvBackend(kv));
+        const backend = new DenoKvBackend(kv);
+        const store = new HandleStore(backend);
         try {
           const s = await store.get(h, { user });
           assert.equal(s.version, 1);
@@ -705,7 +710,7 @@ Deno.test("a writer killed between its chunk writes and the head swap leaves the
           assert.equal((await chunkSets(kv, user)).size, 1);
           assert.deepEqual((await store.get(h, { user })).state, before);
           // The changelog holds no entry of the killed write (the mint's is a marker).
-          assert.deepEqual((await store.backend.changes(user, h, 0)).map((e) => e.version), [1]);
+          assert.deepEqual((await backend.changes(user, h, 0)).map((e) => e.version), [1]);
           assert.equal((await store.changesSince(h, 0, { user })).truncated, true);
           const next = stateOfBytes(MIB, "ö");
           assert.equal((await store.save(h, next, { user, expectVersion: 1 })).version, 2);

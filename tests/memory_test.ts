@@ -1,4 +1,3 @@
-import { HandleStore } from "../mod.ts";
 import type { Backend } from "../src/backend.ts";
 import { MemoryBackend } from "../src/backends/memory.ts";
 import { backendContract } from "./contract.ts";
@@ -13,4 +12,4 @@ const view = (): Backend =>
       return typeof v === "function" ? v.bind(target) : v;
     },
   });
-backendContract("memory", (opts) => Promise.resolve(new HandleStore(view(), opts)));
+backendContract("memory", () => Promise.resolve(view()));

@@ -20,6 +20,7 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { Append, HandleStore, Increment, McpStateError, SetKey } from "../mod.ts";
+import { openBackend } from "../src/url.ts";
 import type { HandleRecord, WriteContext } from "../src/backend.ts";
 import { POSTGRES_SCHEMA_VERSION, PostgresBackend } from "../src/backends/postgres.ts";
 import { restoreContract } from "./_cli_restore_contract.ts";
@@ -125,7 +126,7 @@ Deno.test("PostgreSQL is reachable (these tests fail without it; they never skip
 // The contract through a URL, as `HandleStore.fromUrl` users get it: every
 // store the suite opens is a new pool on the same schema.
 const contractSchema = schemaName("contract");
-backendContract("postgres", (opts) => HandleStore.fromUrl(urlFor(contractSchema), opts));
+backendContract("postgres", () => openBackend(urlFor(contractSchema)));
 Deno.test("contract: postgres (drop its schema)", () => dropSchema(contractSchema));
 
 // The contract through one injected client whose configuration would break a
@@ -137,10 +138,10 @@ const injected = postgres(BASE_URL, {
   types: { bigint: postgres.BigInt },
   transform: postgres.camel,
 });
-backendContract("postgres, injected client", (opts) =>
-  Promise.resolve(
-    new HandleStore(new PostgresBackend(injected, { schema: injectedSchema }), opts),
-  ));
+backendContract(
+  "postgres, injected client",
+  () => Promise.resolve(new PostgresBackend(injected, { schema: injectedSchema })),
+);
 Deno.test("contract: postgres, injected client (end it, drop its schema)", async () => {
   await injected.end();
   await dropSchema(injectedSchema);

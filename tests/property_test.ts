@@ -84,7 +84,7 @@ async function storeUrls(): Promise<{ url: string; skip: string | null }[]> {
 const URLS = await storeUrls();
 
 /** Registers `fn` once per backend (ignored, with the reason, where the backend isn't ready). */
-function storeTest(name: string, fn: (store: HandleStore) => Promise<void>): void {
+function storeTest(name: string, fn: (store: HandleStore, url: string) => Promise<void>): void {
   for (const { url, skip } of URLS) {
     Deno.test({
       name: `${name} [${url}]${skip ? ` (not ready: ${skip.slice(0, 60)})` : ""}`,
@@ -92,7 +92,7 @@ function storeTest(name: string, fn: (store: HandleStore) => Promise<void>): voi
       fn: async () => {
         const store = await HandleStore.fromUrl(url);
         try {
-          await fn(store);
+          await fn(store, url);
         } finally {
           await store.close();
         }
@@ -890,10 +890,10 @@ storeTest("nesting is refused exactly beyond 64 levels (the root is level 1)", a
   }
 });
 
-storeTest("the size cap is the UTF-8 length of the compact JSON", async (base) => {
+storeTest("the size cap is the UTF-8 length of the compact JSON", async (_base, url) => {
   const cap = 300;
-  // A second store on the same backend, with a small cap; closing `base` closes the backend.
-  const store = new HandleStore(base.backend, { maxStateBytes: cap, reclaimIntervalMs: 0 });
+  // A store of its own on the same engine, with a small cap.
+  await using store = await HandleStore.fromUrl(url, { maxStateBytes: cap, reclaimIntervalMs: 0 });
   const user = `u-${crypto.randomUUID()}`;
   {
     await fc.assert(

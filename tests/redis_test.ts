@@ -12,7 +12,15 @@
 import assert from "node:assert/strict";
 import { applyPatch, type Operation } from "rfc6902";
 import { Redis } from "ioredis";
-import { Append, HandleStore, Increment, McpStateError, SetKey } from "../mod.ts";
+import {
+  Append,
+  HandleStore,
+  type HandleStoreOptions,
+  Increment,
+  McpStateError,
+  SetKey,
+} from "../mod.ts";
+import { openBackend } from "../src/url.ts";
 import type { Backend, ChangeEntry, HandleRecord } from "../src/backend.ts";
 import { MemoryBackend } from "../src/backends/memory.ts";
 import { RedisBackend } from "../src/backends/redis.ts";
@@ -37,15 +45,27 @@ let cluster: Promise<RedisClusterHandle> | undefined;
 const server = () => standalone ??= startRedis();
 const redisCluster = () => cluster ??= startRedisCluster({ nodeTimeoutMs: 1000 });
 
-backendContract("redis", async (opts) => HandleStore.fromUrl((await server()).url, opts));
+backendContract("redis", async () => openBackend((await server()).url));
 backendContract(
   "redis cluster (3 masters + 3 replicas)",
-  async (opts) => HandleStore.fromUrl((await redisCluster()).url, opts),
+  async () => openBackend((await redisCluster()).url),
 );
 
+/** The backend of each store {@link openStore} opened, for the engine-level checks. */
+const backends = new WeakMap<HandleStore, RedisBackend>();
+
+/** A store on a Redis URL, keeping the backend it runs on (see {@link backendOf}). */
+async function openStore(url: string, options: HandleStoreOptions = {}): Promise<HandleStore> {
+  const backend = await RedisBackend.fromUrl(url);
+  const store = new HandleStore(backend, options);
+  backends.set(store, backend);
+  return store;
+}
+
 function backendOf(store: HandleStore): RedisBackend {
-  assert.ok(store.backend instanceof RedisBackend);
-  return store.backend;
+  const backend = backends.get(store);
+  assert.ok(backend, "a store opened with openStore");
+  return backend;
 }
 
 /** Retries `fn` until it succeeds or `ms` pass. */
@@ -268,7 +288,7 @@ Deno.test("redis: hostile user names and handles cannot read or clobber other us
   ];
   const run = async (url: string, primaries: () => Promise<RedisServer[]>) => {
     const prefix = `hostile-${crypto.randomUUID()}:`;
-    const store = await HandleStore.fromUrl(`${url}?prefix=${prefix}`);
+    const store = await openStore(`${url}?prefix=${prefix}`);
     const backend = backendOf(store);
     try {
       // The store takes well-formed names; the backend below takes any string.
@@ -395,7 +415,7 @@ Deno.test("redis: Redis reclaims expired records after the grace period; indexes
   const srv = await server();
   const prefix = `ttl-${crypto.randomUUID()}:`;
   const clock = new FakeClock();
-  const store = new HandleStore(await RedisBackend.fromUrl(`${srv.url}?prefix=${prefix}`), {
+  const store = await openStore(`${srv.url}?prefix=${prefix}`, {
     clock: clock.fn,
     expiredGraceDays: 0,
   });
@@ -457,7 +477,7 @@ Deno.test("redis: the changelog lives and expires in the record's hash; revoke r
   const prefix = `log-${crypto.randomUUID()}:`;
   const url = `${srv.url}?prefix=${prefix}`;
   const clock = new FakeClock();
-  await using store = await HandleStore.fromUrl(url, {
+  await using store = await openStore(url, {
     clock: clock.fn,
     history: { maxEntries: 3 },
   });
@@ -899,7 +919,7 @@ Deno.test("redis: wait=N with too few replicas is a backend_error that names the
 Deno.test("redis cluster: with wait=1, killing the master right after acknowledged writes loses none; writes resume", async () => {
   const c = await redisCluster();
   await c.waitHealthy();
-  const store = await HandleStore.fromUrl(`${c.url}?wait=1&waitTimeout=2000`);
+  const store = await openStore(`${c.url}?wait=1&waitTimeout=2000`);
   try {
     const user = freshUser();
     const backend = backendOf(store);
@@ -953,7 +973,7 @@ Deno.test("redis: a watcher on one instance sees writes made through another wit
   for (const [name, urlOf] of [["standalone", server], ["cluster", redisCluster]] as const) {
     await t.step(name, async () => {
       const url = (await urlOf()).url;
-      await using a = await HandleStore.fromUrl(url);
+      await using a = await openStore(url);
       await using b = await HandleStore.fromUrl(url);
       const user = freshUser();
       const h = await b.mint("live", { n: 0 }, { user });
@@ -1076,7 +1096,8 @@ Deno.test("redis: when the subscriber connection drops, a write made meanwhile s
   const srv = await server();
   // Reconnects after 1 s, so the write below surely falls into the gap.
   const client = new Redis({ host: srv.host, port: srv.port, retryStrategy: () => 1000 });
-  await using a = new HandleStore(new RedisBackend(client, { closeClient: true }));
+  const backendA = new RedisBackend(client, { closeClient: true });
+  await using a = new HandleStore(backendA);
   await using b = await HandleStore.fromUrl(srv.url);
   const user = freshUser();
   const h = await b.mint("live", { n: 0 }, { user });
@@ -1084,7 +1105,7 @@ Deno.test("redis: when the subscriber connection drops, a write made meanwhile s
   try {
     const it = a.watch(h, { user, signal: stop.signal, pollMs: 600_000 });
     assert.equal((await it.next()).value?.version, 1);
-    const channel = channelOf(backendOf(a), user);
+    const channel = channelOf(backendA, user);
     assert.equal(await subscribers(srv, channel), 1);
     await srv.cli("CLIENT", "KILL", "TYPE", "pubsub");
     await b.patch(h, [Increment("", "n")], { user });
@@ -1100,7 +1121,7 @@ Deno.test("redis: when the subscriber connection drops, a write made meanwhile s
 
 Deno.test("redis: kill -9 and restart the server under a watcher: it survives, and a new write is seen", async () => {
   await using srv = await startRedis({ config: { appendfsync: "always" } });
-  await using a = await HandleStore.fromUrl(srv.url);
+  await using a = await openStore(srv.url);
   await using b = await HandleStore.fromUrl(srv.url);
   const user = freshUser(), left = freshUser();
   const h = await b.mint("live", { n: 0 }, { user });
@@ -1146,7 +1167,7 @@ Deno.test("redis: a watcher sees every version another process writes, within 5 
 Deno.test("redis: a lease is one key in the user's slot with a native TTL that Redis drops; it never touches the record", async (t) => {
   const run = async (url: string, primaries: () => Promise<RedisServer[]>) => {
     const prefix = `lease-${crypto.randomUUID()}:`;
-    await using store = await HandleStore.fromUrl(`${url}?prefix=${prefix}`);
+    await using store = await openStore(`${url}?prefix=${prefix}`);
     const backend = backendOf(store);
     const user = freshUser();
     const h = await store.mint("task", { a: 1 }, { user });

@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import { DEFAULT_URL } from "../mod.ts";
-import { ConfigError, parseServeArgs, type ServeConfig } from "../src/server/mod.ts";
+import { ConfigError, parseServeArgs, type ServeConfig } from "../src/cli/serve_config.ts";
 
 function parse(args: string[], env: Record<string, string> = {}): ServeConfig {
   const c = parseServeArgs(args, (name) => env[name]);

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { constants, DatabaseSync } from "node:sqlite";
 import { HandleStore, Increment, Merge, SetKey } from "../mod.ts";
+import { openBackend } from "../src/url.ts";
 import type { ChangesSince } from "../src/store.ts";
 import type { ConditionalWrite, HandleRecord, WriteContext } from "../src/backend.ts";
 import { SQLITE_SCHEMA_VERSION, SqliteBackend } from "../src/backends/sqlite.ts";
@@ -43,14 +44,14 @@ const urlOf = (path: string, query = "") => `sqlite:///${path}${query}`;
 
 // Each openStore opens a new connection to the same file, as another process would.
 const contractUrl = urlOf(freshPath("contract"));
-backendContract("sqlite file", (opts) => HandleStore.fromUrl(contractUrl, opts));
+backendContract("sqlite file", () => openBackend(contractUrl));
 
 // One in-memory database shared by every store the suite opens.
 const memory = await SqliteBackend.fromUrl("sqlite:///:memory:");
 globalThis.addEventListener("unload", () => memory.close());
-backendContract("sqlite :memory:", (opts) =>
+backendContract("sqlite :memory:", () =>
   Promise.resolve(
-    new HandleStore({
+    {
       insert: (...a) => memory.insert(...a),
       read: (...a) => memory.read(...a),
       save: (...a) => memory.save(...a),
@@ -65,7 +66,7 @@ backendContract("sqlite :memory:", (opts) =>
       leases: (...a) => memory.leases(...a),
       subscribe: (...a) => memory.subscribe(...a),
       close: () => Promise.resolve(),
-    }, opts),
+    },
   ));
 
 Deno.test("sqlite: restore contract (listUsers and restore)", async (t) => {
@@ -206,17 +207,19 @@ Deno.test("sqlite: a new file is WAL, synchronous=FULL, busy timeout set, curren
 
 Deno.test("sqlite: ?synchronous=normal opens with synchronous=NORMAL and works", async () => {
   const path = freshPath("normal");
-  const store = await HandleStore.fromUrl(urlOf(path, "?synchronous=normal"));
+  const backend = await SqliteBackend.fromUrl(urlOf(path, "?synchronous=normal"));
+  const store = new HandleStore(backend);
   try {
-    assert.equal(pragma((store.backend as SqliteBackend).database, "synchronous"), 1);
+    assert.equal(pragma(backend.database, "synchronous"), 1);
     const h = await store.mint("n", { a: 1 }, { user: "u" });
     await store.patch(h, [SetKey("", "b", 2)], { user: "u" });
     assert.deepEqual((await store.get(h, { user: "u" })).state, { a: 1, b: 2 });
   } finally {
     await store.close();
   }
-  const again = await HandleStore.fromUrl(urlOf(path, "?synchronous=FULL"));
-  assert.equal(pragma((again.backend as SqliteBackend).database, "synchronous"), 2);
+  const full = await SqliteBackend.fromUrl(urlOf(path, "?synchronous=FULL"));
+  const again = new HandleStore(full);
+  assert.equal(pragma(full.database, "synchronous"), 2);
   assert.equal((await again.list("u")).length, 1);
   await again.close();
 });

@@ -43,6 +43,25 @@ interface IdemEntry {
   expiresAt: number;
 }
 
+export type {
+  Backend,
+  Change,
+  ChangeEntry,
+  ConditionalWrite,
+  HandleMeta,
+  HandleRecord,
+  IdempotencyClaim,
+  LeaseOutcome,
+  LeaseRecord,
+  ListQuery,
+  Replayed,
+  Retention,
+  SaveOutcome,
+  Step,
+  UpdateOutcome,
+  WriteContext,
+} from "../backend.ts";
+
 /** Keeps every record in process memory. Each primitive runs without awaiting, so it is atomic. */
 export class MemoryBackend implements Backend {
   #users = new Map<string, Map<string, HandleRecord>>();

@@ -118,6 +118,25 @@ import { checkSchema, DEFAULT_POSTGRES_SCHEMA, openClient } from "./postgres/_ur
 export { POSTGRES_SCHEMA_VERSION } from "./postgres/_schema.ts";
 export { DEFAULT_POSTGRES_SCHEMA } from "./postgres/_url.ts";
 
+export type {
+  Backend,
+  Change,
+  ChangeEntry,
+  ConditionalWrite,
+  HandleMeta,
+  HandleRecord,
+  IdempotencyClaim,
+  LeaseOutcome,
+  LeaseRecord,
+  ListQuery,
+  Replayed,
+  Retention,
+  SaveOutcome,
+  Step,
+  UpdateOutcome,
+  WriteContext,
+} from "../backend.ts";
+
 /** Options of {@link PostgresBackend}. */
 export interface PostgresBackendOptions {
   /**

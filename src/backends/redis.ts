@@ -107,6 +107,25 @@ import { type Keys, KeySpace } from "./redis/_keys.ts";
 import { S } from "./redis/_scripts.ts";
 import { DEFAULT_PREFIX, openClient, parseRedisUrl, scopeOf } from "./redis/_url.ts";
 
+export type {
+  Backend,
+  Change,
+  ChangeEntry,
+  ConditionalWrite,
+  HandleMeta,
+  HandleRecord,
+  IdempotencyClaim,
+  LeaseOutcome,
+  LeaseRecord,
+  ListQuery,
+  Replayed,
+  Retention,
+  SaveOutcome,
+  Step,
+  UpdateOutcome,
+  WriteContext,
+} from "../backend.ts";
+
 /** Options of {@link RedisBackend}. */
 export interface RedisBackendOptions {
   /** Prefix of every key. Default `mcpstate:`. Must not contain `{` or `}`. */

@@ -7,7 +7,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { HandleStore } from "../store.ts";
+import { HandleStore, type HandleStoreOptions } from "../store.ts";
 import { DEFAULT_URL } from "../url.ts";
 
 /** Exit code: success. */
@@ -73,11 +73,60 @@ export type Values<O extends OptionSpec> = {
     : string;
 };
 
+/** The option every command takes: `-h`, `--help`. */
+const HELP_OPTION = { help: { type: "boolean", short: "h" } } as const satisfies OptionSpec;
+
 /** Options every data command takes: `--backend URL`, `--help`. */
 export const BACKEND_OPTIONS = {
   backend: { type: "string" },
-  help: { type: "boolean", short: "h" },
+  ...HELP_OPTION,
 } as const satisfies OptionSpec;
+
+/** What a subcommand declares; {@link defineCommand} adds the parsing and `--help`. */
+export interface CommandSpec<O extends OptionSpec> {
+  /** The word after `mcpstate`. */
+  name: string;
+  /** One line for the command list of `mcpstate --help`. */
+  summary: string;
+  /** The full text of `mcpstate <name> --help`. */
+  help: string;
+  /** Its options (`--help` is added). */
+  options: O;
+  /** How many positional arguments it takes (min, max); default none. */
+  positionals?: [min: number, max: number];
+  /**
+   * Runs the command on its parsed arguments.
+   *
+   * @param values The options given.
+   * @param positionals The positional arguments.
+   * @returns The exit code.
+   */
+  run(values: Values<O>, positionals: string[]): Promise<number>;
+}
+
+/**
+ * Makes a subcommand: its arguments are parsed (every mistake a
+ * {@link UsageError}), `--help` prints its help, and the rest is `spec.run`.
+ *
+ * @param spec The command's name, texts, options and body.
+ * @returns The command.
+ */
+export function defineCommand<O extends OptionSpec>(spec: CommandSpec<O>): Command {
+  return {
+    name: spec.name,
+    summary: spec.summary,
+    help: spec.help,
+    async run(args: string[]): Promise<number> {
+      const options = { ...spec.options, ...HELP_OPTION };
+      const { values, positionals } = parse(spec.name, args, options, spec.positionals);
+      if (values.help) {
+        await println(spec.help.trimEnd());
+        return EXIT_OK;
+      }
+      return await spec.run(values as Values<O>, positionals);
+    },
+  };
+}
 
 /**
  * Parses a subcommand's arguments; every mistake becomes a {@link UsageError}
@@ -165,22 +214,34 @@ export function backendUrl(flag: string | undefined): string {
  * @returns The user.
  */
 export function userOf(flag: string | undefined): string {
-  if (flag !== undefined) {
-    if (flag === "") throw new UsageError("--user needs a non-empty user name.");
-    return flag;
-  }
   const env = Deno.env.get("MCPSTATE_USER");
-  return env === undefined || env === "" ? "local" : env;
+  return onlyUser(flag) ?? (env === undefined || env === "" ? "local" : env);
+}
+
+/**
+ * The user of a command that acts on every user unless `--user` names one
+ * (`MCPSTATE_USER` is not consulted).
+ *
+ * @param flag The value of `--user`, if given.
+ * @returns The user, or `undefined` for every user.
+ */
+export function onlyUser(flag: string | undefined): string | undefined {
+  if (flag === "") throw new UsageError("--user needs a non-empty user name.");
+  return flag;
 }
 
 /**
  * Opens a store for a one-shot command (no background reclaim).
  *
  * @param url The backend URL.
+ * @param options More store options (the size cap).
  * @returns The open store.
  */
-export async function openStore(url: string): Promise<HandleStore> {
-  return await HandleStore.fromUrl(url, { reclaimIntervalMs: 0 });
+export async function openStore(
+  url: string,
+  options: HandleStoreOptions = {},
+): Promise<HandleStore> {
+  return await HandleStore.fromUrl(url, { ...options, reclaimIntervalMs: 0 });
 }
 
 const encoder = new TextEncoder();
@@ -215,6 +276,22 @@ export async function println(text: string): Promise<void> {
  */
 export async function printJson(value: unknown): Promise<void> {
   await println(JSON.stringify(value, null, 2));
+}
+
+/**
+ * Prints a command's result: as JSON with `--json`, else as a line for people.
+ *
+ * @param json Whether `--json` was given.
+ * @param value The JSON form.
+ * @param text The line for people.
+ */
+export async function printResult(
+  json: boolean | undefined,
+  value: unknown,
+  text: string,
+): Promise<void> {
+  if (json) await printJson(value);
+  else await println(text);
 }
 
 /**

@@ -8,7 +8,7 @@
 
 import { basename } from "node:path";
 import { fileURLToPath } from "node:url";
-import { type Command, EXIT_OK, parse, printJson, println, UsageError } from "./_common.ts";
+import { type Command, defineCommand, EXIT_OK, printJson, UsageError } from "./_common.ts";
 import { DENO_FLAGS } from "./permissions.ts";
 
 const HELP = `Usage: mcpstate config [options]
@@ -28,13 +28,6 @@ Options:
   --user USER      User the server writes as
   -h, --help       Show this help
 `;
-
-const OPTIONS = {
-  name: { type: "string" },
-  backend: { type: "string" },
-  user: { type: "string" },
-  help: { type: "boolean", short: "h" },
-} as const;
 
 /** An `mcpServers` entry. */
 export interface ServerEntry {
@@ -76,16 +69,12 @@ function mainScript(): string {
 }
 
 /** The `config` subcommand. */
-export const config: Command = {
+export const config: Command = defineCommand({
   name: "config",
   summary: "Print the mcpServers entry for an MCP client",
   help: HELP,
-  async run(args: string[]): Promise<number> {
-    const { values } = parse("config", args, OPTIONS);
-    if (values.help) {
-      await println(HELP.trimEnd());
-      return EXIT_OK;
-    }
+  options: { name: { type: "string" }, backend: { type: "string" }, user: { type: "string" } },
+  async run(values) {
     const name = values.name ?? "mcpstate";
     if (name === "") throw new UsageError("--name needs a non-empty name.");
     const env: Record<string, string> = {};
@@ -96,4 +85,4 @@ export const config: Command = {
     await printJson({ mcpServers: { [name]: serverEntry(env) } });
     return EXIT_OK;
   },
-};
+});

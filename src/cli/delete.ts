@@ -8,11 +8,10 @@ import {
   BACKEND_OPTIONS,
   backendUrl,
   type Command,
+  defineCommand,
   EXIT_OK,
   openStore,
-  parse,
-  printJson,
-  println,
+  printResult,
   userOf,
 } from "./_common.ts";
 
@@ -28,29 +27,22 @@ Options:
   -h, --help       Show this help
 `;
 
-const OPTIONS = {
-  ...BACKEND_OPTIONS,
-  user: { type: "string" },
-  json: { type: "boolean" },
-} as const;
-
 /** The `delete` subcommand. */
-export const del: Command = {
+export const del: Command = defineCommand({
   name: "delete",
   summary: "Delete a handle",
   help: HELP,
-  async run(args: string[]): Promise<number> {
-    const { values, positionals } = parse("delete", args, OPTIONS, [1, 1]);
-    if (values.help) {
-      await println(HELP.trimEnd());
-      return EXIT_OK;
-    }
-    const handle = positionals[0] as string;
+  options: { ...BACKEND_OPTIONS, user: { type: "string" }, json: { type: "boolean" } },
+  positionals: [1, 1],
+  async run(values, [handle]) {
     const user = userOf(values.user);
     await using store = await openStore(backendUrl(values.backend));
-    await store.revoke(handle, { user });
-    if (values.json) await printJson({ ok: true, handle, deleted: true });
-    else await println(`Deleted ${handle} (user ${JSON.stringify(user)}).`);
+    await store.revoke(handle!, { user });
+    await printResult(
+      values.json,
+      { ok: true, handle, deleted: true },
+      `Deleted ${handle} (user ${JSON.stringify(user)}).`,
+    );
     return EXIT_OK;
   },
-};
+});

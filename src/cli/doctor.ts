@@ -6,16 +6,17 @@
  */
 
 import { dirname, join, resolve } from "node:path";
-import type { Backend } from "../backend.ts";
 import { McpStateError, redact } from "../errors.ts";
-import { filePathOf, openBackend } from "../url.ts";
+import type { HandleStore } from "../store.ts";
+import { filePathOf } from "../url.ts";
 import {
   backendUrl,
   type Command,
+  defineCommand,
   EXIT_FAILURE,
   EXIT_OK,
   oneLine,
-  parse,
+  openStore,
   printJson,
   println,
   UsageError,
@@ -23,7 +24,7 @@ import {
 import { isCompiled } from "./config.ts";
 import { DENO_FLAGS } from "./permissions.ts";
 import { schemeOf } from "./transfer.ts";
-import { VERSION } from "./version.ts";
+import { VERSION } from "../version.ts";
 
 const HELP = `Usage: mcpstate doctor [options]
 
@@ -39,13 +40,6 @@ Options:
   --json           Print the checks as JSON
   -h, --help       Show this help
 `;
-
-const OPTIONS = {
-  backend: { type: "string" },
-  timeout: { type: "string" },
-  json: { type: "boolean" },
-  help: { type: "boolean", short: "h" },
-} as const;
 
 /** One finding of the doctor. */
 export interface Check {
@@ -73,16 +67,12 @@ const NET_SCHEMES = new Set([
 const KNOWN_SCHEMES = new Set([...FILE_SCHEMES, ...NET_SCHEMES, "memory"]);
 
 /** The `doctor` subcommand. */
-export const doctor: Command = {
+export const doctor: Command = defineCommand({
   name: "doctor",
   summary: "Check the runtime, permissions and backend, and say what to fix",
   help: HELP,
-  async run(args: string[]): Promise<number> {
-    const { values } = parse("doctor", args, OPTIONS);
-    if (values.help) {
-      await println(HELP.trimEnd());
-      return EXIT_OK;
-    }
+  options: { backend: { type: "string" }, timeout: { type: "string" }, json: { type: "boolean" } },
+  async run(values) {
     const timeout = values.timeout === undefined ? 10 : Number(values.timeout);
     if (!Number.isFinite(timeout) || timeout <= 0) {
       throw new UsageError(`--timeout must be a number of seconds greater than 0.`);
@@ -108,7 +98,7 @@ export const doctor: Command = {
     }
     return failed ? EXIT_FAILURE : EXIT_OK;
   },
-};
+});
 
 /**
  * Runs every check against a backend URL.
@@ -226,7 +216,7 @@ export async function diagnose(url: string, timeoutMs: number): Promise<Check[]>
   // Backend URL.
   if (!KNOWN_SCHEMES.has(scheme)) {
     try {
-      await openBackend(url);
+      await (await openStore(url)).close();
     } catch (e) {
       add({
         status: "fail",
@@ -254,18 +244,18 @@ export async function diagnose(url: string, timeoutMs: number): Promise<Check[]>
   }
 
   // Open and answer.
-  let backend: Backend | null = null;
+  let store: HandleStore | null = null;
   const started = performance.now();
   try {
-    backend = await withTimeout(openBackend(url), timeoutMs, "open");
-    await withTimeout(backend.read("mcpstate-doctor", "doctor_aaaaaaaa"), timeoutMs, "answer");
+    store = await withTimeout(openStore(url), timeoutMs, "open");
+    await withTimeout(store.countRecords("mcpstate-doctor"), timeoutMs, "answer");
     add({
       status: "ok",
       check: "backend",
       message: `opens and answers (${Math.round(performance.now() - started)} ms)`,
     });
-    if (typeof backend.listUsers === "function" && typeof backend.importRecord === "function") {
-      const users = await withTimeout(backend.listUsers({ limit: 1001 }), timeoutMs, "answer");
+    if (store.capabilities.users && store.capabilities.importRecord) {
+      const users = await withTimeout(store.users({ limit: 1001 }), timeoutMs, "answer");
       add({
         status: "ok",
         check: "export/migrate",
@@ -289,7 +279,7 @@ export async function diagnose(url: string, timeoutMs: number): Promise<Check[]>
       fix: backendFix(scheme),
     });
   } finally {
-    await backend?.close().catch(() => {});
+    await store?.close().catch(() => {});
   }
   return checks;
 }

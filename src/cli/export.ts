@@ -5,15 +5,16 @@
  */
 
 import { dirname } from "node:path";
-import { openBackend } from "../url.ts";
 import {
   BACKEND_OPTIONS,
   backendUrl,
   CliFailure,
   type Command,
+  defineCommand,
   EXIT_OK,
   note,
-  parse,
+  onlyUser,
+  openStore,
   println,
   UsageError,
   writeAll,
@@ -44,36 +45,26 @@ Examples:
   mcpstate export --backend redis://h:6379/0 | gzip > backup.jsonl.gz
 `;
 
-const OPTIONS = {
-  ...BACKEND_OPTIONS,
-  out: { type: "string" },
-  user: { type: "string" },
-} as const;
-
 const encoder = new TextEncoder();
 
 /** The `export` subcommand. */
-export const exportCommand: Command = {
+export const exportCommand: Command = defineCommand({
   name: "export",
   summary: "Write every user's records as JSON Lines",
   help: HELP,
-  async run(args: string[]): Promise<number> {
-    const { values } = parse("export", args, OPTIONS);
-    if (values.help) {
-      await println(HELP.trimEnd());
-      return EXIT_OK;
-    }
+  options: { ...BACKEND_OPTIONS, out: { type: "string" }, user: { type: "string" } },
+  async run(values) {
     if (values.out === "") throw new UsageError("--out needs a file name.");
-    if (values.user === "") throw new UsageError("--user needs a non-empty user name.");
+    const user = onlyUser(values.user);
     const url = backendUrl(values.backend);
-    const backend = await openBackend(url);
+    await using store = await openStore(url);
     let tmp: string | null = null;
     let file: Deno.FsFile | null = null;
     try {
-      if (values.user === undefined) requireCapability(backend, url, "listUsers", "export");
-      const users = values.user === undefined ? await allUsers(backend) : [values.user];
+      if (user === undefined) requireCapability(store, url, "users", "export");
+      const users = user === undefined ? await allUsers(store) : [user];
       const progress = new Progress("export");
-      if (progress.enabled) progress.total = await countRecords(backend, users);
+      if (progress.enabled) progress.total = await countRecords(store, users);
       if (values.out !== undefined) {
         tmp = `${values.out}.partial-${crypto.randomUUID().slice(0, 8)}`;
         try {
@@ -91,7 +82,7 @@ export const exportCommand: Command = {
       let buffer = "";
       let records = 0;
       const seenUsers = new Set<string>();
-      for await (const { user, record } of walkRecords(backend, users)) {
+      for await (const { user, record } of walkRecords(store, users)) {
         let line: string;
         try {
           line = recordLine(user, record);
@@ -132,7 +123,6 @@ export const exportCommand: Command = {
     } finally {
       file?.close();
       if (tmp !== null) await Deno.remove(tmp).catch(() => {});
-      await backend.close();
     }
   },
-};
+});

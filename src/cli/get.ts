@@ -12,11 +12,10 @@ import {
   backendUrl,
   CliFailure,
   type Command,
+  defineCommand,
   EXIT_OK,
   openStore,
-  parse,
   printJson,
-  println,
   userOf,
 } from "./_common.ts";
 
@@ -37,23 +36,14 @@ Examples:
   mcpstate get research_k3v9x2mq --path notes | jq -r .state
 `;
 
-const OPTIONS = {
-  ...BACKEND_OPTIONS,
-  user: { type: "string" },
-  path: { type: "string" },
-} as const;
-
 /** The `get` subcommand. */
-export const get: Command = {
+export const get: Command = defineCommand({
   name: "get",
   summary: "Print a handle's snapshot as JSON (--path for a part)",
   help: HELP,
-  async run(args: string[]): Promise<number> {
-    const { values, positionals } = parse("get", args, OPTIONS, [1, 1]);
-    if (values.help) {
-      await println(HELP.trimEnd());
-      return EXIT_OK;
-    }
+  options: { ...BACKEND_OPTIONS, user: { type: "string" }, path: { type: "string" } },
+  positionals: [1, 1],
+  async run(values, positionals) {
     const handle = positionals[0] as string;
     const user = userOf(values.user);
     await using store = await openStore(backendUrl(values.backend));
@@ -75,4 +65,4 @@ export const get: Command = {
     await printJson(payload);
     return EXIT_OK;
   },
-};
+});

@@ -12,24 +12,20 @@
  * @module
  */
 
-import { openBackend } from "../url.ts";
+import type { HandleStore } from "../store.ts";
 import {
   BACKEND_OPTIONS,
   backendUrl,
   CliFailure,
   type Command,
-  EXIT_FAILURE,
-  EXIT_OK,
-  note,
-  parse,
+  defineCommand,
+  openStore,
   positiveInt,
-  printJson,
-  println,
   UsageError,
 } from "./_common.ts";
 import { Progress } from "./progress.ts";
 import { CorruptLine, parseRecordLine, readLines, type UserRecord } from "./records.ts";
-import { reportJson, reportText, requireCapability, restoreAll } from "./transfer.ts";
+import { requireCapability, transfer } from "./transfer.ts";
 
 const HELP = `Usage: mcpstate import [FILE|-] [options]
 
@@ -60,25 +56,20 @@ Examples:
   gunzip -c backup.jsonl.gz | mcpstate import -
 `;
 
-const OPTIONS = {
-  ...BACKEND_OPTIONS,
-  check: { type: "boolean" },
-  rate: { type: "string" },
-  "max-state-bytes": { type: "string" },
-  json: { type: "boolean" },
-} as const;
-
 /** The `import` subcommand. */
-export const importCommand: Command = {
+export const importCommand: Command = defineCommand({
   name: "import",
   summary: "Restore JSON Lines from export, exactly and verified",
   help: HELP,
-  async run(args: string[]): Promise<number> {
-    const { values, positionals } = parse("import", args, OPTIONS, [0, 1]);
-    if (values.help) {
-      await println(HELP.trimEnd());
-      return EXIT_OK;
-    }
+  options: {
+    ...BACKEND_OPTIONS,
+    check: { type: "boolean" },
+    rate: { type: "string" },
+    "max-state-bytes": { type: "string" },
+    json: { type: "boolean" },
+  },
+  positionals: [0, 1],
+  async run(values, positionals) {
     const rate = values.rate === undefined ? undefined : positiveInt("--rate", values.rate);
     const maxBytes = maxStateBytes(values["max-state-bytes"]);
     const path = positionals[0] === undefined || positionals[0] === "-" ? null : positionals[0];
@@ -89,56 +80,42 @@ export const importCommand: Command = {
     }
     const url = backendUrl(values.backend);
     const check = values.check ?? false;
-    const backend = await openBackend(url);
-    try {
-      if (!check) requireCapability(backend, url, "importRecord", "import");
-      // Pass 1: validate everything before writing anything.
-      const before = path === null ? null : await statOf(path);
-      const kept: UserRecord[] | null = path === null ? [] : null;
-      let total = 0;
-      for await (const rec of records(path, maxBytes)) {
-        total++;
-        kept?.push(rec);
-      }
-      // Pass 2: write (a file is read again rather than held in memory).
-      if (path !== null) {
-        const after = await statOf(path);
-        if (after.size !== before?.size || after.mtime !== before.mtime) {
-          throw new CliFailure(
-            `${path} changed while it was being read; nothing was imported. Run the import again.`,
-          );
-        }
-      }
-      const progress = new Progress(check ? "check" : "import", { total });
-      const report = await restoreAll(backend, kept ? fromArray(kept) : records(path, maxBytes), {
-        check,
-        ...(rate === undefined ? {} : { rate }),
-        progress,
-      });
-      if (values.json) await printJson(reportJson(report));
-      else await println(reportText(report, check ? "Checked" : "Imported", check));
-      if (report.mismatched > 0) {
-        note(
-          `mcpstate import: ${report.mismatched} record(s) did not verify; first: ${report.firstProblem}.`,
-        );
-        return EXIT_FAILURE;
-      }
-      if (check && report.missing + report.olderInTarget > 0) {
-        note(
-          `mcpstate import: ${
-            report.missing + report.olderInTarget
-          } record(s) of the file are missing or older in the backend; run without --check to write them.`,
-        );
-        return EXIT_FAILURE;
-      }
-      return EXIT_OK;
-    } finally {
-      await backend.close();
+    await using store = await openStore(
+      url,
+      maxBytes === undefined ? {} : { maxStateBytes: maxBytes },
+    );
+    if (!check) requireCapability(store, url, "importRecord", "import");
+    // Pass 1: validate everything before writing anything.
+    const before = path === null ? null : await statOf(path);
+    const kept: UserRecord[] | null = path === null ? [] : null;
+    let total = 0;
+    for await (const rec of records(path, store)) {
+      total++;
+      kept?.push(rec);
     }
+    // Pass 2: write (a file is read again rather than held in memory).
+    if (path !== null) {
+      const after = await statOf(path);
+      if (after.size !== before?.size || after.mtime !== before.mtime) {
+        throw new CliFailure(
+          `${path} changed while it was being read; nothing was imported. Run the import again.`,
+        );
+      }
+    }
+    return await transfer(store, kept ? fromArray(kept) : records(path, store), {
+      check,
+      rate,
+      progress: new Progress(check ? "check" : "import", { total }),
+      json: values.json,
+      command: "import",
+      verb: "Imported",
+      whenMissing:
+        "of the file are missing or older in the backend; run without --check to write them",
+    });
   },
-};
+});
 
-async function* records(path: string | null, maxBytes: number): AsyncGenerator<UserRecord> {
+async function* records(path: string | null, store: HandleStore): AsyncGenerator<UserRecord> {
   let file: Deno.FsFile | null = null;
   if (path !== null) {
     try {
@@ -150,7 +127,7 @@ async function* records(path: string | null, maxBytes: number): AsyncGenerator<U
   try {
     for await (const { no, text } of readLines(file ? file.readable : Deno.stdin.readable)) {
       if (text.trim() === "") continue;
-      yield parseRecordLine(text, no, maxBytes);
+      yield parseRecordLine(text, no, store);
     }
   } catch (e) {
     if (e instanceof CorruptLine) {
@@ -180,14 +157,15 @@ async function statOf(path: string): Promise<{ size: number; mtime: number | nul
 }
 
 /**
- * The state size cap: `--max-state-bytes`, else `MCPSTATE_MAX_STATE_BYTES`, else 1 MiB.
+ * The state size cap: `--max-state-bytes`, else `MCPSTATE_MAX_STATE_BYTES`,
+ * else `undefined` (the store's default).
  *
  * @param flag The option's value, if given.
- * @returns The cap in bytes.
+ * @returns The cap in bytes, if set.
  */
-export function maxStateBytes(flag: string | undefined): number {
+export function maxStateBytes(flag: string | undefined): number | undefined {
   if (flag !== undefined) return positiveInt("--max-state-bytes", flag);
   const env = Deno.env.get("MCPSTATE_MAX_STATE_BYTES");
   if (env !== undefined && env !== "") return positiveInt("MCPSTATE_MAX_STATE_BYTES", env);
-  return 1_048_576;
+  return undefined;
 }

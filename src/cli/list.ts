@@ -5,15 +5,14 @@
  * @module
  */
 
-import type { Backend } from "../backend.ts";
-import { type HandleInfo, toPayload } from "../store.ts";
+import { type HandleInfo, type HandleStore, toPayload } from "../store.ts";
 import {
   BACKEND_OPTIONS,
   backendUrl,
   type Command,
+  defineCommand,
   EXIT_OK,
   openStore,
-  parse,
   printJson,
   println,
   shortTime,
@@ -41,26 +40,20 @@ Examples:
   mcpstate list --user alice --kind research --json | jq '.[].handle'
 `;
 
-const OPTIONS = {
-  ...BACKEND_OPTIONS,
-  user: { type: "string" },
-  "all-users": { type: "boolean" },
-  kind: { type: "string" },
-  "include-expired": { type: "boolean" },
-  json: { type: "boolean" },
-} as const;
-
 /** The `list` subcommand. */
-export const list: Command = {
+export const list: Command = defineCommand({
   name: "list",
   summary: "List a user's handles (table, or --json)",
   help: HELP,
-  async run(args: string[]): Promise<number> {
-    const { values } = parse("list", args, OPTIONS);
-    if (values.help) {
-      await println(HELP.trimEnd());
-      return EXIT_OK;
-    }
+  options: {
+    ...BACKEND_OPTIONS,
+    user: { type: "string" },
+    "all-users": { type: "boolean" },
+    kind: { type: "string" },
+    "include-expired": { type: "boolean" },
+    json: { type: "boolean" },
+  },
+  async run(values) {
     if (values["all-users"] && values.user !== undefined) {
       throw new UsageError("Pass either --user or --all-users, not both.");
     }
@@ -71,7 +64,7 @@ export const list: Command = {
       includeExpired: values["include-expired"] ?? false,
     };
     const rows: { user: string; info: HandleInfo }[] = [];
-    const users = values["all-users"] ? await everyUser(store.backend, url) : [userOf(values.user)];
+    const users = values["all-users"] ? await everyUser(store, url) : [userOf(values.user)];
     for (const user of users) {
       for (const info of await store.list(user, options)) rows.push({ user, info });
     }
@@ -88,7 +81,6 @@ export const list: Command = {
       );
       return EXIT_OK;
     }
-    const now = Date.now();
     const header = ["HANDLE", "KIND", "VERSION", "UPDATED", "EXPIRES", "WRITER"];
     const body = rows.map(({ user, info }) => {
       const expires = info.expiresAt?.getTime() ?? null;
@@ -97,7 +89,9 @@ export const list: Command = {
         info.kind,
         String(info.version),
         shortTime(info.updatedAt.getTime()),
-        expires === null ? "never" : `${shortTime(expires)}${expires <= now ? " (expired)" : ""}`,
+        expires === null
+          ? "never"
+          : `${shortTime(expires)}${store.isExpired(info) ? " (expired)" : ""}`,
         info.lastWriter ?? "-",
       ];
       return values["all-users"] ? [user, ...cells] : cells;
@@ -105,9 +99,9 @@ export const list: Command = {
     await println(table(values["all-users"] ? ["USER", ...header] : header, body));
     return EXIT_OK;
   },
-};
+});
 
-async function everyUser(backend: Backend, url: string): Promise<string[]> {
-  requireCapability(backend, url, "listUsers", "list --all-users");
-  return await allUsers(backend);
+async function everyUser(store: HandleStore, url: string): Promise<string[]> {
+  requireCapability(store, url, "users", "list --all-users");
+  return await allUsers(store);
 }

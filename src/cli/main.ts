@@ -9,8 +9,8 @@
  * - `2`: the command line is wrong: unknown command or option, missing or
  *   extra argument, malformed value, unsupported or malformed backend URL.
  *
- * `serve` is handed to the server (loaded only then, so that the other
- * subcommands never load the MCP SDK).
+ * `serve` (`serve.ts`, over the server's typed serving functions) is loaded
+ * only when it runs, so that the other subcommands never load the MCP SDK.
  *
  * @example
  * ```ts ignore
@@ -42,15 +42,15 @@ import { importCommand } from "./import.ts";
 import { list } from "./list.ts";
 import { migrate } from "./migrate.ts";
 import { sweep } from "./sweep.ts";
-import { VERSION } from "./version.ts";
+import { VERSION } from "../version.ts";
 
 const serve: Command = {
   name: "serve",
   summary: "Run the MCP server (stdio, or --transport http); see serve --help",
   help: "",
   async run(args: string[]): Promise<number> {
-    const { serveFromArgs } = await import("../server/mod.ts");
-    return await serveFromArgs(args);
+    const { serve } = await import("./serve.ts");
+    return await serve(args);
   },
 };
 

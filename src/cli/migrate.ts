@@ -5,29 +5,17 @@
  * @module
  */
 
-import type { Backend } from "../backend.ts";
-import { openBackend } from "../url.ts";
+import type { HandleStore } from "../store.ts";
 import {
   type Command,
-  EXIT_FAILURE,
-  EXIT_OK,
-  note,
-  parse,
+  defineCommand,
+  onlyUser,
+  openStore,
   positiveInt,
-  printJson,
-  println,
   UsageError,
 } from "./_common.ts";
 import { Progress } from "./progress.ts";
-import {
-  allUsers,
-  countRecords,
-  reportJson,
-  reportText,
-  requireCapability,
-  restoreAll,
-  walkRecords,
-} from "./transfer.ts";
+import { allUsers, countRecords, requireCapability, transfer, walkRecords } from "./transfer.ts";
 
 const HELP = `Usage: mcpstate migrate --from URL --to URL [options]
 
@@ -60,27 +48,20 @@ Example (one machine is no longer enough: SQLite to Redis):
   mcpstate migrate --from sqlite:///~/.mcpstate/state.db --to redis://redis.internal:6379/0
 `;
 
-const OPTIONS = {
-  from: { type: "string" },
-  to: { type: "string" },
-  user: { type: "string" },
-  check: { type: "boolean" },
-  rate: { type: "string" },
-  json: { type: "boolean" },
-  help: { type: "boolean", short: "h" },
-} as const;
-
 /** The `migrate` subcommand. */
-export const migrate: Command = {
+export const migrate: Command = defineCommand({
   name: "migrate",
   summary: "Copy every user's records to another backend, verified and resumable",
   help: HELP,
-  async run(args: string[]): Promise<number> {
-    const { values } = parse("migrate", args, OPTIONS);
-    if (values.help) {
-      await println(HELP.trimEnd());
-      return EXIT_OK;
-    }
+  options: {
+    from: { type: "string" },
+    to: { type: "string" },
+    user: { type: "string" },
+    check: { type: "boolean" },
+    rate: { type: "string" },
+    json: { type: "boolean" },
+  },
+  async run(values) {
     const from = values.from, to = values.to;
     if (!from || !to) {
       throw new UsageError(
@@ -88,43 +69,32 @@ export const migrate: Command = {
       );
     }
     if (from === to) throw new UsageError("--from and --to name the same backend; nothing to do.");
-    if (values.user === "") throw new UsageError("--user needs a non-empty user name.");
+    const user = onlyUser(values.user);
     const rate = values.rate === undefined ? undefined : positiveInt("--rate", values.rate);
     const check = values.check ?? false;
-    let source: Backend | null = null, target: Backend | null = null;
+    let source: HandleStore | null = null, target: HandleStore | null = null;
     try {
-      source = await openBackend(from);
-      target = await openBackend(to);
-      if (values.user === undefined) requireCapability(source, from, "listUsers", "migrate");
+      source = await openStore(from);
+      // Records move as they are stored: the source's store already held each
+      // state to its own size cap, which may be larger than the default.
+      target = await openStore(to, { maxStateBytes: Number.MAX_SAFE_INTEGER });
+      if (user === undefined) requireCapability(source, from, "users", "migrate");
       if (!check) requireCapability(target, to, "importRecord", "migrate");
-      const users = values.user === undefined ? await allUsers(source) : [values.user];
+      const users = user === undefined ? await allUsers(source) : [user];
       const progress = new Progress(check ? "check" : "migrate");
       if (progress.enabled) progress.total = await countRecords(source, users);
-      const report = await restoreAll(target, walkRecords(source, users), {
+      return await transfer(target, walkRecords(source, users), {
         check,
-        ...(rate === undefined ? {} : { rate }),
+        rate,
         progress,
+        json: values.json,
+        command: "migrate",
+        verb: "Migrated",
+        whenMissing: "are missing or older in the target; run without --check to copy them",
       });
-      if (values.json) await printJson(reportJson(report));
-      else await println(reportText(report, check ? "Checked" : "Migrated", check));
-      if (report.mismatched > 0) {
-        note(
-          `mcpstate migrate: ${report.mismatched} record(s) did not verify; first: ${report.firstProblem}.`,
-        );
-        return EXIT_FAILURE;
-      }
-      if (check && report.missing + report.olderInTarget > 0) {
-        note(
-          `mcpstate migrate: ${
-            report.missing + report.olderInTarget
-          } record(s) are missing or older in the target; run without --check to copy them.`,
-        );
-        return EXIT_FAILURE;
-      }
-      return EXIT_OK;
     } finally {
       await source?.close();
       await target?.close();
     }
   },
-};
+});

@@ -16,8 +16,9 @@
  */
 
 import type { HandleRecord } from "../backend.ts";
-import { assertJson, isPlainObject, utf8Length } from "../json.ts";
-import { McpStateError } from "../errors.ts";
+import { McpStateError, StateTooLarge } from "../errors.ts";
+import { isPlainObject } from "../json.ts";
+import type { HandleStore } from "../store.ts";
 
 /** A record together with the user it belongs to. */
 export interface UserRecord {
@@ -40,7 +41,6 @@ export const FIELDS: readonly string[] = Object.freeze([
   "state",
 ]);
 
-const KIND_RE = /^[a-z][a-z0-9-]{0,31}$/;
 const ISO_RE = /^[+-]?\d{4,6}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d)$/;
 const encoder = new TextEncoder();
 
@@ -59,22 +59,6 @@ export class CorruptLine extends Error {
     this.name = "CorruptLine";
     this.line = line;
   }
-}
-
-/** Why a name fails {@link isIdentifier}, after the field's name. */
-export const NOT_AN_IDENTIFIER =
-  "holds U+0000 or a lone surrogate, which mcpstate never stores in a name";
-
-/**
- * Whether a user, handle, kind or writer label is one mcpstate accepts:
- * well-formed Unicode without U+0000 (the store refuses anything else on
- * every backend, so a record holding one is never written).
- *
- * @param s The name.
- * @returns `true` when it may be stored.
- */
-export function isIdentifier(s: string): boolean {
-  return s.isWellFormed() && !s.includes("\0");
 }
 
 /**
@@ -125,15 +109,20 @@ export async function digestLine(line: string): Promise<string> {
 }
 
 /**
- * Parses and validates one line of input.
+ * Parses one line of input and checks its record by the target store's
+ * rules ({@link HandleStore.checkRecord}).
  *
  * @param text The line, without its line break.
  * @param lineNo Its 1-based number, for the error.
- * @param maxStateBytes The largest state accepted, in UTF-8 bytes.
+ * @param store The store the record is for.
  * @returns The record.
  * @throws {CorruptLine} naming the line and what is wrong.
  */
-export function parseRecordLine(text: string, lineNo: number, maxStateBytes: number): UserRecord {
+export function parseRecordLine(
+  text: string,
+  lineNo: number,
+  store: Pick<HandleStore, "checkRecord">,
+): UserRecord {
   const bad = (reason: string) => new CorruptLine(lineNo, reason);
   let value: unknown;
   try {
@@ -149,14 +138,6 @@ export function parseRecordLine(text: string, lineNo: number, maxStateBytes: num
     if (!Object.hasOwn(value, key)) throw bad(`the field "${key}" is missing.`);
   }
   const v = value as Record<string, unknown>;
-  const str = (key: string, max: number): string => {
-    const x = v[key];
-    if (typeof x !== "string" || x.length === 0 || x.length > max) {
-      throw bad(`"${key}" must be a non-empty string of at most ${max} characters.`);
-    }
-    if (!isIdentifier(x)) throw bad(`"${key}" ${NOT_AN_IDENTIFIER}.`);
-    return x;
-  };
   const time = (key: string): number => {
     const x = v[key];
     const ms = typeof x === "string" && ISO_RE.test(x) ? Date.parse(x) : NaN;
@@ -165,51 +146,36 @@ export function parseRecordLine(text: string, lineNo: number, maxStateBytes: num
     }
     return ms;
   };
-  const user = str("user", 1024);
-  const handle = str("handle", 256);
-  const kind = str("kind", 32);
-  if (!KIND_RE.test(kind)) throw bad(`"kind" ${JSON.stringify(kind)} is not a valid kind.`);
-  const version = v.version;
-  if (typeof version !== "number" || !Number.isSafeInteger(version) || version < 1) {
-    throw bad(`"version" must be a whole number, 1 or more.`);
-  }
   const createdAt = time("created_at");
   const updatedAt = time("updated_at");
   const expiresAt = v.expires_at === null ? null : time("expires_at");
-  const writer = v.last_writer;
-  if (writer !== null && (typeof writer !== "string" || writer.length > 256)) {
-    throw bad(`"last_writer" must be null or a string of at most 256 characters.`);
-  }
-  if (writer !== null && !isIdentifier(writer)) throw bad(`"last_writer" ${NOT_AN_IDENTIFIER}.`);
-  if (!isPlainObject(v.state)) throw bad(`"state" must be a JSON object.`);
-  try {
-    assertJson(v.state);
-  } catch (e) {
-    throw bad(e instanceof McpStateError ? e.message : String(e));
-  }
   const { spans, members } = topLevelSpans(text);
   const span = spans.get("state");
   if (members !== spans.size || !span) throw bad("a field appears more than once.");
-  const state = text.slice(span[0], span[1]);
-  const size = utf8Length(state);
-  if (size > maxStateBytes) {
-    throw bad(
-      `its state is ${size} bytes, over the limit of ${maxStateBytes} (raise it with --max-state-bytes or MCPSTATE_MAX_STATE_BYTES).`,
-    );
-  }
-  return {
-    user,
-    record: {
-      handle,
-      kind,
-      state,
-      version,
-      createdAt,
-      updatedAt,
-      expiresAt,
-      lastWriter: writer as string | null,
-    },
+  const user = v.user as string;
+  const record: HandleRecord = {
+    handle: v.handle as string,
+    kind: v.kind as string,
+    // The state's own text, spliced out of the line: it moves byte for byte.
+    state: text.slice(span[0], span[1]),
+    version: v.version as number,
+    createdAt,
+    updatedAt,
+    expiresAt,
+    lastWriter: v.last_writer as string | null,
   };
+  try {
+    store.checkRecord(user, record);
+  } catch (e) {
+    if (e instanceof StateTooLarge) {
+      throw bad(
+        `its state is ${e.details.size_bytes} bytes, over the limit of ${e.details.limit_bytes} (raise it with --max-state-bytes or MCPSTATE_MAX_STATE_BYTES).`,
+      );
+    }
+    if (e instanceof McpStateError) throw bad(e.message);
+    throw e;
+  }
+  return { user, record };
 }
 
 /**

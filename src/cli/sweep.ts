@@ -8,12 +8,11 @@ import {
   BACKEND_OPTIONS,
   backendUrl,
   type Command,
+  defineCommand,
   EXIT_OK,
+  onlyUser,
   openStore,
-  parse,
-  printJson,
-  println,
-  UsageError,
+  printResult,
 } from "./_common.ts";
 
 const HELP = `Usage: mcpstate sweep [options]
@@ -30,34 +29,23 @@ Options:
   -h, --help       Show this help
 `;
 
-const OPTIONS = {
-  ...BACKEND_OPTIONS,
-  user: { type: "string" },
-  json: { type: "boolean" },
-} as const;
-
 /** The `sweep` subcommand. */
-export const sweep: Command = {
+export const sweep: Command = defineCommand({
   name: "sweep",
   summary: "Remove expired records now",
   help: HELP,
-  async run(args: string[]): Promise<number> {
-    const { values } = parse("sweep", args, OPTIONS);
-    if (values.help) {
-      await println(HELP.trimEnd());
-      return EXIT_OK;
-    }
-    if (values.user === "") throw new UsageError("--user needs a non-empty user name.");
+  options: { ...BACKEND_OPTIONS, user: { type: "string" }, json: { type: "boolean" } },
+  async run(values) {
+    const user = onlyUser(values.user);
     await using store = await openStore(backendUrl(values.backend));
-    const removed = await store.sweep(values.user);
-    if (values.json) await printJson({ removed });
-    else {
-      await println(
-        `Removed ${removed} expired record${removed === 1 ? "" : "s"}${
-          values.user === undefined ? "" : ` of user ${JSON.stringify(values.user)}`
-        }.`,
-      );
-    }
+    const removed = await store.sweep(user);
+    await printResult(
+      values.json,
+      { removed },
+      `Removed ${removed} expired record${removed === 1 ? "" : "s"}${
+        user === undefined ? "" : ` of user ${JSON.stringify(user)}`
+      }.`,
+    );
     return EXIT_OK;
   },
-};
+});

@@ -1,33 +1,23 @@
 /**
- * Moving records between backends exactly: walking every record of a
- * backend, and restoring records into another with a per-record SHA-256
+ * Moving records between stores exactly: walking every record of a store,
+ * and importing records into another with a per-record SHA-256
  * verification. Shared by `export`, `import` and `migrate`.
  *
- * Re-running is safe by construction: {@link Backend.importRecord} writes a record
- * only when the target has no record with that handle or an older version,
- * each record in one atomic step, so an interrupted run leaves whole records
- * behind and the next run skips them ("identical") and copies the rest.
+ * Re-running is safe by construction: {@link HandleStore.importRecord}
+ * writes a record only when the target has no record with that handle or an
+ * older version, each record in one atomic step, so an interrupted run leaves
+ * whole records behind and the next run skips them ("identical") and copies
+ * the rest.
  *
  * @module
  */
 
-import type { Backend, HandleRecord } from "../backend.ts";
-import { CliFailure } from "./_common.ts";
-import {
-  digestLine,
-  isIdentifier,
-  NOT_AN_IDENTIFIER,
-  recordLine,
-  type UserRecord,
-} from "./records.ts";
+import type { HandleRecord } from "../backend.ts";
+import { McpStateError } from "../errors.ts";
+import type { HandleStore, ImportResult } from "../store.ts";
+import { CliFailure, EXIT_FAILURE, EXIT_OK, note, printResult } from "./_common.ts";
+import { digestLine, recordLine, type UserRecord } from "./records.ts";
 import type { Progress } from "./progress.ts";
-
-/** How long an expired record stays readable before it is reclaimed (the store's default). */
-export const GRACE_MS = 7 * 86_400_000;
-
-const PAGE = 500;
-/** Records whose `updatedAt` is within this margin of the start of a listing are listed again. */
-const CATCH_UP_MS = 5 * 60_000;
 
 /**
  * The scheme of a backend URL, for messages (`sqlite`, `redis`, …).
@@ -40,22 +30,22 @@ export function schemeOf(url: string): string {
 }
 
 /**
- * Throws a clear failure when a backend lacks a primitive a command needs.
+ * Throws a clear failure when a store's backend lacks what a command needs.
  *
- * @param backend The open backend.
+ * @param store The open store.
  * @param url Its URL, for the message.
- * @param need The primitive.
+ * @param need The capability.
  * @param command The command that needs it.
  */
 export function requireCapability(
-  backend: Backend,
+  store: HandleStore,
   url: string,
-  need: "listUsers" | "importRecord",
+  need: "users" | "importRecord",
   command: string,
 ): void {
-  if (typeof backend[need] === "function") return;
-  const what = need === "listUsers" ? "cannot list its users yet" : "cannot restore records yet";
-  const hint = need === "listUsers"
+  if (store.capabilities[need]) return;
+  const what = need === "users" ? "cannot list its users yet" : "cannot restore records yet";
+  const hint = need === "users"
     ? ` Pass --user to ${command} one user's records, or upgrade mcpstate.`
     : " Upgrade mcpstate, or use another backend as the target.";
   throw new CliFailure(
@@ -64,20 +54,17 @@ export function requireCapability(
 }
 
 /**
- * Every user of a backend, sorted by code unit so that output order does not
+ * Every user of a store, sorted by code unit so that output order does not
  * depend on the engine.
  *
- * @param backend A backend with `listUsers`.
+ * @param store A store whose backend lists its users.
  * @returns The users.
  */
-export async function allUsers(backend: Backend): Promise<string[]> {
+export async function allUsers(store: HandleStore): Promise<string[]> {
   const users: string[] = [];
   let after: string | undefined;
   for (;;) {
-    const page = await backend.listUsers!({
-      limit: 1000,
-      ...(after === undefined ? {} : { after }),
-    });
+    const page = await store.users({ limit: 1000, ...(after === undefined ? {} : { after }) });
     users.push(...page);
     if (page.length < 1000) break;
     after = page[page.length - 1];
@@ -86,81 +73,32 @@ export async function allUsers(backend: Backend): Promise<string[]> {
 }
 
 /**
- * Every handle of one user, expired ones included, sorted. Records that were
- * written while the listing ran (and so moved ahead of its cursor, which
- * follows `updatedAt`) are caught by a second pass over the newest records.
+ * Walks every record of some users of a store: users in order, each user's
+ * records in handle order.
  *
- * @param backend The backend.
- * @param user The user.
- * @returns The handles.
- */
-export async function allHandles(backend: Backend, user: string): Promise<string[]> {
-  const start = Date.now();
-  const seen = new Set<string>();
-  let after: { updatedAt: number; handle: string } | undefined;
-  for (;;) {
-    const page = await backend.list(user, { limit: PAGE, ...(after ? { after } : {}) });
-    for (const m of page) seen.add(m.handle);
-    const last = page[page.length - 1];
-    if (page.length < PAGE || !last) break;
-    after = { updatedAt: last.updatedAt, handle: last.handle };
-  }
-  const since = start - CATCH_UP_MS;
-  after = undefined;
-  catchUp: for (;;) {
-    const page = await backend.list(user, { limit: PAGE, ...(after ? { after } : {}) });
-    for (const m of page) {
-      if (m.updatedAt < since) break catchUp;
-      seen.add(m.handle);
-    }
-    const last = page[page.length - 1];
-    if (page.length < PAGE || !last) break;
-    after = { updatedAt: last.updatedAt, handle: last.handle };
-  }
-  return [...seen].sort(compareCodeUnits);
-}
-
-/**
- * Walks every record of a backend (or of one user): users in order, each
- * user's handles in order, records read whole.
- *
- * @param backend The source.
+ * @param store The source.
  * @param users The users to walk.
  * @returns The records.
  */
 export async function* walkRecords(
-  backend: Backend,
+  store: HandleStore,
   users: readonly string[],
 ): AsyncGenerator<UserRecord> {
   for (const user of users) {
-    const handles = await allHandles(backend, user);
-    for (let i = 0; i < handles.length; i += 32) {
-      const chunk = handles.slice(i, i + 32);
-      const records = await Promise.all(chunk.map((h) => backend.read(user, h)));
-      for (const record of records) if (record) yield { user, record };
-    }
+    for await (const record of store.exportRecords(user)) yield { user, record };
   }
 }
 
 /**
  * Counts the records of some users (metadata only), for a progress total.
  *
- * @param backend The source.
+ * @param store The source.
  * @param users The users.
  * @returns How many records they have.
  */
-export async function countRecords(backend: Backend, users: readonly string[]): Promise<number> {
+export async function countRecords(store: HandleStore, users: readonly string[]): Promise<number> {
   let n = 0;
-  for (const user of users) {
-    let after: { updatedAt: number; handle: string } | undefined;
-    for (;;) {
-      const page = await backend.list(user, { limit: PAGE, ...(after ? { after } : {}) });
-      n += page.length;
-      const last = page[page.length - 1];
-      if (page.length < PAGE || !last) break;
-      after = { updatedAt: last.updatedAt, handle: last.handle };
-    }
-  }
+  for (const user of users) n += await store.countRecords(user);
   return n;
 }
 
@@ -195,23 +133,24 @@ export interface RestoreOptions {
   /** Compare only; write nothing. */
   check: boolean;
   /** At most this many records per second. */
-  rate?: number;
+  rate?: number | undefined;
   /** The progress bar to tick. */
   progress: Progress;
 }
 
 /**
- * Restores records into a backend and verifies each: after the write, the
+ * Imports records into a store and verifies each: after the write, the
  * record is read back and the SHA-256 of its canonical line must equal the
- * source's (or the target must hold a newer version, which is kept).
+ * source's (or the target must hold a newer version, which is kept). A
+ * record the target store's rules refuse is reported, not written.
  *
- * @param target The backend to write (it must have `restore` unless checking).
- * @param records The records to restore.
+ * @param target The store to write (its backend must import records unless checking).
+ * @param records The records to import.
  * @param options Check only, rate limit, progress.
  * @returns The counts.
  */
 export async function restoreAll(
-  target: Backend,
+  target: HandleStore,
   records: AsyncIterable<UserRecord>,
   options: RestoreOptions,
 ): Promise<TransferReport> {
@@ -238,41 +177,29 @@ export async function restoreAll(
   const one = async ({ user, record }: UserRecord): Promise<void> => {
     report.records++;
     users.add(user);
-    const now = Date.now();
-    if (record.expiresAt !== null && record.expiresAt + GRACE_MS <= now) {
+    let result: ImportResult;
+    try {
+      result = await target.importRecord(user, record, { dryRun: options.check });
+    } catch (e) {
+      if (!(e instanceof McpStateError) || !REFUSED.has(e.code)) throw e;
+      problem(user, record.handle, `${e.message.replace(/\.$/, "")} (not written)`);
+      return;
+    }
+    if (result.outcome === "expired") {
       report.skippedExpired++;
       return;
     }
-    const names = [user, record.handle, record.kind, record.lastWriter ?? ""];
-    if (!names.every(isIdentifier)) {
-      problem(
-        user,
-        record.handle,
-        `its user, handle, kind or writer ${NOT_AN_IDENTIFIER} (not written)`,
-      );
-      return;
-    }
-    let line: string;
-    try {
-      line = recordLine(user, record);
-    } catch (e) {
-      problem(user, record.handle, `the source record is damaged: ${(e as Error).message}`);
-      return;
-    }
-    const digest = await digestLine(line);
-    let outcome: "inserted" | "replaced" | "kept" | null = null;
-    if (!options.check) {
-      outcome = await target.importRecord!(user, record, { now, graceMs: GRACE_MS });
-    }
-    const back = await target.read(user, record.handle);
+    // The store checked the record: its state is a JSON object, so it has a line.
+    const digest = await digestLine(recordLine(user, record));
+    const back = result.current;
     if (back === null) {
       if (options.check) report.missing++;
       else problem(user, record.handle, "the target does not hold it after writing it");
       return;
     }
     if (await sameRecord(user, back, digest)) {
-      if (outcome === "inserted") report.inserted++;
-      else if (outcome === "replaced") report.replaced++;
+      if (!options.check && result.outcome === "inserted") report.inserted++;
+      else if (!options.check && result.outcome === "replaced") report.replaced++;
       else report.identical++;
     } else if (back.version > record.version) {
       report.newerInTarget++;
@@ -319,12 +246,68 @@ export async function restoreAll(
   return report;
 }
 
+/** The codes of a record the target store refuses by its rules. */
+const REFUSED = new Set(["invalid_argument", "state_too_large"]);
+
 async function sameRecord(user: string, back: HandleRecord, digest: string): Promise<boolean> {
   try {
     return await digestLine(recordLine(user, back)) === digest;
   } catch {
     return false;
   }
+}
+
+/** How {@link finishTransfer} words a transfer. */
+export interface TransferWording {
+  /** The command, for its notes (`import`, `migrate`). */
+  command: string;
+  /** The summary's verb when writing (`Imported`, `Migrated`). */
+  verb: string;
+  /** What `--check` found when records are missing, after "N record(s) ". */
+  whenMissing: string;
+}
+
+/**
+ * Imports records into a store ({@link restoreAll}), prints the summary
+ * (JSON with `--json`) and gives the exit code: 1 when a record did not
+ * verify or, with `--check`, when records are missing or older in the target.
+ *
+ * @param target The store to write.
+ * @param records The records.
+ * @param options Check only, rate, progress, `--json`, and the wording.
+ * @returns The exit code.
+ */
+export async function transfer(
+  target: HandleStore,
+  records: AsyncIterable<UserRecord>,
+  options: RestoreOptions & TransferWording & { json: boolean | undefined },
+): Promise<number> {
+  return await finishTransfer(await restoreAll(target, records, options), options);
+}
+
+/** Prints a transfer's summary and gives its exit code (see {@link transfer}). */
+async function finishTransfer(
+  report: TransferReport,
+  options: TransferWording & { json: boolean | undefined; check: boolean },
+): Promise<number> {
+  const { command, check } = options;
+  await printResult(
+    options.json,
+    reportJson(report),
+    reportText(report, check ? "Checked" : options.verb, check),
+  );
+  if (report.mismatched > 0) {
+    note(
+      `mcpstate ${command}: ${report.mismatched} record(s) did not verify; first: ${report.firstProblem}.`,
+    );
+    return EXIT_FAILURE;
+  }
+  const behind = report.missing + report.olderInTarget;
+  if (check && behind > 0) {
+    note(`mcpstate ${command}: ${behind} record(s) ${options.whenMissing}.`);
+    return EXIT_FAILURE;
+  }
+  return EXIT_OK;
 }
 
 /**

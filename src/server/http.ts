@@ -24,7 +24,7 @@ import {
   requireBearerAuth,
 } from "@modelcontextprotocol/server";
 import { redact, Unauthenticated } from "../errors.ts";
-import type { HandleStore } from "../store.ts";
+import type { HandleStore } from "./types.ts";
 import { protectedResourceMetadata, type TokenVerifier, userOfAuthInfo } from "./auth.ts";
 import {
   DEFAULT_MAX_LISTEN_STREAMS_PER_USER,

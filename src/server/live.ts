@@ -10,7 +10,7 @@
  */
 
 import { McpStateError } from "../errors.ts";
-import type { HandleStore } from "../store.ts";
+import type { HandleStore } from "./types.ts";
 
 /** The URI scheme and path of a handle's resource: `mcpstate://state/` + handle. */
 export const RESOURCE_PREFIX = "mcpstate://state/";

@@ -7,7 +7,6 @@
  */
 
 import {
-  type McpServer,
   ProtocolError,
   ProtocolErrorCode,
   ResourceNotFoundError,
@@ -15,7 +14,7 @@ import {
   type ServerContext,
 } from "@modelcontextprotocol/server";
 import { McpStateError, Unauthenticated } from "../errors.ts";
-import type { HandleStore } from "../store.ts";
+import type { HandleStore, McpServer } from "./types.ts";
 import { handleOfUri, RESOURCE_PREFIX, resourceUri } from "./live.ts";
 import {
   ANONYMOUS_RANDOM_CHARS,

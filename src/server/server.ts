@@ -5,8 +5,8 @@
  * @module
  */
 
-import { McpServer } from "@modelcontextprotocol/server";
-import type { HandleStore } from "../store.ts";
+import { McpServer as SdkMcpServer } from "@modelcontextprotocol/server";
+import type { HandleStore, McpServer } from "./types.ts";
 import { registerStateResources } from "./resources.ts";
 import {
   registerStateTools,
@@ -53,7 +53,7 @@ export function createStateServer(store: HandleStore, options: StateServerOption
   // The tool list and instructions are the same for every caller and change
   // only with a new server version: shared caches may keep them for an hour.
   const hint = { ttlMs: 3_600_000, cacheScope: "public" as const };
-  const server = new McpServer(
+  const server = new SdkMcpServer(
     { name: options.name ?? "mcpstate", version: options.version ?? SERVER_VERSION },
     {
       capabilities: {

@@ -10,12 +10,11 @@
 
 import {
   type JSONRPCMessage,
-  type McpServer,
   ProtocolError,
   type Transport,
   type TransportSendOptions,
 } from "@modelcontextprotocol/server";
-import type { HandleStore } from "../store.ts";
+import type { HandleStore, McpServer } from "./types.ts";
 import { handleOfUri, ListenLimitError, type ListenLimits, LiveUpdates } from "./live.ts";
 
 /** The live-update side of one stdio connection. */

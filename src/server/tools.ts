@@ -9,7 +9,6 @@
 
 import {
   CLIENT_INFO_META_KEY,
-  type McpServer,
   type ServerContext,
   type StandardSchemaWithJSON,
 } from "@modelcontextprotocol/server";
@@ -26,15 +25,10 @@ import {
 } from "../errors.ts";
 import type { JsonObject } from "../json.ts";
 import { getPath, type PatchOp } from "../ops.ts";
-import {
-  type HandleInfo,
-  type HandleStore,
-  leasePayload,
-  type Snapshot,
-  toPayload,
-} from "../store.ts";
-import { VERSION } from "../cli/version.ts";
+import { type HandleInfo, leasePayload, type Snapshot, toPayload } from "../store.ts";
+import { VERSION } from "../version.ts";
 import { clientLabel } from "./identity.ts";
+import type { HandleStore, McpServer } from "./types.ts";
 import { sharedBucketMintKey } from "./_shared_bucket.ts";
 
 /** The version this server reports in its `serverInfo`. */

@@ -11,13 +11,8 @@ import {
   DEFAULT_MAX_LISTEN_STREAMS,
   DEFAULT_MAX_LISTEN_STREAMS_PER_USER,
   DEFAULT_MAX_WATCHES_PER_USER,
-} from "./live.ts";
-
-/** Default TCP port of the HTTP transport. */
-export const DEFAULT_PORT = 8787;
-
-/** Default request body limit of the HTTP transport, in bytes (4 MiB). */
-export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
+} from "../server/live.ts";
+import { DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT } from "../server/serve.ts";
 
 /** Default JWKS refetch cooldown, in ms: at most one fetch per this interval for unknown key ids. */
 export const DEFAULT_JWKS_COOLDOWN_MS = 30_000;

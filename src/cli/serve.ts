@@ -1,0 +1,161 @@
+/**
+ * `mcpstate serve`: runs the MCP server from command-line flags and their
+ * `MCPSTATE_*` variables until stdin closes (stdio) or SIGINT/SIGTERM
+ * arrives. The CLI loads this module only for `serve`, so that the other
+ * commands never load the MCP SDK.
+ *
+ * Exit codes: 0 after a clean stop, 1 when the backend can't be opened or
+ * the server can't start, 2 for a configuration mistake (one line on stderr).
+ *
+ * @module
+ */
+
+import { McpStateError, redact } from "../errors.ts";
+import {
+  createJwtVerifier,
+  serveStateHttp,
+  serveStateStdio,
+  type StateServing,
+  writerLabel,
+} from "../server/mod.ts";
+import { HandleStore } from "../store.ts";
+import { ConfigError, parseServeArgs, type ServeConfig, USAGE } from "./serve_config.ts";
+
+/**
+ * Runs `mcpstate serve` with its arguments until the server stops.
+ *
+ * @param args The arguments after `serve`.
+ * @returns The exit code.
+ */
+export async function serve(args: string[]): Promise<number> {
+  let config: ServeConfig | "help";
+  try {
+    config = parseServeArgs(args);
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      console.error(`mcpstate serve: ${e.message}`);
+      return 2;
+    }
+    throw e;
+  }
+  if (config === "help") {
+    console.log(USAGE);
+    return 0;
+  }
+  let store: HandleStore;
+  try {
+    store = await HandleStore.fromUrl(
+      config.backend,
+      config.maxStateBytes === undefined ? {} : { maxStateBytes: config.maxStateBytes },
+    );
+  } catch (e) {
+    const msg = e instanceof McpStateError || e instanceof Error ? e.message : String(e);
+    console.error(`mcpstate serve: could not open the backend: ${redact(msg)}`);
+    return e instanceof McpStateError && e.code === "invalid_argument" ? 2 : 1;
+  }
+  try {
+    return config.transport === "stdio"
+      ? await untilStopped(serveStateStdio(store, {
+        user: config.user,
+        writer: writerLabel(config.writer),
+        leaseSeconds: config.leaseSeconds,
+        maxListenStreams: config.maxListenStreams,
+        maxListenStreamsPerUser: config.maxListenStreamsPerUser,
+        maxWatchesPerUser: config.maxWatchesPerUser,
+      }))
+      : await runHttp(store, config);
+  } finally {
+    await store.close().catch(() => {});
+  }
+}
+
+/** Resolves when SIGINT or SIGTERM arrives (where the platform has them). */
+function stopSignal(): { stopped: Promise<string>; dispose: () => void } {
+  const { promise, resolve } = Promise.withResolvers<string>();
+  const added: [Deno.Signal, () => void][] = [];
+  for (const sig of ["SIGINT", "SIGTERM"] as const) {
+    const fn = () => resolve(sig);
+    try {
+      Deno.addSignalListener(sig, fn);
+      added.push([sig, fn]);
+    } catch {
+      // not supported on this platform
+    }
+  }
+  return {
+    stopped: promise,
+    dispose: () => {
+      for (const [sig, fn] of added) Deno.removeSignalListener(sig, fn);
+    },
+  };
+}
+
+/** Serves until the server ends by itself or a signal arrives, then stops it: exit code 0. */
+async function untilStopped(serving: StateServing): Promise<number> {
+  const signals = stopSignal();
+  try {
+    await Promise.race([serving.finished, signals.stopped]);
+  } finally {
+    signals.dispose();
+    await serving.close();
+  }
+  return 0;
+}
+
+async function runHttp(store: HandleStore, config: ServeConfig): Promise<number> {
+  let auth;
+  if (config.auth) {
+    try {
+      const verifier = await createJwtVerifier({
+        issuer: config.auth.issuer,
+        audience: config.auth.audience,
+        jwksUrl: config.auth.jwksUrl,
+        jwksCooldownMs: config.auth.jwksCooldownMs,
+      });
+      auth = { verifier, issuer: config.auth.issuer };
+    } catch (e) {
+      console.error(`mcpstate serve: ${e instanceof Error ? e.message : String(e)}`);
+      return 1;
+    }
+  } else {
+    console.error(
+      [
+        "mcpstate: WARNING: --allow-anonymous: this server does NOT authenticate anyone.",
+        "mcpstate: WARNING: every caller shares one bucket; a handle is the only secret that guards its state",
+        "mcpstate: WARNING: (handles carry 130 random bits, state_list is disabled). Do not expose it to untrusted networks.",
+      ].join("\n"),
+    );
+  }
+  let serving: StateServing;
+  try {
+    serving = serveStateHttp(store, {
+      hostname: config.host,
+      port: config.port,
+      onListen: ({ hostname, port }) => {
+        const h = hostname.includes(":") ? `[${hostname}]` : hostname;
+        console.error(
+          `mcpstate: listening on http://${h}:${port}/mcp (public URL ${config.publicUrl.href})`,
+        );
+      },
+      publicUrl: config.publicUrl,
+      ...(auth ? { auth } : { anonymous: true }),
+      allowedHosts: config.allowedHosts,
+      allowedOrigins: config.allowedOrigins,
+      maxBodyBytes: config.maxBodyBytes,
+      bodyTimeoutMs: config.bodyTimeoutMs,
+      writer: writerLabel(config.writer),
+      leaseSeconds: config.leaseSeconds,
+      maxListenStreams: config.maxListenStreams,
+      maxListenStreamsPerUser: config.maxListenStreamsPerUser,
+      maxWatchesPerUser: config.maxWatchesPerUser,
+    });
+  } catch (e) {
+    console.error(
+      `mcpstate serve: could not listen on ${config.host}:${config.port}: ${
+        e instanceof Error ? e.message : String(e)
+      }`,
+    );
+    return 1;
+  }
+  return await untilStopped(serving);
+}

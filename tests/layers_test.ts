@@ -1,0 +1,404 @@
+/**
+ * The layers of `src/` hold: this test reads the imports of every file
+ * under `src/` (static `import` / `export … from`, and dynamic `import("…")`
+ * with a literal) and fails on every arrow that crosses a layer the wrong
+ * way, on an impure module that must be pure, on a backend that imports
+ * another, and on an import cycle.
+ *
+ * The rules are the table below; a new file either falls into a layer of the
+ * table or fails the test until the table says where it belongs.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { dirname, join, normalize, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+
+// ---------------------------------------------------------------- the rules
+
+/**
+ * The layers, top first. A file may import files of its own layer and of
+ * the layers below it, never of a layer above. Paths are relative to `src/`.
+ */
+const LAYERS: readonly { name: string; files: RegExp; what: string }[] = [
+  { name: "cli", files: /^cli\//, what: "the mcpstate command: thin, over the store and server" },
+  { name: "server", files: /^server\//, what: "the MCP server: a library over the store" },
+  {
+    name: "store",
+    files: /^(store|url)\.ts$/,
+    what: "every rule (store.ts); url.ts, which the store loads lazily, opens backends",
+  },
+  {
+    name: "backends",
+    files: /^backends\//,
+    what: "atomic primitives: <engine>.ts entries, <engine>/ folders, shared _*.ts helpers",
+  },
+  {
+    name: "base",
+    files: /^(backend|ops|outline|json|errors|version|_patch_cost)\.ts$/,
+    what: "the backend interface, the pure helpers, the errors, the version",
+  },
+];
+
+/** Modules that must stay pure: no `Deno.*` API, and no import but of each other. */
+const PURE = /^(ops|json|errors|outline|_patch_cost)\.ts$/;
+
+/** The library: it knows no protocol and no terminal. */
+const LIBRARY = /^(store\.ts|url\.ts|ops\.ts|backends\/)/;
+/** What the library never imports. */
+const NOT_FOR_THE_LIBRARY = /^(server|cli)\//;
+
+/**
+ * The engine a backends file belongs to: `sqlite` for `backends/sqlite.ts`
+ * and everything under `backends/sqlite/`; `null` for the shared helpers
+ * `backends/_*.ts`, which any engine may import and which import no engine.
+ */
+function engineOf(path: string): string | null {
+  const m = /^backends\/([^/_][^/]*?)(?:\.ts|\/.*)$/.exec(path);
+  return m ? m[1]! : null;
+}
+
+/** The only file outside `src/` that a file in it may import. */
+const OUTSIDE_ALLOWED = new Set(["../deno.json"]);
+
+// ---------------------------------------------------------------- reading imports
+
+const SRC = fileURLToPath(new URL("../src/", import.meta.url));
+
+/** One arrow: `from` imports `to` (both relative to `src/`, or a bare specifier for `to`). */
+interface Arrow {
+  from: string;
+  to: string;
+  /** `import type` / `export type`: erased at run time. */
+  typeOnly: boolean;
+  dynamic: boolean;
+  /** A relative specifier (a file), as opposed to a package or built-in. */
+  local: boolean;
+}
+
+const KEYWORDS_BEFORE_REGEX = new Set([
+  "return",
+  "typeof",
+  "instanceof",
+  "in",
+  "of",
+  "new",
+  "delete",
+  "void",
+  "throw",
+  "case",
+  "do",
+  "else",
+  "yield",
+  "await",
+]);
+
+/**
+ * The code of a TypeScript file with its comments, and the text of its
+ * strings, template literals and regular expressions, blanked out — except
+ * the strings that name a module (after `from`, `import` or `import(`).
+ * Every line break is kept. (JSDoc examples hold `import` lines that are not
+ * imports, and so may a string.)
+ */
+export function stripComments(src: string): string {
+  const out: string[] = [];
+  const templates: number[] = []; // open `${` of template literals: the `{` depth inside each
+  let last = ""; // the last significant character of code
+  let word = ""; // the identifier ending at `last`, if any
+  let callee = ""; // the identifier before the last `(`
+  let i = 0;
+  const blank = (s: string) => s.replace(/[^\n]/g, " ");
+  const skipTemplate = (from: number): number => {
+    // From inside a template literal to past its closing backquote or its next `${`.
+    let k = from;
+    while (k < src.length) {
+      const c = src[k];
+      if (c === "\\") k += 2;
+      else if (c === "`") return k + 1;
+      else if (c === "$" && src[k + 1] === "{") {
+        templates.push(0);
+        return k + 2;
+      } else k++;
+    }
+    return k;
+  };
+  while (i < src.length) {
+    const c = src[i]!;
+    const d = src[i + 1];
+    let j: number;
+    if (c === "/" && d === "/") {
+      j = src.indexOf("\n", i);
+      if (j < 0) j = src.length;
+      out.push(blank(src.slice(i, j)));
+    } else if (c === "/" && d === "*") {
+      j = src.indexOf("*/", i + 2);
+      j = j < 0 ? src.length : j + 2;
+      out.push(blank(src.slice(i, j)));
+    } else if (c === '"' || c === "'") {
+      j = i + 1;
+      while (j < src.length && src[j] !== c && src[j] !== "\n") j += src[j] === "\\" ? 2 : 1;
+      j++;
+      const names = word === "from" || word === "import" || (last === "(" && callee === "import");
+      out.push(names ? src.slice(i, j) : c + blank(src.slice(i + 1, j - 1)) + c);
+      [last, word] = [c, ""];
+    } else if (c === "`" || (c === "}" && templates.length > 0 && templates.at(-1) === 0)) {
+      if (c === "}") templates.pop();
+      j = skipTemplate(i + 1);
+      out.push(c + blank(src.slice(i + 1, j)));
+      [last, word] = ["`", ""];
+    } else if (
+      c === "/" &&
+      (last === "" || "(,=:[!&|?{};+-*%<>~^".includes(last) ||
+        (/[\w$]/.test(last) && KEYWORDS_BEFORE_REGEX.has(word)))
+    ) {
+      // A regular expression literal: up to its closing slash, outside a class.
+      j = i + 1;
+      let inClass = false;
+      while (j < src.length && src[j] !== "\n") {
+        const r = src[j];
+        if (r === "\\") j++;
+        else if (r === "[") inClass = true;
+        else if (r === "]") inClass = false;
+        else if (r === "/" && !inClass) break;
+        j++;
+      }
+      j++;
+      while (j < src.length && /[a-z]/.test(src[j]!)) j++;
+      out.push(blank(src.slice(i, j)));
+      [last, word] = [")", ""];
+    } else if (/[\w$]/.test(c)) {
+      j = i;
+      while (j < src.length && /[\w$]/.test(src[j]!)) j++;
+      word = src.slice(i, j);
+      last = word.at(-1)!;
+      out.push(word);
+    } else {
+      j = i + 1;
+      if (templates.length > 0 && c === "{") templates[templates.length - 1]!++;
+      if (templates.length > 0 && c === "}") templates[templates.length - 1]!--;
+      if (c === "(") callee = word;
+      if (!/\s/.test(c)) [last, word] = [c, ""];
+      out.push(c);
+    }
+    i = j;
+  }
+  return out.join("");
+}
+
+const STATIC_FROM =
+  /(?:^|[\s;])(import|export)\s+(type\s+)?([\w\s{},*$]*?)\s*from\s*(["'])([^"'\n]+)\4/g;
+const SIDE_EFFECT = /(?:^|[\s;])import\s*(["'])([^"'\n]+)\1/g;
+const DYNAMIC = /(?<![\w$.])import\s*\(\s*(["'])([^"'\n]+)\1\s*[,)]/g;
+const DYNAMIC_ANY = /(?<![\w$.])import\s*\(/g;
+
+/**
+ * The imports of one file's code (comments stripped).
+ *
+ * @returns The specifiers, and how many dynamic imports had no literal.
+ */
+export function importsOf(code: string): {
+  specifiers: { specifier: string; typeOnly: boolean; dynamic: boolean }[];
+  unreadable: number;
+} {
+  const specifiers: { specifier: string; typeOnly: boolean; dynamic: boolean }[] = [];
+  for (const m of code.matchAll(STATIC_FROM)) {
+    specifiers.push({ specifier: m[5]!, typeOnly: m[2] !== undefined, dynamic: false });
+  }
+  for (const m of code.matchAll(SIDE_EFFECT)) {
+    specifiers.push({ specifier: m[2]!, typeOnly: false, dynamic: false });
+  }
+  let dynamic = 0;
+  for (const m of code.matchAll(DYNAMIC)) {
+    specifiers.push({ specifier: m[2]!, typeOnly: false, dynamic: true });
+    dynamic++;
+  }
+  return { specifiers, unreadable: [...code.matchAll(DYNAMIC_ANY)].length - dynamic };
+}
+
+async function sourceFiles(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for await (const entry of Deno.readDir(dir)) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory) out.push(...await sourceFiles(path));
+    else if (entry.isFile && /\.(ts|tsx|js|mjs)$/.test(entry.name)) out.push(path);
+  }
+  return out.sort();
+}
+
+/** Every file of `src/` (relative paths) with its code, and every arrow between them. */
+async function readSrc(): Promise<{
+  files: Map<string, string>;
+  arrows: Arrow[];
+  unreadable: string[];
+}> {
+  const files = new Map<string, string>();
+  const arrows: Arrow[] = [];
+  const unreadable: string[] = [];
+  for (const abs of await sourceFiles(SRC)) {
+    const from = relative(SRC, abs).replaceAll("\\", "/");
+    const code = stripComments(await Deno.readTextFile(abs));
+    files.set(from, code);
+    const found = importsOf(code);
+    if (found.unreadable > 0) unreadable.push(from);
+    for (const { specifier, typeOnly, dynamic } of found.specifiers) {
+      const local = specifier.startsWith("./") || specifier.startsWith("../");
+      const to = local
+        ? normalize(join(dirname(from), specifier)).replaceAll("\\", "/")
+        : specifier;
+      arrows.push({ from, to, typeOnly, dynamic, local });
+    }
+  }
+  return { files, arrows, unreadable };
+}
+
+const SOURCE = await readSrc();
+
+function layerOf(path: string): number {
+  return LAYERS.findIndex((l) => l.files.test(path));
+}
+
+function show(a: Arrow): string {
+  return `${a.from} → ${a.to}${a.dynamic ? " (dynamic)" : ""}${a.typeOnly ? " (type)" : ""}`;
+}
+
+function assertNone(problems: string[], what: string): void {
+  assert.equal(problems.length, 0, `${what}:\n  ${problems.join("\n  ")}`);
+}
+
+// ---------------------------------------------------------------- the tests
+
+Deno.test("layers: the import reader sees imports, and not what only looks like one", () => {
+  const code = stripComments(`/**
+ * @example
+ * import { main } from "./main.ts";
+ */
+import { a, type B } from "./a.ts"; // import { z } from "./z.ts"
+import type { C } from "../c.ts";
+export { d } from "./d.ts";
+export * from "./e.ts";
+import "./f.ts";
+const re = /'(-[^' ]+)/; const s = "import { y } from './y.ts'";
+const t = \`\${"}"} import("./t.ts") \${{ k: 1 }.k}\`;
+const x = 4 / 2 / 1; const m = await import("./m.ts");
+const n = await import(name);
+`);
+  const { specifiers, unreadable } = importsOf(code);
+  assert.deepEqual(specifiers.map((s) => s.specifier), [
+    "./a.ts",
+    "../c.ts",
+    "./d.ts",
+    "./e.ts",
+    "./f.ts",
+    "./m.ts",
+  ]);
+  assert.deepEqual(specifiers.map((s) => s.typeOnly), [false, true, false, false, false, false]);
+  assert.deepEqual(specifiers.map((s) => s.dynamic), [false, false, false, false, false, true]);
+  assert.equal(unreadable, 1);
+  assert.ok(SOURCE.files.size > 20, `only ${SOURCE.files.size} files read under src/`);
+  assert.ok(SOURCE.arrows.some((a) => a.from === "store.ts" && a.to === "url.ts" && a.dynamic));
+});
+
+Deno.test("layers: every file of src/ is in exactly one layer of the table", () => {
+  const problems: string[] = [];
+  for (const path of SOURCE.files.keys()) {
+    const n = LAYERS.filter((l) => l.files.test(path)).length;
+    if (n !== 1) problems.push(`${path} is in ${n} layers: add it to the table in this test`);
+  }
+  assertNone(problems, "Files outside the layer table");
+});
+
+Deno.test("layers: no arrow points up (cli → server → store, url → backends → base)", () => {
+  const problems: string[] = [];
+  for (const a of SOURCE.arrows) {
+    if (!a.local) continue;
+    if (!SOURCE.files.has(a.to)) {
+      if (!OUTSIDE_ALLOWED.has(a.to)) problems.push(`${show(a)}: not a file of src/`);
+      continue;
+    }
+    const from = layerOf(a.from), to = layerOf(a.to);
+    if (from >= 0 && to >= 0 && to < from) {
+      problems.push(
+        `${show(a)}: the ${LAYERS[from]!.name} layer imports the ${
+          LAYERS[to]!.name
+        } layer above it`,
+      );
+    }
+  }
+  for (const path of SOURCE.unreadable) {
+    problems.push(`${path}: a dynamic import() without a string literal cannot be checked`);
+  }
+  assertNone(problems, "Arrows against the layers");
+});
+
+Deno.test("layers: the library (store, ops, backends) imports nothing from the server or the CLI", () => {
+  const problems = SOURCE.arrows
+    .filter((a) => a.local && LIBRARY.test(a.from) && NOT_FOR_THE_LIBRARY.test(a.to))
+    .map(show);
+  assertNone(problems, "The library imports protocol or terminal code");
+});
+
+Deno.test("layers: ops, json, errors and outline are pure (no Deno API, no package)", () => {
+  const problems: string[] = [];
+  for (const [path, code] of SOURCE.files) {
+    if (!PURE.test(path)) continue;
+    if (/(?<![\w$.])Deno\s*\./.test(code)) problems.push(`${path} uses the Deno namespace`);
+    for (const a of SOURCE.arrows.filter((a) => a.from === path)) {
+      if (!a.local) problems.push(`${show(a)}: a package or built-in module`);
+      else if (!PURE.test(a.to)) problems.push(`${show(a)}: a module that is not pure`);
+    }
+  }
+  assertNone(problems, "Impure pure modules");
+});
+
+Deno.test("layers: a backend imports no other backend (only the shared backends/_*.ts helpers)", () => {
+  const problems: string[] = [];
+  for (const a of SOURCE.arrows) {
+    if (!a.local || !a.from.startsWith("backends/") || !a.to.startsWith("backends/")) continue;
+    const from = engineOf(a.from), to = engineOf(a.to);
+    if (to !== null && to !== from) {
+      problems.push(
+        `${show(a)}: ${from === null ? "a shared helper" : `the ${from} backend`} imports ${to}`,
+      );
+    }
+  }
+  assertNone(problems, "Backends importing each other");
+});
+
+Deno.test("layers: no import cycles among the files of src/", () => {
+  // Every arrow that loads a module at run time, dynamic ones included;
+  // `import type` is erased and loads nothing.
+  const next = new Map<string, string[]>();
+  for (const a of SOURCE.arrows) {
+    if (!a.local || a.typeOnly || !SOURCE.files.has(a.to)) continue;
+    next.set(a.from, [...(next.get(a.from) ?? []), a.to]);
+  }
+  // Tarjan's strongly connected components: each with more than one file is a cycle.
+  const index = new Map<string, number>(), low = new Map<string, number>();
+  const stack: string[] = [], onStack = new Set<string>(), cycles: string[][] = [];
+  let counter = 0;
+  const visit = (v: string): void => {
+    index.set(v, counter);
+    low.set(v, counter++);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of next.get(v) ?? []) {
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+    }
+    if (low.get(v) === index.get(v)) {
+      const component: string[] = [];
+      let w: string;
+      do {
+        w = stack.pop()!;
+        onStack.delete(w);
+        component.push(w);
+      } while (w !== v);
+      if (component.length > 1 || (next.get(v) ?? []).includes(v)) cycles.push(component.sort());
+    }
+  };
+  for (const v of SOURCE.files.keys()) if (!index.has(v)) visit(v);
+  assertNone(cycles.map((c) => c.join(" ⇄ ")), "Import cycles");
+});
