@@ -34,6 +34,7 @@ import {
 } from "./live.ts";
 import { createStateServer } from "./server.ts";
 import { SERVER_VERSION, type StateToolsOptions } from "./tools.ts";
+import type { Telemetry } from "./telemetry.ts";
 
 /** The bucket every caller shares on a server run with `--allow-anonymous`. */
 export const ANONYMOUS_USER = "anonymous";
@@ -69,6 +70,8 @@ export interface HttpHandlerOptions {
   maxWatchesPerUser?: number;
   /** Reports unexpected tool errors and rejected requests. Default: a line on stderr. */
   onError?: (error: unknown) => void;
+  /** Metrics and traces of the tool calls and live updates (see `Telemetry`). Default none. */
+  telemetry?: Telemetry | undefined;
 }
 
 /** A fetch handler serving mcpstate over HTTP. */
@@ -145,6 +148,7 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
       subscriptions: era === "modern",
       ...(options.writer ? { writer: options.writer } : {}),
       ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),
+      ...(options.telemetry ? { telemetry: options.telemetry } : {}),
       onInternalError: (e, tool) => report(new Error(`${tool} failed: ${describe(e)}`)),
     });
   const entry = (maxSubscriptions: number) =>
@@ -172,6 +176,7 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
         ? {}
         : { maxWatchesPerUser: options.maxWatchesPerUser }),
     },
+    options.telemetry,
   );
 
   /** Serves a `subscriptions/listen` request of `who` once it passed every check. */

@@ -11,6 +11,7 @@
 
 import { McpStateError } from "../errors.ts";
 import type { HandleStore } from "./types.ts";
+import type { Telemetry } from "./telemetry.ts";
 
 /** The URI scheme and path of a handle's resource: `mcpstate://state/` + handle. */
 export const RESOURCE_PREFIX = "mcpstate://state/";
@@ -127,6 +128,7 @@ export class LiveUpdates {
   readonly #userStreams = new Map<string, number>();
   readonly #userWatches = new Map<string, number>();
   #closed = false;
+  readonly #unobserve: (() => void) | undefined;
 
   /**
    * Creates the follower set of one serving entry.
@@ -135,17 +137,31 @@ export class LiveUpdates {
    * @param emit Delivers `notifications/resources/updated` for a URI to the
    *   subscriptions of `user`, and of no one else.
    * @param limits Bounds on open streams and watched handles.
+   * @param telemetry Metrics whose `mcpstate_listen_streams` and
+   *   `mcpstate_watched_handles` gauges read this set until it closes.
    */
   constructor(
     store: HandleStore,
     emit: (uri: string, user: string) => void,
     limits: ListenLimits = {},
+    telemetry?: Telemetry,
   ) {
     this.#store = store;
     this.#emit = emit;
     this.#maxStreams = limits.maxStreams ?? DEFAULT_MAX_LISTEN_STREAMS;
     this.#maxStreamsPerUser = limits.maxStreamsPerUser ?? DEFAULT_MAX_LISTEN_STREAMS_PER_USER;
     this.#maxWatchesPerUser = limits.maxWatchesPerUser ?? DEFAULT_MAX_WATCHES_PER_USER;
+    this.#unobserve = telemetry?.metrics?.observeLive(this);
+  }
+
+  /** Open `subscriptions/listen` streams, all users together. */
+  get streams(): number {
+    return this.#streams;
+  }
+
+  /** Handles watched: distinct `(user, handle)` pairs, however many subscriptions share each. */
+  get watchedHandles(): number {
+    return this.#followers.size;
   }
 
   /**
@@ -214,6 +230,7 @@ export class LiveUpdates {
   /** Stops every follow. */
   close(): void {
     this.#closed = true;
+    this.#unobserve?.();
     for (const [key, f] of this.#followers) this.#drop(key, f);
   }
 

@@ -7,7 +7,8 @@
  * options (`mcpstate serve` reads them from flags and runs these); server
  * authors add the same tools to their own `McpServer` with
  * {@link registerStateTools}, or mount {@link createHttpHandler} in their own
- * `Deno.serve`.
+ * `Deno.serve`. {@link Telemetry} adds Prometheus metrics (served by
+ * {@link serveMetrics}) and OpenTelemetry spans to any of them.
  *
  * @example Adding mcpstate's tools to your own MCP server
  * ```ts
@@ -27,7 +28,7 @@
  * @module
  */
 
-export type { HandleStore, McpServer } from "./types.ts";
+export type { Backend, HandleStore, McpServer } from "./types.ts";
 export {
   ANONYMOUS_RANDOM_CHARS,
   DEFAULT_LEASE_SECONDS,
@@ -81,3 +82,21 @@ export {
   type StateServing,
   type StdioServeOptions,
 } from "./serve.ts";
+export {
+  BACKEND_BUCKETS,
+  type LiveCounts,
+  type MetricsServeOptions,
+  type MetricsServing,
+  QUOTA_NAMES,
+  serveMetrics,
+  StateMetrics,
+  TOOL_BUCKETS,
+} from "./metrics.ts";
+export {
+  backendNameOf,
+  Telemetry,
+  type TelemetryOptions,
+  type ToolOutcome,
+  TRACER_NAME,
+  tracerProviderRegistered,
+} from "./telemetry.ts";

@@ -37,9 +37,9 @@ export interface StateServing {
 }
 
 /**
- * Options of {@link serveStateStdio}: the user, and the writer, lease and
- * live-update limits as {@link createHttpHandler} takes them (the writer
- * defaults to {@link writerLabel}`(undefined)`: `<hostname>/<client name>`).
+ * Options of {@link serveStateStdio}: the user, and the writer, lease,
+ * live-update limits and telemetry as {@link createHttpHandler} takes them
+ * (the writer defaults to {@link writerLabel}`(undefined)`: `<hostname>/<client name>`).
  */
 export interface StdioServeOptions extends
   Pick<
@@ -49,6 +49,7 @@ export interface StdioServeOptions extends
     | "maxListenStreams"
     | "maxListenStreamsPerUser"
     | "maxWatchesPerUser"
+    | "telemetry"
   > {
   /** The user of every call: the one person at the other end of stdin. */
   user: string;
@@ -82,7 +83,7 @@ export function serveStateStdio(store: HandleStore, options: StdioServeOptions):
     maxStreams,
     maxStreamsPerUser,
     maxWatchesPerUser: options.maxWatchesPerUser ?? DEFAULT_MAX_WATCHES_PER_USER,
-  });
+  }, options.telemetry);
   const writer = options.writer ?? writerLabel(undefined);
   const report = options.onError ?? ((e: Error) => console.error(`mcpstate: ${redact(e.message)}`));
   const transport = live.wrap(new StdioServerTransport());
@@ -93,6 +94,7 @@ export function serveStateStdio(store: HandleStore, options: StdioServeOptions):
           user: () => options.user,
           writer,
           ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),
+          ...(options.telemetry ? { telemetry: options.telemetry } : {}),
         }),
         era,
       ),

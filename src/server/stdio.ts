@@ -16,6 +16,7 @@ import {
 } from "@modelcontextprotocol/server";
 import type { HandleStore, McpServer } from "./types.ts";
 import { handleOfUri, ListenLimitError, type ListenLimits, LiveUpdates } from "./live.ts";
+import type { Telemetry } from "./telemetry.ts";
 
 /** The live-update side of one stdio connection. */
 export class StdioLive {
@@ -30,14 +31,25 @@ export class StdioLive {
    * @param store The store the connection serves.
    * @param user The one user of the connection.
    * @param limits Bounds on its open `subscriptions/listen` streams and watched handles.
+   * @param telemetry Metrics whose live-update gauges read the connection's subscriptions.
    */
-  constructor(store: HandleStore, user: string, limits: ListenLimits = {}) {
+  constructor(
+    store: HandleStore,
+    user: string,
+    limits: ListenLimits = {},
+    telemetry?: Telemetry,
+  ) {
     this.#user = user;
-    this.#live = new LiveUpdates(store, (uri) => {
-      for (const s of this.#servers) {
-        if (s.isConnected()) s.server.sendResourceUpdated({ uri }).catch(() => {});
-      }
-    }, limits);
+    this.#live = new LiveUpdates(
+      store,
+      (uri) => {
+        for (const s of this.#servers) {
+          if (s.isConnected()) s.server.sendResourceUpdated({ uri }).catch(() => {});
+        }
+      },
+      limits,
+      telemetry,
+    );
   }
 
   /**

@@ -15,6 +15,7 @@ import {
 import type { CallToolResult, ToolAnnotations } from "@modelcontextprotocol/server";
 import { z } from "zod";
 import {
+  type ErrorPayload,
   ExpectVersionRequired,
   HandleNotFound,
   InternalError,
@@ -30,6 +31,7 @@ import { VERSION } from "../version.ts";
 import { clientLabel } from "./identity.ts";
 import type { HandleStore, McpServer } from "./types.ts";
 import { sharedBucketMintKey } from "./_shared_bucket.ts";
+import type { Telemetry, ToolOutcome } from "./telemetry.ts";
 
 /** The version this server reports in its `serverInfo`. */
 export const SERVER_VERSION: string = VERSION;
@@ -100,6 +102,11 @@ export interface StateToolsOptions {
    * Default {@link DEFAULT_LEASE_SECONDS}; 0 turns it off.
    */
   leaseSeconds?: number;
+  /**
+   * Metrics and traces of every tool call (see `Telemetry`). Default none:
+   * the handlers run uninstrumented.
+   */
+  telemetry?: Telemetry;
 }
 
 /** Seconds of the lease a write takes implicitly (see {@link StateToolsOptions.leaseSeconds}). */
@@ -484,6 +491,10 @@ export function registerStateTools(
 ): void {
   const anonymous = options.anonymous ?? false;
   const onInternal = options.onInternalError ?? defaultInternalErrorLog;
+  // Instrumented when asked for; else each handler runs directly.
+  const observe: Telemetry["observeTool"] = options.telemetry
+    ? options.telemetry.observeTool.bind(options.telemetry)
+    : (_tool, _id, run) => run({});
   const leaseSeconds = options.leaseSeconds ?? DEFAULT_LEASE_SECONDS;
   if (typeof leaseSeconds !== "number" || !(leaseSeconds >= 0 && leaseSeconds <= 86_400)) {
     throw new TypeError("leaseSeconds must be a number of seconds from 0 (off) to 86400.");
@@ -533,7 +544,13 @@ export function registerStateTools(
       inputSchema: config.schemas.advertisedInput,
       outputSchema: config.schemas.output,
       annotations: { title: config.title, ...config.annotations },
-    }, async (args: unknown, ctx: ServerContext): Promise<CallToolResult> => {
+    }, (args, ctx) => observe(name, ctx.mcpReq.id, (outcome) => handler(args, ctx, outcome)));
+
+    async function handler(
+      args: unknown,
+      ctx: ServerContext,
+      outcome: ToolOutcome,
+    ): Promise<CallToolResult> {
       try {
         const raw: Record<string, unknown> = typeof args === "object" && args !== null &&
             !Array.isArray(args)
@@ -553,9 +570,11 @@ export function registerStateTools(
         return result({ ok: true, ...payload });
       } catch (e) {
         if (!(e instanceof McpStateError) || e.code === "backend_error") onInternal(e, name);
-        return result(failurePayload(anonymous ? forSharedBucket(e) : e), true);
+        const failure = failurePayload(anonymous ? forSharedBucket(e) : e);
+        outcome.error = failure.error as ErrorPayload;
+        return result(failure, true);
       }
-    });
+    }
   };
 
   register("state_save", {
