@@ -13,12 +13,16 @@
 import { McpStateError, redact } from "../errors.ts";
 import {
   createJwtVerifier,
+  type MetricsServing,
+  serveMetrics,
   serveStateHttp,
   serveStateStdio,
   type StateServing,
+  Telemetry,
   writerLabel,
 } from "../server/mod.ts";
 import { HandleStore } from "../store.ts";
+import { openBackend } from "../url.ts";
 import { ConfigError, parseServeArgs, type ServeConfig, USAGE } from "./serve_config.ts";
 
 /**
@@ -42,10 +46,13 @@ export async function serve(args: string[]): Promise<number> {
     console.log(USAGE);
     return 0;
   }
+  // Metrics when asked for; traces when Deno exports them (OTEL_DENO=true).
+  const telemetry = Telemetry.create({ metrics: config.metrics !== undefined });
   let store: HandleStore;
   try {
-    store = await HandleStore.fromUrl(
-      config.backend,
+    const backend = await openBackend(config.backend);
+    store = new HandleStore(
+      telemetry ? telemetry.instrument(backend) : backend,
       config.maxStateBytes === undefined ? {} : { maxStateBytes: config.maxStateBytes },
     );
   } catch (e) {
@@ -53,7 +60,25 @@ export async function serve(args: string[]): Promise<number> {
     console.error(`mcpstate serve: could not open the backend: ${redact(msg)}`);
     return e instanceof McpStateError && e.code === "invalid_argument" ? 2 : 1;
   }
+  let metrics: MetricsServing | undefined;
   try {
+    if (config.metrics && telemetry?.metrics) {
+      const { host, port } = config.metrics;
+      try {
+        metrics = serveMetrics(telemetry.metrics, {
+          hostname: host,
+          port,
+          onListen: (addr) => console.error(`mcpstate: metrics on ${urlOf(addr)}/metrics`),
+        });
+      } catch (e) {
+        console.error(
+          `mcpstate serve: could not listen for metrics on ${host}:${port}: ${
+            e instanceof Error ? e.message : String(e)
+          }`,
+        );
+        return 1;
+      }
+    }
     return config.transport === "stdio"
       ? await untilStopped(serveStateStdio(store, {
         user: config.user,
@@ -62,11 +87,18 @@ export async function serve(args: string[]): Promise<number> {
         maxListenStreams: config.maxListenStreams,
         maxListenStreamsPerUser: config.maxListenStreamsPerUser,
         maxWatchesPerUser: config.maxWatchesPerUser,
+        telemetry,
       }))
-      : await runHttp(store, config);
+      : await runHttp(store, config, telemetry);
   } finally {
+    await metrics?.close();
     await store.close().catch(() => {});
   }
+}
+
+/** `http://host:port` of a listener, an IPv6 host in brackets. */
+function urlOf({ hostname, port }: Deno.NetAddr): string {
+  return `http://${hostname.includes(":") ? `[${hostname}]` : hostname}:${port}`;
 }
 
 /** Resolves when SIGINT or SIGTERM arrives (where the platform has them). */
@@ -102,7 +134,11 @@ async function untilStopped(serving: StateServing): Promise<number> {
   return 0;
 }
 
-async function runHttp(store: HandleStore, config: ServeConfig): Promise<number> {
+async function runHttp(
+  store: HandleStore,
+  config: ServeConfig,
+  telemetry: Telemetry | undefined,
+): Promise<number> {
   let auth;
   if (config.auth) {
     try {
@@ -131,10 +167,9 @@ async function runHttp(store: HandleStore, config: ServeConfig): Promise<number>
     serving = serveStateHttp(store, {
       hostname: config.host,
       port: config.port,
-      onListen: ({ hostname, port }) => {
-        const h = hostname.includes(":") ? `[${hostname}]` : hostname;
+      onListen: (addr) => {
         console.error(
-          `mcpstate: listening on http://${h}:${port}/mcp (public URL ${config.publicUrl.href})`,
+          `mcpstate: listening on ${urlOf(addr)}/mcp (public URL ${config.publicUrl.href})`,
         );
       },
       publicUrl: config.publicUrl,
@@ -148,6 +183,7 @@ async function runHttp(store: HandleStore, config: ServeConfig): Promise<number>
       maxListenStreams: config.maxListenStreams,
       maxListenStreamsPerUser: config.maxListenStreamsPerUser,
       maxWatchesPerUser: config.maxWatchesPerUser,
+      telemetry,
     });
   } catch (e) {
     console.error(

@@ -67,6 +67,16 @@ export interface ServeConfig {
   maxListenStreamsPerUser: number;
   /** Distinct handles one user watches at once, over all their streams. */
   maxWatchesPerUser: number;
+  /** Where Prometheus metrics are served (`GET /metrics`), or `undefined`: no metrics. */
+  metrics: MetricsConfig | undefined;
+}
+
+/** The metrics listener of `mcpstate serve`: its own, apart from the MCP endpoint. */
+export interface MetricsConfig {
+  /** Interface to listen on. */
+  host: string;
+  /** Port to listen on; 0 picks a free one. */
+  port: number;
 }
 
 /** A configuration mistake: printed as one line, exit code 2. */
@@ -128,6 +138,14 @@ HTTP transport:
   --body-timeout-ms N      Time for a request body to arrive    MCPSTATE_BODY_TIMEOUT_MS
                            in full, then 408 (default 30000)
 
+Metrics and traces (any transport):
+  --metrics-port PORT      Serve Prometheus metrics at GET      MCPSTATE_METRICS_PORT
+                           /metrics on this port (default off)
+  --metrics-host HOST      Interface of the metrics listener    MCPSTATE_METRICS_HOST
+                           (default 127.0.0.1)
+  Traces: set OTEL_DENO=true and the standard OTEL_* variables
+  (OTEL_EXPORTER_OTLP_ENDPOINT, ...) to export OpenTelemetry spans.
+
   -h, --help               Show this help
 
 HTTP refuses to start unless --auth-issuer or --allow-anonymous is given.
@@ -156,6 +174,8 @@ const OPTIONS = {
   "max-listen-streams": { type: "string" },
   "max-listen-streams-per-user": { type: "string" },
   "max-watches-per-user": { type: "string" },
+  "metrics-port": { type: "string" },
+  "metrics-host": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -298,6 +318,14 @@ export function parseServeArgs(
     int("max-watches-per-user", "MCPSTATE_MAX_WATCHES_PER_USER", 1, 1_000_000) ??
       DEFAULT_MAX_WATCHES_PER_USER;
 
+  const metricsPort = int("metrics-port", "MCPSTATE_METRICS_PORT", 0, 65535);
+  const metricsHost = str("metrics-host", "MCPSTATE_METRICS_HOST");
+  if (metricsHost !== undefined && metricsPort === undefined) {
+    throw new ConfigError(
+      "--metrics-host (MCPSTATE_METRICS_HOST) needs --metrics-port (MCPSTATE_METRICS_PORT): the port to serve /metrics on.",
+    );
+  }
+
   return {
     backend: str("backend", "MCPSTATE_BACKEND") ?? DEFAULT_URL,
     transport,
@@ -317,6 +345,9 @@ export function parseServeArgs(
     maxListenStreams,
     maxListenStreamsPerUser,
     maxWatchesPerUser,
+    metrics: metricsPort === undefined
+      ? undefined
+      : { host: metricsHost ?? "127.0.0.1", port: metricsPort },
   };
 }
 
