@@ -6,7 +6,9 @@
  * clients saw acknowledged, and no call may have failed (a `stale_write` in a
  * read-modify-write loop is the expected conflict signal and is retried, not
  * an error). The server's RSS is sampled from `/proc/<pid>/status` and every
- * call's latency is recorded.
+ * call's latency is recorded. The server runs with `--metrics-port`: at the
+ * end, its `/metrics` must count exactly the tool calls the clients made,
+ * tool by tool, and exactly the stale writes they were answered.
  *
  * @module
  */
@@ -14,12 +16,14 @@
 import { type Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import {
   type Era,
+  freePort,
   newClient,
   payloadOf,
   startIssuer,
   type TestIssuer,
 } from "../tests/_server_harness.ts";
 import { type RedisServer, startRedis } from "../tests/_redis.ts";
+import { scrape } from "../tests/_metrics.ts";
 import { startServer } from "./_server.ts";
 import { messageOf, quantile, randomSeed, Rng, round, rssKiB } from "./_util.ts";
 
@@ -88,6 +92,11 @@ export interface SoakReport {
   rssSeries: number[];
   /** Latency of every call, and per tool. */
   latency: Latency & { byTool: Record<string, Latency> };
+  /**
+   * What the server's `/metrics` counted at the end: every tool call (setup
+   * and checks included) and the stale writes; `null` when the scrape failed.
+   */
+  metrics: { calls: number; staleWrites: number } | null;
   /** Every violation; empty when everything held. */
   failures: string[];
 }
@@ -134,9 +143,12 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     backendName = "SQLite file (WAL, synchronous=FULL)";
   }
   const issuer: TestIssuer = await startIssuer();
+  const metricsPort = freePort();
   const server = await startServer([
     "--backend",
     backendUrl,
+    "--metrics-port",
+    String(metricsPort),
     ...issuer.serveArgs,
   ]);
   const aud = server.url.href;
@@ -156,8 +168,11 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     rssKiB: { start: rssKiB(server.pid), warm: null, end: null, peak: null },
     rssSeries: [],
     latency: { ...latencyOf([]), byTool: {} },
+    metrics: null,
     failures,
   };
+  /** Every tool call answered, by tool, setup and checks included: what /metrics must count. */
+  const made: Record<string, number> = {};
   const clients: Client[] = [];
   const latencies: Record<string, number[]> = {};
   const all: number[] = [];
@@ -182,6 +197,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     ): Promise<ToolResult> => {
       const t0 = performance.now();
       const res = await c.callTool({ name, arguments: args });
+      made[name] = (made[name] ?? 0) + 1;
       const ms = performance.now() - t0;
       (latencies[name] ??= []).push(ms);
       all.push(ms);
@@ -383,6 +399,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     for (let u = 0; u < userCount; u++) {
       const c = u === 0 ? checker : await connect("2026-07-28", tokens[u]!, "soak-check");
       const r = await c.callTool({ name: "state_load", arguments: { handle: shared[u]!.counter } });
+      made.state_load = (made.state_load ?? 0) + 1;
       const p = payloadOf(r) ?? {};
       const state = p.state as { n: number; per: Record<string, number> };
       let want = 0;
@@ -405,6 +422,35 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     }
     if (report.errors > 0) {
       failures.push(`${report.errors} calls failed: ${report.errorSamples.join(" | ")}`);
+    }
+    // The server counted exactly the calls made, tool by tool, and the stale writes answered.
+    try {
+      const m = await scrape(metricsPort);
+      const calls = "mcpstate_tool_calls_total";
+      report.metrics = {
+        calls: m.sum(calls),
+        staleWrites: m.value("mcpstate_stale_writes_total") ?? 0,
+      };
+      for (
+        const tool of new Set([
+          ...Object.keys(made),
+          ...m.all(calls).map((x) => x.labels.tool!),
+        ])
+      ) {
+        const counted = m.sum(calls, { tool });
+        if (counted !== (made[tool] ?? 0)) {
+          failures.push(
+            `/metrics counts ${counted} ${tool} calls, the clients made ${made[tool] ?? 0}`,
+          );
+        }
+      }
+      if (report.metrics.staleWrites !== report.staleWritesRetried) {
+        failures.push(
+          `/metrics counts ${report.metrics.staleWrites} stale writes, the clients were answered ${report.staleWritesRetried}`,
+        );
+      }
+    } catch (e) {
+      failures.push(`scraping /metrics failed: ${messageOf(e)}`);
     }
     if (!await server.healthy()) failures.push("the server is not healthy after the soak");
   } finally {
