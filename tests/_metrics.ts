@@ -5,6 +5,29 @@
  * @module
  */
 
+/**
+ * Every primitive a backend may have: the only values of the `op` label of
+ * `mcpstate_backend_op_duration_seconds` and the only names of backend spans.
+ */
+export const BACKEND_OPS: ReadonlySet<string> = new Set([
+  "insert",
+  "read",
+  "save",
+  "update",
+  "remove",
+  "untrash",
+  "changes",
+  "list",
+  "sweep",
+  "listUsers",
+  "importRecord",
+  "acquireLease",
+  "releaseLease",
+  "leases",
+  "readLeased",
+  "subscribe",
+]);
+
 /** One sample line of the text format: `name{label="value",…} number`. */
 export interface Sample {
   /** The metric name, with its `_bucket`/`_count`/`_sum` suffix where it has one. */

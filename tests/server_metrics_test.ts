@@ -22,7 +22,7 @@ import { PostgresBackend } from "../src/backends/postgres.ts";
 import { DenoKvBackend } from "../src/backends/denokv.ts";
 import type { Backend } from "../src/backend.ts";
 import { backendNameOf, StateMetrics, Telemetry } from "../src/server/mod.ts";
-import { parseMetrics, type Scrape, scrape, waitForMetrics } from "./_metrics.ts";
+import { BACKEND_OPS, parseMetrics, type Scrape, scrape, waitForMetrics } from "./_metrics.ts";
 import {
   cleanEnv,
   fails,
@@ -34,26 +34,6 @@ import {
   startIssuer,
   stdioSession,
 } from "./_server_harness.ts";
-
-/** Every primitive a backend may have: the only values of the `op` label. */
-const PRIMITIVES = new Set([
-  "insert",
-  "read",
-  "save",
-  "update",
-  "remove",
-  "untrash",
-  "changes",
-  "list",
-  "sweep",
-  "listUsers",
-  "importRecord",
-  "acquireLease",
-  "releaseLease",
-  "leases",
-  "readLeased",
-  "subscribe",
-]);
 
 const CALLS = "mcpstate_tool_calls_total";
 const TOOL_COUNT = "mcpstate_tool_duration_seconds_count";
@@ -126,7 +106,7 @@ async function workload(client: Client, port: number, backend: string): Promise<
   assert.ok(ops.length > 0, "backend primitives are measured");
   for (const o of ops) {
     assert.equal(o.labels.backend, backend, JSON.stringify(o.labels));
-    assert.ok(PRIMITIVES.has(o.labels.op!), `op label ${o.labels.op}`);
+    assert.ok(BACKEND_OPS.has(o.labels.op!), `op label ${o.labels.op}`);
   }
   assert.ok(s.value(OP_COUNT, { backend, op: "insert" })! >= 1, "the mint's insert");
   // With history on, a save is a read-modify-write: the stale one is an `update`.
@@ -280,7 +260,7 @@ Deno.test("the backend wrapper keeps every capability, measures each primitive, 
   });
 
   const fnKeys = (b: Backend) =>
-    [...PRIMITIVES, "close"].filter((k) =>
+    [...BACKEND_OPS, "close"].filter((k) =>
       typeof (b as unknown as Record<string, unknown>)[k] === "function"
     ).sort();
 

@@ -21,6 +21,7 @@ import {
   startIssuer,
   stdioSession,
 } from "./_server_harness.ts";
+import { BACKEND_OPS } from "./_metrics.ts";
 
 /** One exported span, attributes flattened. */
 interface OtlpSpan {
@@ -117,25 +118,6 @@ async function spansNamed(receiver: Receiver, name: string, count = 1): Promise<
   }
 }
 
-const PRIMITIVES = new Set([
-  "insert",
-  "read",
-  "save",
-  "update",
-  "remove",
-  "untrash",
-  "changes",
-  "list",
-  "sweep",
-  "listUsers",
-  "importRecord",
-  "acquireLease",
-  "releaseLease",
-  "leases",
-  "readLeased",
-  "subscribe",
-]);
-
 /** The backend spans of a tool span: its children, each checked. */
 function childrenOf(receiver: Receiver, parent: OtlpSpan, system: string): OtlpSpan[] {
   const children = receiver.spans.filter((s) =>
@@ -147,7 +129,7 @@ function childrenOf(receiver: Receiver, parent: OtlpSpan, system: string): OtlpS
     assert.equal(c.kind, SPAN_KIND_CLIENT, c.name);
     assert.equal(c.attributes["db.system.name"], system);
     assert.equal(c.attributes["db.operation.name"], c.name);
-    assert.ok(PRIMITIVES.has(c.name), `a primitive: ${c.name}`);
+    assert.ok(BACKEND_OPS.has(c.name), `a primitive: ${c.name}`);
     const { "db.system.name": _s, "db.operation.name": _o, ...rest } = c.attributes;
     // A primitive that failed says how, by class or code only (a stale save's change aborts it).
     if (c.status.code === STATUS_ERROR) assert.equal(typeof rest["error.type"], "string");

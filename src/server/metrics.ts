@@ -30,41 +30,14 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 
 /** Buckets of `mcpstate_tool_duration_seconds`, in seconds: 0.5 ms to 10 s. */
-export const TOOL_BUCKETS: readonly number[] = Object.freeze([
-  0.0005,
-  0.001,
-  0.0025,
-  0.005,
-  0.01,
-  0.025,
-  0.05,
-  0.1,
-  0.25,
-  0.5,
-  1,
-  2.5,
-  5,
-  10,
-]);
+export const TOOL_BUCKETS: readonly number[] = Object.freeze(
+  [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+);
 
 /** Buckets of `mcpstate_backend_op_duration_seconds`, in seconds: 50 µs to 5 s. */
-export const BACKEND_BUCKETS: readonly number[] = Object.freeze([
-  0.00005,
-  0.0001,
-  0.00025,
-  0.0005,
-  0.001,
-  0.0025,
-  0.005,
-  0.01,
-  0.025,
-  0.05,
-  0.1,
-  0.25,
-  0.5,
-  1,
-  5,
-]);
+export const BACKEND_BUCKETS: readonly number[] = Object.freeze(
+  [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5],
+);
 
 /** The quotas of `mcpstate_quota_refusals_total{quota}`, each exported from the start at 0. */
 export const QUOTA_NAMES: readonly string[] = Object.freeze([

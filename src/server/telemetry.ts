@@ -260,10 +260,7 @@ export class Telemetry {
       return out;
     } catch (e) {
       code = "internal_error";
-      if (span) {
-        span.setAttribute("error.type", errorType(e));
-        span.setStatus({ code: SpanStatusCode.ERROR });
-      }
+      failed(span, e);
       throw e;
     } finally {
       span?.end();
@@ -321,10 +318,7 @@ export class Telemetry {
     try {
       return await run();
     } catch (e) {
-      if (span) {
-        span.setAttribute("error.type", errorType(e));
-        span.setStatus({ code: SpanStatusCode.ERROR });
-      }
+      failed(span, e);
       throw e;
     } finally {
       span?.end();
@@ -333,9 +327,16 @@ export class Telemetry {
   }
 }
 
-/** The class of an error, never its message (which may quote a handle or a host). */
-function errorType(e: unknown): string {
-  if (e instanceof McpStateError) return e.code;
+/**
+ * Marks a span as ended by an exception: `error.type` is the error's code or
+ * class, never its message (which may quote a handle or a host).
+ */
+function failed(span: Span | undefined, e: unknown): void {
+  if (!span) return;
   const name = (e as { constructor?: { name?: unknown } } | null)?.constructor?.name;
-  return typeof name === "string" && name !== "" ? name : "Error";
+  span.setAttribute(
+    "error.type",
+    e instanceof McpStateError ? e.code : typeof name === "string" && name !== "" ? name : "Error",
+  );
+  span.setStatus({ code: SpanStatusCode.ERROR });
 }
