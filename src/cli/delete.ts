@@ -17,8 +17,9 @@ import {
 
 const HELP = `Usage: mcpstate delete HANDLE [options]
 
-Deletes a handle and its state (expired or not). There is no undo: export
-first if in doubt.
+Deletes a handle and its state (expired or not). It waits in the trash for
+7 days, where the state_restore tool (or HandleStore.restore) brings it back;
+export first if in doubt.
 
 Options:
   --user USER      Whose handle (default: $MCPSTATE_USER, else "local")
