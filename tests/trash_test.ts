@@ -190,3 +190,11 @@ export function trashGroup(name: string, open: () => Promise<Backend>): void {
 // ---------------------------------------------------------------- the engines
 
 trashGroup("memory", () => openBackend("memory://"));
+
+const dir = await Deno.makeTempDir({ prefix: "mcpstate-trash-" });
+trashGroup("sqlite file", () => openBackend(`sqlite:///${dir}/trash.db`));
+trashGroup("sqlite :memory:", () => openBackend("sqlite:///:memory:"));
+
+Deno.test("trash: drop the files", async () => {
+  await Deno.remove(dir, { recursive: true });
+});
