@@ -10,10 +10,17 @@
  */
 
 import assert from "node:assert/strict";
+import postgres from "postgres";
 import { HandleStore } from "../mod.ts";
 import type { Backend, TrashedMeta } from "../src/backend.ts";
 import { openBackend } from "../src/url.ts";
 import { FakeClock, freshUser, rejectsWith } from "./contract.ts";
+import {
+  type RedisClusterHandle,
+  type RedisServer,
+  startRedis,
+  startRedisCluster,
+} from "./_redis.ts";
 
 const DAY = 86_400_000;
 
@@ -194,7 +201,32 @@ trashGroup("memory", () => openBackend("memory://"));
 const dir = await Deno.makeTempDir({ prefix: "mcpstate-trash-" });
 trashGroup("sqlite file", () => openBackend(`sqlite:///${dir}/trash.db`));
 trashGroup("sqlite :memory:", () => openBackend("sqlite:///:memory:"));
+trashGroup("denokv file", () => openBackend(`denokv:///${dir}/trash.kv`));
 
-Deno.test("trash: drop the files", async () => {
+let standalone: Promise<RedisServer> | undefined;
+let cluster: Promise<RedisClusterHandle> | undefined;
+trashGroup("redis", async () => openBackend((await (standalone ??= startRedis())).url));
+trashGroup(
+  "redis cluster",
+  async () => openBackend((await (cluster ??= startRedisCluster({ nodeTimeoutMs: 1000 }))).url),
+);
+
+const PG = Deno.env.get("MCPSTATE_TEST_POSTGRES_URL") ?? "postgres://postgres@127.0.0.1:5432/test";
+const schema = `mcpstate_test_trash_${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+trashGroup("postgres", () => {
+  const url = new URL(PG);
+  url.searchParams.set("schema", schema);
+  return openBackend(url.toString());
+});
+
+Deno.test("trash: stop the engines and drop what they left", async () => {
+  await (await standalone)?.stop();
+  await (await cluster)?.stop();
+  const sql = postgres(PG, { max: 1, onnotice: () => {} });
+  try {
+    await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  } finally {
+    await sql.end();
+  }
   await Deno.remove(dir, { recursive: true });
 });
