@@ -381,12 +381,19 @@ class Api {
           })()
           : (async () => {
             let last = "";
+            let wake = () => {};
+            stop.signal.addEventListener("abort", () => wake());
             while (!stop.signal.aborted) {
               const page = await store.listPage(user, { limit: PAGE });
               const sig = page.handles.map((h) => `${h.handle}@${h.version}`).join(",");
               if (sig !== last) send("change", { list: true });
               last = sig;
-              await sleep(LIST_POLL_MS, stop.signal);
+              let timer: ReturnType<typeof setTimeout> | undefined;
+              await new Promise<void>((resolve) => {
+                wake = resolve;
+                timer = setTimeout(resolve, LIST_POLL_MS);
+              });
+              clearTimeout(timer);
             }
           })();
         run.catch((e) => {
@@ -413,17 +420,4 @@ function need(q: URLSearchParams, name: string): string {
     throw new InvalidArgument(`The query needs ${name}.`, { field: name });
   }
   return v;
-}
-
-/** Resolves after `ms`, or at once when `signal` aborts. */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done);
-  });
 }
