@@ -71,6 +71,9 @@ export {
   toPayload,
   toReadPayload,
   type TouchOptions,
+  type TrashedInfo,
+  type TrashOptions,
+  type TrashPage,
   type UserOption,
   type UsersOptions,
   type WatchOptions,
@@ -110,6 +113,8 @@ export type {
   Retention,
   SaveOutcome,
   Step,
+  TrashedMeta,
+  TrashQuery,
   UpdateOutcome,
   WriteContext,
 } from "./src/backend.ts";

@@ -196,6 +196,29 @@ export interface ListQuery {
 }
 
 /**
+ * A record in the trash, as {@link Backend.listTrash} returns it: its
+ * metadata as it was when it was revoked, and the end of its undo window.
+ *
+ * @since 0.5.0
+ */
+export interface TrashedMeta extends HandleMeta {
+  /** Epoch ms (store clock) until which {@link Backend.untrash} brings it back. */
+  trashUntil: number;
+}
+
+/**
+ * A page request for {@link Backend.listTrash}.
+ *
+ * @since 0.5.0
+ */
+export interface TrashQuery {
+  /** At most this many rows. */
+  limit: number;
+  /** Start after this position of the order (`trashUntil` desc, then `handle` asc). */
+  after?: { trashUntil: number; handle: string };
+}
+
+/**
  * An advisory lease on a handle, as a backend keeps it: who is at work on it
  * and until when. It lives beside the record and never touches it.
  *
@@ -375,6 +398,28 @@ export interface Backend {
    * @since 0.4.0
    */
   subscribe?(user: string, handle: string, listener: () => void): Promise<() => void>;
+  /**
+   * Optional (the trash view of `mcpstate inspect`): one page of the records
+   * of `user` that {@link Backend.remove} moved to the trash and that the
+   * engine still holds, metadata only (never a state), with each one's
+   * `trashUntil`.
+   *
+   * - Order: `trashUntil` descending — newest-deleted first, since a store
+   *   gives every revoke the same undo window — then `handle` ascending in
+   *   the engine's order (the one {@link Backend.list} uses).
+   * - Paging: at most `query.limit` rows, starting strictly after
+   *   `query.after`; paging from the last row of each page until a page comes
+   *   back shorter than `limit` visits every trashed record exactly once.
+   * - Records past their window (`trashUntil <= now`) that the engine has not
+   *   reclaimed yet may be listed; they sort last, and the store leaves them
+   *   out by its own clock. A handle that is live again (an import wrote it
+   *   while its old record sat in the trash) is listed as well.
+   * - Reads only; changes nothing, and never blocks a writer for longer than
+   *   a read does.
+   *
+   * @since 0.5.0
+   */
+  listTrash?(user: string, query: TrashQuery): Promise<TrashedMeta[]>;
   /** Releases connections and files. Idempotent. */
   close(): Promise<void>;
 }

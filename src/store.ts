@@ -366,6 +366,41 @@ export interface HandlePage {
 }
 
 /**
+ * Options of {@link HandleStore.trash}.
+ *
+ * @since 0.5.0
+ */
+export interface TrashOptions {
+  /** Page size, 1 to 500; default 50. */
+  limit?: number;
+  /** `nextCursor` of the previous page. */
+  cursor?: string | null;
+}
+
+/**
+ * A revoked handle in the trash: its metadata as it was revoked, and until
+ * when {@link HandleStore.restore} brings it back.
+ *
+ * @since 0.5.0
+ */
+export interface TrashedInfo extends HandleInfo {
+  /** The end of its undo window; after it the handle is gone for good. */
+  restorableUntil: Date;
+}
+
+/**
+ * One page of {@link HandleStore.trash}.
+ *
+ * @since 0.5.0
+ */
+export interface TrashPage {
+  /** The trashed handles of this page, newest-deleted first. */
+  handles: TrashedInfo[];
+  /** Pass back to get the next page; `null` on the last page. */
+  nextCursor: string | null;
+}
+
+/**
  * Options of {@link HandleStore.read}.
  */
 export interface ReadOptions extends UserOption {
@@ -1051,6 +1086,74 @@ export class HandleStore implements AsyncDisposable {
     );
     if (!r) throw new HandleNotFound(handle);
     return snapshotOf<S>(r);
+  }
+
+  /**
+   * One page of a user's trash: the handles `revoke` moved there whose undo
+   * window (`trashDays`) is still open by this store's clock, newest-deleted
+   * first, metadata only. Each can be brought back with
+   * {@link HandleStore.restore} until its `restorableUntil`.
+   *
+   * @param user The user.
+   * @param options Page size (1 to 500, default 50) and the `nextCursor` of the previous page.
+   * @returns The page and the cursor of the next one (`null` on the last page).
+   * @throws {InvalidArgument} for a malformed user, limit or cursor, or a
+   * backend that cannot list its trash (every built-in one can).
+   * @throws {BackendError} when the engine fails or the store is closed.
+   * @since 0.5.0
+   *
+   * @example Revoke, find it in the trash, restore it
+   * ```ts
+   * import { HandleStore } from "@mcpstate/core";
+   * await using store = await HandleStore.fromUrl("memory://");
+   * const h = await store.mint("note", { text: "hi" }, { user: "alice" });
+   * await store.revoke(h, { user: "alice" });
+   * const { handles } = await store.trash("alice");
+   * handles[0]?.handle === h; // true; handles[0].restorableUntil is a week from now
+   * await store.restore(h, { user: "alice" });
+   * ```
+   */
+  async trash(user: string, options: TrashOptions = {}): Promise<TrashPage> {
+    checkUser({ user });
+    checkOptions(options, "trash");
+    const limit = options.limit ?? 50;
+    if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1 || limit > 500) {
+      throw new InvalidArgument("limit must be a whole number from 1 to 500.", { field: "limit" });
+    }
+    const listTrash = this.#backend.listTrash?.bind(this.#backend);
+    if (!listTrash) throw unsupported("list its trash");
+    let after: { trashUntil: number; handle: string } | undefined;
+    const c = options.cursor;
+    if (c != null) {
+      let at: { updatedAt: number; handle: string } | undefined;
+      try {
+        // A trash cursor is "t" and a list cursor of its position.
+        if (typeof c === "string" && c.startsWith("t")) at = decodeCursor(c.slice(1));
+      } catch { /* refused below */ }
+      if (!at) {
+        throw new InvalidArgument(
+          "This cursor did not come from this store's trash(). Pass back nextCursor exactly as you got it, or omit it to start from the first page.",
+          { field: "cursor" },
+        );
+      }
+      after = { trashUntil: at.updatedAt, handle: at.handle };
+    }
+    const rows = await this.#call(() =>
+      listTrash(user, { limit: limit + 1, ...(after ? { after } : {}) })
+    );
+    // Past-window records sort last: the page ends at the first one.
+    const now = this.#clock();
+    const open = rows.findIndex((r) => r.trashUntil <= now);
+    const live = open < 0 ? rows : rows.slice(0, open);
+    const more = live.length > limit;
+    const page = more ? live.slice(0, limit) : live;
+    const last = page[page.length - 1];
+    return {
+      handles: page.map((r) => ({ ...infoOf(r), restorableUntil: new Date(r.trashUntil) })),
+      nextCursor: more && last
+        ? "t" + encodeCursor({ updatedAt: last.trashUntil, handle: last.handle })
+        : null,
+    };
   }
 
   /**

@@ -25,6 +25,11 @@ const LAYERS: readonly { name: string; files: RegExp; what: string }[] = [
   { name: "cli", files: /^cli\//, what: "the mcpstate command: thin, over the store and server" },
   { name: "server", files: /^server\//, what: "the MCP server: a library over the store" },
   {
+    name: "inspect",
+    files: /^inspect\//,
+    what: "the web inspector: a page over the store, beside the server, never importing it",
+  },
+  {
     name: "store",
     files: /^(store|url)\.ts$/,
     what: "every rule (store.ts); url.ts, which the store loads lazily, opens backends",
@@ -308,7 +313,7 @@ Deno.test("layers: every file of src/ is in exactly one layer of the table", () 
   assertNone(problems, "Files outside the layer table");
 });
 
-Deno.test("layers: no arrow points up (cli → server → store, url → backends → base)", () => {
+Deno.test("layers: no arrow points up (cli → server → inspect → store, url → backends → base)", () => {
   const problems: string[] = [];
   for (const a of SOURCE.arrows) {
     if (!a.local) continue;
@@ -336,6 +341,17 @@ Deno.test("layers: the library (store, ops, backends) imports nothing from the s
     .filter((a) => a.local && LIBRARY.test(a.from) && NOT_FOR_THE_LIBRARY.test(a.to))
     .map(show);
   assertNone(problems, "The library imports protocol or terminal code");
+});
+
+Deno.test("layers: the server and the inspector never import each other", () => {
+  const problems = SOURCE.arrows
+    .filter((a) =>
+      a.local &&
+      ((a.from.startsWith("server/") && a.to.startsWith("inspect/")) ||
+        (a.from.startsWith("inspect/") && a.to.startsWith("server/")))
+    )
+    .map(show);
+  assertNone(problems, "The server and the inspector import each other");
 });
 
 Deno.test("layers: ops, json, errors and outline are pure (no Deno API, no package)", () => {

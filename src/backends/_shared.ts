@@ -41,6 +41,24 @@ export function compareListOrder(
 }
 
 /**
+ * The order of {@link Backend.listTrash}: `trashUntil` descending, then
+ * `handle` ascending (code units).
+ *
+ * @param a A trashed record.
+ * @param b Another.
+ * @returns Negative when `a` comes first.
+ */
+export function compareTrashOrder(
+  a: { trashUntil: number; handle: string },
+  b: { trashUntil: number; handle: string },
+): number {
+  return compareListOrder(
+    { updatedAt: a.trashUntil, handle: a.handle },
+    { updatedAt: b.trashUntil, handle: b.handle },
+  );
+}
+
+/**
  * Listeners of {@link Backend.subscribe}, by `(user, handle)`: backends add
  * to it, and call {@link Listeners.notify} after their own commits and when
  * their engine's feed reports another writer's.

@@ -119,13 +119,15 @@ import type {
   ListQuery,
   Replayed,
   SaveOutcome,
+  TrashedMeta,
+  TrashQuery,
   UpdateOutcome,
   WriteContext,
 } from "../backend.ts";
 import { BackendError, InvalidArgument } from "../errors.ts";
 import { KeyedQueue } from "./_queue.ts";
 import { AGAIN, optimistic } from "./_retry.ts";
-import { compareListOrder } from "./_shared.ts";
+import { compareListOrder, compareTrashOrder } from "./_shared.ts";
 import { afterCommit, bodyOf, loadRecord, releaseBody, stateText } from "./denokv/_bodies.ts";
 import { planLog } from "./denokv/_changelog.ts";
 import {
@@ -174,6 +176,8 @@ export type {
   Retention,
   SaveOutcome,
   Step,
+  TrashedMeta,
+  TrashQuery,
   UpdateOutcome,
   WriteContext,
 } from "../backend.ts";
@@ -617,6 +621,29 @@ export class DenoKvBackend implements Backend {
       }
       return out;
     });
+  }
+
+  /**
+   * {@inheritDoc Backend.listTrash}
+   *
+   * Reads the user's trash entries (one range read of their heads — a small
+   * state kept inline in its head comes along — never a chunk or a log) and
+   * sorts them. A handle longer than 200 UTF-8 bytes,
+   * which only an import can write, is keyed by its digest and cannot be
+   * named back from its key: such a record is left out of the listing.
+   */
+  async listTrash(user: string, q: TrashQuery): Promise<TrashedMeta[]> {
+    const rows = await this.#db.range<Trashed>({
+      prefix: [...this.#k.p, "u", this.#k.user(user), "t"],
+    });
+    const out: TrashedMeta[] = [];
+    for (const { key, value } of rows) {
+      const handle = key[key.length - 1];
+      if (typeof handle !== "string") continue;
+      const row = { ...metaOfIndex({ ...value.h, h: handle }), trashUntil: value.t };
+      if (!q.after || compareTrashOrder(row, q.after) > 0) out.push(row);
+    }
+    return out.sort(compareTrashOrder).slice(0, q.limit);
   }
 
   /** {@inheritDoc Backend.sweep} */

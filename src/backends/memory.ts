@@ -25,11 +25,13 @@ import type {
   ListQuery,
   Replayed,
   SaveOutcome,
+  TrashedMeta,
+  TrashQuery,
   UpdateOutcome,
   WriteContext,
 } from "../backend.ts";
 import { metaOf } from "../backend.ts";
-import { compareListOrder, Listeners, saveByUpdate } from "./_shared.ts";
+import { compareListOrder, compareTrashOrder, Listeners, saveByUpdate } from "./_shared.ts";
 
 interface Trashed {
   record: HandleRecord;
@@ -58,6 +60,8 @@ export type {
   Retention,
   SaveOutcome,
   Step,
+  TrashedMeta,
+  TrashQuery,
   UpdateOutcome,
   WriteContext,
 } from "../backend.ts";
@@ -269,6 +273,19 @@ export class MemoryBackend implements Backend {
       if (t.until <= now && (user === null || JSON.parse(k)[0] === user)) this.#trash.delete(k);
     }
     return Promise.resolve(n);
+  }
+
+  /** {@inheritDoc Backend.listTrash} */
+  listTrash(user: string, q: TrashQuery): Promise<TrashedMeta[]> {
+    const rows: TrashedMeta[] = [];
+    for (const [k, t] of this.#trash) {
+      if (JSON.parse(k)[0] !== user) continue;
+      const row = { ...metaOf(t.record), trashUntil: t.until };
+      if (q.after && compareTrashOrder(row, q.after) <= 0) continue;
+      rows.push(row);
+    }
+    rows.sort(compareTrashOrder);
+    return Promise.resolve(rows.slice(0, q.limit));
   }
 
   /** {@inheritDoc Backend.listUsers} */

@@ -93,6 +93,8 @@ import type {
   ListQuery,
   Replayed,
   SaveOutcome,
+  TrashedMeta,
+  TrashQuery,
   UpdateOutcome,
   WriteContext,
 } from "../backend.ts";
@@ -133,6 +135,8 @@ export type {
   Retention,
   SaveOutcome,
   Step,
+  TrashedMeta,
+  TrashQuery,
   UpdateOutcome,
   WriteContext,
 } from "../backend.ts";
@@ -478,6 +482,16 @@ export class PostgresBackend implements Backend {
         ? await sql.unsafe(this.#q.sweepAll, [expiredAtOrBefore, now]).values()
         : await sql.unsafe(this.#q.sweepUser, [expiredAtOrBefore, now, user]).values();
       return Number(row?.[0] ?? 0);
+    });
+  }
+
+  /** {@inheritDoc Backend.listTrash} */
+  listTrash(user: string, q: TrashQuery): Promise<TrashedMeta[]> {
+    const a = q.after;
+    return this.#pool.op(async (sql) => {
+      const params = [user, a?.trashUntil ?? null, a?.handle ?? "", q.limit];
+      const rows = await sql.unsafe(this.#q.listTrash, params).values();
+      return rows.map((r) => ({ ...metaOf(r), trashUntil: Number(r[7]) }));
     });
   }
 

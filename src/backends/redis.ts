@@ -74,11 +74,14 @@ import type {
   Replayed,
   SaveOutcome,
   Step,
+  TrashedMeta,
+  TrashQuery,
   UpdateOutcome,
   WriteContext,
 } from "../backend.ts";
 import { BackendError, InvalidArgument } from "../errors.ts";
 import { ByteCappedCache } from "./_cache.ts";
+import { compareTrashOrder } from "./_shared.ts";
 import { KeyedQueue } from "./_queue.ts";
 import { AGAIN, backoff, optimistic } from "./_retry.ts";
 import {
@@ -122,6 +125,8 @@ export type {
   Retention,
   SaveOutcome,
   Step,
+  TrashedMeta,
+  TrashQuery,
   UpdateOutcome,
   WriteContext,
 } from "../backend.ts";
@@ -582,6 +587,41 @@ export class RedisBackend implements Backend {
       n += deleted;
       if (examined < SWEEP_BATCH) return n;
     }
+  }
+
+  /**
+   * {@inheritDoc Backend.listTrash}
+   *
+   * Trashed records are not indexed, so a call scans the keyspace for the
+   * user's trash keys (`SCAN … MATCH`; on a cluster, on every master), then
+   * reads each one's metadata and `trashUntil` in one pipeline (never the
+   * state) and sorts them: its cost grows with the whole keyspace, which
+   * suits an inspector, not a hot path.
+   *
+   * @param user The user.
+   * @param q Page size and position.
+   * @returns The page.
+   */
+  async listTrash(user: string, q: TrashQuery): Promise<TrashedMeta[]> {
+    const keys = await this.#conn.scanKeys(this.#k.trashPattern(user));
+    if (keys.length === 0) return [];
+    const client = this.#conn.client;
+    // Every key of the user sits in one hash slot: one pipeline, also on a cluster.
+    const replies = await this.#conn.cmd(async () => {
+      const got = await client.pipeline(keys.map((key) => ["hmget", key, "m", "u"])).exec();
+      return (got ?? []).map(([err, fields]) => {
+        if (err) throw err;
+        return fields as (string | null)[];
+      });
+    });
+    const skip = this.#k.base(user).length + 2;
+    const out: TrashedMeta[] = [];
+    for (const [i, [m, u]] of replies.entries()) {
+      if (typeof m !== "string" || typeof u !== "string") continue; // dropped meanwhile
+      const row = { ...metaOf(decodeHandle(keys[i]!.slice(skip)), m), trashUntil: Number(u) };
+      if (!q.after || compareTrashOrder(row, q.after) > 0) out.push(row);
+    }
+    return out.sort(compareTrashOrder).slice(0, q.limit);
   }
 
   /**

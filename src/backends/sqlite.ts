@@ -66,6 +66,8 @@ import type {
   ListQuery,
   Replayed,
   SaveOutcome,
+  TrashedMeta,
+  TrashQuery,
   UpdateOutcome,
   WriteContext,
 } from "../backend.ts";
@@ -77,9 +79,11 @@ import {
   cells,
   entryOf,
   leaseOf,
+  META,
   metaOf,
   recordOf,
   recordValues,
+  returnArrays,
   type Row,
 } from "./sqlite/_rows.ts";
 import { prepareDatabase } from "./sqlite/_schema.ts";
@@ -101,6 +105,8 @@ export type {
   Retention,
   SaveOutcome,
   Step,
+  TrashedMeta,
+  TrashQuery,
   UpdateOutcome,
   WriteContext,
 } from "../backend.ts";
@@ -131,6 +137,7 @@ export class SqliteBackend implements Backend {
   readonly #closeDb: boolean;
   readonly #q: Statements;
   readonly #c: Connection;
+  #trashList: StatementSync | undefined;
 
   /**
    * Opens a backend from a URL: `sqlite:///~/.mcpstate/state.db` (under the
@@ -411,6 +418,21 @@ export class SqliteBackend implements Backend {
       while (this.#c.tx(() => Number(this.#q.sweepIdem.run(now).changes)) >= SWEEP_BATCH);
       while (this.#c.tx(() => Number(this.#q.sweepLeases.run(now).changes)) >= SWEEP_BATCH);
       return total;
+    });
+  }
+
+  /** {@inheritDoc Backend.listTrash} */
+  listTrash(user: string, q: TrashQuery): Promise<TrashedMeta[]> {
+    return this.#c.run(() => {
+      // The user's rows through the primary key, sorted: a trash is small.
+      this.#trashList ??= returnArrays(this.#db.prepare(
+        `SELECT ${META}, trashed_until FROM trash WHERE user = ?1 AND (?2 IS NULL OR ` +
+          "trashed_until < ?2 OR (trashed_until = ?2 AND handle > ?3)) " +
+          "ORDER BY trashed_until DESC, handle LIMIT ?4",
+      ));
+      const a = q.after;
+      const rows = this.#trashList.all(user, a?.trashUntil ?? null, a?.handle ?? "", q.limit);
+      return (rows as Row[]).map((r) => ({ ...metaOf(r), trashUntil: cells(r)[7] as number }));
     });
   }
 

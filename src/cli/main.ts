@@ -10,7 +10,8 @@
  *   extra argument, malformed value, unsupported or malformed backend URL.
  *
  * `serve` (`serve.ts`, over the server's typed serving functions) is loaded
- * only when it runs, so that the other subcommands never load the MCP SDK.
+ * only when it runs, so that the other subcommands never load the MCP SDK;
+ * so is `inspect` (`inspect.ts`, over the web inspector in `src/inspect/`).
  *
  * @example
  * ```ts ignore
@@ -54,9 +55,20 @@ const serve: Command = {
   },
 };
 
+const inspect: Command = {
+  name: "inspect",
+  summary: "Browse a user's handles, histories and trash in a web page",
+  help: "",
+  async run(args: string[]): Promise<number> {
+    const { inspect } = await import("./inspect.ts");
+    return await inspect.run(args);
+  },
+};
+
 /** Every subcommand, in the order `--help` lists them. */
 export const COMMANDS: readonly Command[] = Object.freeze([
   serve,
+  inspect,
   list,
   get,
   del,
@@ -88,7 +100,7 @@ Options:
 
 Settings (flags override them):
   MCPSTATE_BACKEND   Backend URL (default sqlite:///~/.mcpstate/state.db); --backend
-  MCPSTATE_USER      User for list, get, delete and stdio serve (default "local"); --user
+  MCPSTATE_USER      User for list, get, delete, inspect and stdio serve (default "local"); --user
 
 Backend URLs: sqlite:///~/path.db, sqlite:////abs/path.db, redis://[user:pass@]host:port/db,
 rediss://…, denokv:///path.kv, denokv+https://…, postgres://…, memory://

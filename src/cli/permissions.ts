@@ -9,14 +9,16 @@
  *   backend URL points (default `~/.mcpstate/`), and the files `export --out`
  *   and `import FILE` name.
  * - `--allow-net`: Redis, PostgreSQL and remote Deno KV at whatever host the
- *   URL names; `serve --transport http` listening; `serve --metrics-port`
- *   listening for Prometheus scrapes; fetching the JWKS of the configured
- *   issuer. (OpenTelemetry export under `OTEL_DENO=true` is done by the
- *   runtime itself and needs no permission.)
+ *   URL names; `serve --transport http` and `inspect` (127.0.0.1 by default,
+ *   or `--host`) listening; `serve --metrics-port` listening for Prometheus
+ *   scrapes; fetching the JWKS of the configured issuer. (OpenTelemetry export
+ *   under `OTEL_DENO=true` is done by the runtime itself and needs no
+ *   permission.)
  * - `--allow-env`: `MCPSTATE_*` settings, `HOME`/`USERPROFILE` for `~`,
  *   `DENO_KV_ACCESS_TOKEN`, and the variables the Redis and PostgreSQL drivers
  *   consult (`PGHOST`, `DEBUG`, …), which a fixed list would break.
- * - `--allow-sys=hostname`: the default writer label `<hostname>/<client>`.
+ * - `--allow-sys=hostname`: the default writer label `<hostname>/<client>`,
+ *   and `inspect/<hostname>`.
  * - `--unstable-kv`: the Deno KV backend; `--unstable-no-legacy-abort`: quiet
  *   `Deno.serve` request signals.
  * - `--no-prompt`: a missing permission is an error, never a question on the

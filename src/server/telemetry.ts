@@ -143,6 +143,7 @@ const PRIMITIVES: Readonly<Record<Primitive, true>> = Object.freeze({
   list: true,
   sweep: true,
   listUsers: true,
+  listTrash: true,
   importRecord: true,
   acquireLease: true,
   releaseLease: true,

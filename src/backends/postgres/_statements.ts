@@ -163,6 +163,11 @@ export function statements(s: string, channel: string) {
                 WHERE old.version < EXCLUDED.version OR old.trashed_until IS NOT NULL
               RETURNING old.xmax = 0`,
     notify: `SELECT ${notify("$1")}`,
+    // One user's trashed rows through the primary key, sorted: a trash is small.
+    listTrash: `SELECT ${META_COLUMNS}, trashed_until FROM ${h}
+              WHERE user_id = $1 AND trashed_until IS NOT NULL AND ($2::bigint IS NULL
+                OR trashed_until < $2::bigint OR (trashed_until = $2::bigint AND handle > $3))
+              ORDER BY trashed_until DESC, handle LIMIT $4::int`,
     // Stores the lease unless another holder's is still in force.
     acquire: `INSERT INTO ${l} AS old (user_id, handle, holder, expires_at)
               VALUES ($1, $2, $3, $4::bigint)

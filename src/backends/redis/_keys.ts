@@ -80,6 +80,11 @@ export class KeySpace {
     return this.#prefix.replace(/[*?[\]\\]/g, "\\$&") + "{*}:" + suffix;
   }
 
+  /** The `SCAN` pattern of the trash keys `P{T}:t:H` of `user`. */
+  trashPattern(user: string): string {
+    return this.base(user).replace(/[*?[\]\\]/g, "\\$&") + "t:*";
+  }
+
   /** The user of a key `P{T}:i` (an index key). */
   userOfIndex(key: string): string {
     return decodeName(key.slice(this.#prefix.length + 1, -3));

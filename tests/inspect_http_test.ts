@@ -1,0 +1,204 @@
+/**
+ * The inspector's access rules over real HTTP, without a browser: the
+ * one-time token and its cookie, 401 that shows nothing, 403 for a foreign
+ * `Host` or `Origin` (another port of localhost included), writes only with
+ * `--write` and the page's own `Origin`; and `mcpstate inspect` itself, run
+ * with the program's permission flags, printing one line.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { HandleStore } from "../mod.ts";
+import { serveInspector } from "../src/inspect/server.ts";
+import { tempHome } from "./_cli_run.ts";
+import { startInspect } from "./_inspect.ts";
+
+/** A request with headers of our choosing (fetch would refuse to set Host). */
+async function raw(url: string, headers: Record<string, string> = {}, method = "GET") {
+  const u = new URL(url);
+  const conn = await Deno.connect({ hostname: u.hostname, port: Number(u.port) });
+  const lines = [`${method} ${u.pathname}${u.search} HTTP/1.1`, `Host: ${u.host}`];
+  for (const [k, v] of Object.entries(headers)) {
+    if (k.toLowerCase() === "host") lines[1] = `Host: ${v}`;
+    else lines.push(`${k}: ${v}`);
+  }
+  lines.push("Connection: close", "Content-Length: 0", "", "");
+  await conn.write(new TextEncoder().encode(lines.join("\r\n")));
+  const text = await new Response(conn.readable).text();
+  const [head = "", body = ""] = text.split("\r\n\r\n");
+  return { status: Number(head.split(" ")[1]), head, body };
+}
+
+async function withInspector(
+  write: boolean,
+  fn: (url: string, store: HandleStore) => Promise<void>,
+): Promise<void> {
+  const store = await HandleStore.fromUrl("memory://", { reclaimIntervalMs: 0 });
+  const serving = serveInspector(store, { user: "alice", writer: "inspect/test", write });
+  try {
+    await fn(serving.url, store);
+  } finally {
+    await serving.close();
+    await store.close();
+  }
+}
+
+/** Trades the token for the session cookie. */
+async function login(url: string): Promise<string> {
+  const res = await fetch(url, { redirect: "manual" });
+  await res.body?.cancel();
+  assert.equal(res.status, 303);
+  return res.headers.get("set-cookie")!.split(";")[0]!;
+}
+
+Deno.test("inspect http: no token or cookie is 401 with nothing in the body", async () => {
+  await withInspector(false, async (url) => {
+    const origin = new URL(url).origin;
+    for (const path of ["/", "/app.js", "/app.css", "/api/info", "/api/handles", "/api/trash"]) {
+      const res = await fetch(origin + path);
+      assert.equal(res.status, 401, path);
+      assert.equal(await res.text(), "", `${path} showed something`);
+    }
+    const wrong = await fetch(`${origin}/?token=${"A".repeat(43)}`);
+    assert.equal(wrong.status, 401);
+    assert.equal(await wrong.text(), "");
+    const bad = await fetch(origin + "/api/handles", {
+      headers: { cookie: "mcpstate_inspect_x=y" },
+    });
+    assert.equal(bad.status, 401);
+    await bad.body?.cancel();
+  });
+});
+
+Deno.test("inspect http: the token is traded once for an HttpOnly, SameSite=Strict cookie and a token-less URL", async () => {
+  await withInspector(false, async (url) => {
+    const token = new URL(url).searchParams.get("token")!;
+    assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/\?token=[A-Za-z0-9_-]{43}$/);
+    assert.ok(token.length * 6 >= 128, "the token carries fewer than 128 bits");
+    const res = await fetch(url, { redirect: "manual" });
+    await res.body?.cancel();
+    assert.equal(res.status, 303);
+    assert.equal(res.headers.get("location"), "/");
+    const cookie = res.headers.get("set-cookie") ?? "";
+    assert.match(cookie, /; HttpOnly/);
+    assert.match(cookie, /; SameSite=Strict/);
+    assert.match(cookie, /; Path=\//);
+    const session = cookie.split(";")[0]!;
+    const page = await fetch(new URL(url).origin + "/", { headers: { cookie: session } });
+    assert.equal(page.status, 200);
+    assert.match(await page.text(), /<title>mcpstate inspect<\/title>/);
+    assert.match(page.headers.get("content-security-policy") ?? "", /script-src 'self'/);
+    assert.equal(page.headers.get("cache-control"), "no-store");
+    const info = await fetch(new URL(url).origin + "/api/info", { headers: { cookie: session } });
+    assert.deepEqual((await info.json()).user, "alice");
+    // One time: the same token again is refused, and shows nothing.
+    const again = await fetch(url, { redirect: "manual" });
+    assert.equal(again.status, 401);
+    assert.equal(await again.text(), "");
+  });
+});
+
+Deno.test("inspect http: a foreign Host or Origin is 403, even with the token, which stays unused", async () => {
+  await withInspector(false, async (url) => {
+    const u = new URL(url);
+    assert.equal((await raw(url, { Host: "evil.example" })).status, 403);
+    assert.equal((await raw(url, { Host: `attacker.test:${u.port}` })).status, 403);
+    assert.equal((await raw(url, { Origin: "http://evil.example" })).status, 403);
+    assert.equal((await raw(url, { Origin: "null" })).status, 403);
+    // Another server on localhost shares cookies with this one: its origin is foreign.
+    assert.equal(
+      (await raw(url, { Origin: `http://127.0.0.1:${Number(u.port) + 1}` })).status,
+      403,
+    );
+    assert.equal(
+      (await raw(url, { Origin: `http://localhost:${Number(u.port) + 1}` })).status,
+      403,
+    );
+    // The loopback names with the right port are fine, and the token was not spent above.
+    const ok = await raw(url, {
+      Host: `localhost:${u.port}`,
+      Origin: `http://localhost:${u.port}`,
+    });
+    assert.equal(ok.status, 303);
+  });
+});
+
+Deno.test("inspect http: a restore needs --write and the page's own Origin", async () => {
+  for (const write of [false, true]) {
+    await withInspector(write, async (url, store) => {
+      const origin = new URL(url).origin;
+      const cookie = await login(url);
+      const h = await store.mint("note", { a: 1 }, { user: "alice" });
+      await store.revoke(h, { user: "alice" });
+      const post = (headers: Record<string, string>) =>
+        fetch(origin + "/api/restore", {
+          method: "POST",
+          headers: { cookie, "content-type": "application/json", ...headers },
+          body: JSON.stringify({ handle: h }),
+        });
+      const noOrigin = await post({});
+      assert.equal(noOrigin.status, 403, "a write without Origin");
+      await noOrigin.body?.cancel();
+      const foreign = await post({ origin: "http://evil.example" });
+      assert.equal(foreign.status, 403);
+      await foreign.body?.cancel();
+      const res = await post({ origin });
+      const body = await res.json();
+      if (!write) {
+        assert.equal(res.status, 403);
+        assert.equal(body.error.code, "read_only");
+        assert.equal(
+          (await store.trash("alice")).handles.length,
+          1,
+          "a read-only inspector restored",
+        );
+      } else {
+        assert.equal(res.status, 200);
+        assert.equal(body.restored.handle, h);
+        assert.equal((await store.get(h, { user: "alice" })).version, 1);
+      }
+    });
+  }
+});
+
+Deno.test("inspect http: the API answers store errors with their code, and the script parses", async () => {
+  await withInspector(false, async (url, store) => {
+    const origin = new URL(url).origin;
+    const cookie = await login(url);
+    const get = (path: string) => fetch(origin + path, { headers: { cookie } });
+    const missing = await get("/api/state?handle=note_aaaaaaaa");
+    assert.equal(missing.status, 404);
+    assert.equal((await missing.json()).error.code, "handle_not_found");
+    const bad = await get("/api/handles?kind=NOT%20A%20KIND");
+    assert.equal(bad.status, 400);
+    assert.equal((await bad.json()).error.code, "invalid_argument");
+    // Another user's handle is not found, as everywhere.
+    const bobs = await store.mint("note", {}, { user: "bob" });
+    assert.equal(
+      (await (await get(`/api/state?handle=${bobs}`)).json()).error.code,
+      "handle_not_found",
+    );
+    const js = await (await get("/app.js")).text();
+    new Function(js); // a syntax error throws here
+  });
+});
+
+Deno.test("inspect http: mcpstate inspect prints one line, serves with the binary's permissions, stops on SIGTERM", async () => {
+  const home = await tempHome();
+  try {
+    const inspect = await startInspect(home, ["--backend", "memory://", "--user", "bob"]);
+    assert.match(inspect.url, /^http:\/\/127\.0\.0\.1:\d+\/\?token=[A-Za-z0-9_-]{43}$/);
+    const res = await fetch(inspect.url, { redirect: "manual" });
+    await res.body?.cancel();
+    const cookie = res.headers.get("set-cookie")!.split(";")[0]!;
+    const info = await (await fetch(inspect.origin + "/api/info", { headers: { cookie } })).json();
+    assert.equal(info.user, "bob");
+    assert.equal(info.write, false);
+    assert.match(info.writer, /^inspect\/.+/);
+    const { code, stderr } = await inspect.stop();
+    assert.equal(code, 0, stderr);
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
+});
