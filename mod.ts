@@ -67,6 +67,7 @@ export {
   type RevokeOptions,
   type SaveOptions,
   type Snapshot,
+  type StateAt,
   type StateRead,
   toPayload,
   toReadPayload,

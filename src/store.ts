@@ -38,7 +38,8 @@ import {
   type JsonObject,
   utf8Length,
 } from "./json.ts";
-import { applyOps, opsFromJson, type PatchOp } from "./ops.ts";
+import { applyOpsWithUndo, type JsonPatchOp, opsFromJson, type PatchOp } from "./ops.ts";
+import { type EntryInfo, rewind, undoOf } from "./history.ts";
 import {
   checkReadArgs,
   jsonSize,
@@ -417,6 +418,22 @@ export type PathsReadResult = HandleInfo & PathsRead;
 
 /** Answer of {@link HandleStore.read}. */
 export type ReadResult<S = JsonObject> = StateRead<S> | PathsReadResult;
+
+/**
+ * Answer of {@link HandleStore.stateAt}: a handle's state at an earlier version.
+ *
+ * @since 0.5.0
+ */
+export interface StateAt<S = JsonObject> {
+  /** The handle. */
+  handle: string;
+  /** Its kind. */
+  kind: string;
+  /** The version asked for. */
+  version: number;
+  /** The state at that version. */
+  state: S;
+}
 
 /**
  * Durable, user-keyed, versioned state behind opaque handles.
@@ -810,7 +827,8 @@ export class HandleStore implements AsyncDisposable {
           const live = this.#live(cur, handle, now);
           if (live.version !== expect) throw new StaleVersion(live);
           const version = live.version + 1;
-          const patch = diffOf(decodeState(live.state), state);
+          const before = decodeState(live.state);
+          const patch = diffOf(before, state);
           return {
             record: {
               ...live,
@@ -820,7 +838,7 @@ export class HandleStore implements AsyncDisposable {
               expiresAt: expiresAt(live),
               lastWriter: writer,
             },
-            entry: this.#entry(version, now, writer, "save", { patch }),
+            entry: this.#entry(version, now, writer, "save", withUndo(before, patch)),
           };
         }, ctx)
       ).catch((e) => {
@@ -905,13 +923,14 @@ export class HandleStore implements AsyncDisposable {
         const live = this.#live(cur, handle, now);
         // The stored state is JSON and every op value was checked above: only
         // the size and the depth of the result remain to check.
-        const next = encodeParsed(applyOps(decodeState(live.state), parsed), this.#maxBytes);
+        const { state: applied, undo } = applyOpsWithUndo(decodeState(live.state), parsed);
+        const next = encodeParsed(applied, this.#maxBytes);
         if (next === live.state) return null;
         const version = live.version + 1;
         return this.#step(
           { ...live, state: next, version, updatedAt: now, lastWriter: writer },
           "patch",
-          { ops: parsed },
+          { ops: parsed, undo },
         );
       }, ctx)
     );
@@ -1090,6 +1109,80 @@ export class HandleStore implements AsyncDisposable {
     const changes = await this.#log(user, handle, version, current.version);
     if (changes) return { truncated: false, changes, version: current.version };
     return { truncated: true, current: snapshotOf<S>(current) };
+  }
+
+  /**
+   * The state a handle had at an earlier version, rebuilt from the current
+   * state and the changelog: each save and patch entry keeps the previous
+   * values at the places it changed (`undo`), and undoing the entries after
+   * `version`, newest first, gives the state at `version`. It is equal as
+   * JSON to the state that version wrote (an object's keys may come back in
+   * another order).
+   *
+   * @param handle The handle.
+   * @param version A version from 1 to the current one.
+   * @param options The user.
+   * @returns The handle, kind, version and the state at that version.
+   * @throws {InvalidArgument} When `version` is not a whole number from 1 to
+   * the current version (`field: "version"`), or when the state at `version`
+   * is no longer in the retained history (details `reason:
+   * "history_unavailable"`, and `version`, the current one): the changelog
+   * keeps `history.maxEntries` entries of at most `history.maxAgeDays`, an
+   * entry over `history.maxEntryBytes` is kept as a marker only, and entries
+   * written before this release carry no way back.
+   * @throws {HandleNotFound} When the user has no such handle.
+   * @throws {HandleExpired} When its TTL passed.
+   * @since 0.5.0
+   *
+   * @example The state two writes ago
+   * ```ts
+   * import { Append, HandleStore } from "@mcpstate/core";
+   * await using store = await HandleStore.fromUrl("memory://");
+   * const h = await store.mint("log", { lines: [] }, { user: "u" });
+   * await store.patch(h, [Append("lines", "a")], { user: "u" });
+   * await store.patch(h, [Append("lines", "b")], { user: "u" });
+   * (await store.stateAt(h, 2, { user: "u" })).state; // { lines: ["a"] }
+   * ```
+   */
+  async stateAt<S = JsonObject>(
+    handle: string,
+    version: number,
+    options: UserOption,
+  ): Promise<StateAt<S>> {
+    const user = checkUser(options);
+    checkHandle(handle);
+    if (typeof version !== "number" || !Number.isSafeInteger(version) || version < 1) {
+      throw new InvalidArgument("version must be a whole version number, 1 or more.", {
+        field: "version",
+      });
+    }
+    for (let attempt = 0;; attempt++) {
+      const now = this.#clock();
+      const current = this.#live(
+        await this.#call(() => this.#backend.read(user, handle)),
+        handle,
+        now,
+      );
+      if (version > current.version) {
+        throw new InvalidArgument(
+          `Handle "${handle}" is at version ${current.version}; version ${version} is ahead of it.`,
+          { field: "version", version: current.version },
+        );
+      }
+      const state = decodeState<JsonObject>(current.state);
+      const head = { handle, kind: current.kind, version };
+      if (version === current.version) return { ...head, state: state as S };
+      const entries = this.#retention ? await this.#entries(user, handle, version) : [];
+      const past = rewind(state, current.version, version, entries);
+      if (past !== null) return { ...head, state: past as S };
+      // A write between the two reads moved the record past the entries read: read again.
+      const last = entries[entries.length - 1]?.version ?? 0;
+      if (last > current.version && attempt < 3) continue;
+      throw new InvalidArgument(
+        `The state of "${handle}" at version ${version} is no longer in its retained history (it is at version ${current.version}).`,
+        { field: "version", reason: "history_unavailable", version: current.version },
+      );
+    }
   }
 
   /**
@@ -1590,16 +1683,23 @@ export class HandleStore implements AsyncDisposable {
   ): Promise<ChangeInfo[] | null> {
     if (after === upTo) return [];
     if (!this.#retention) return null;
-    const entries = await this.#call(() => this.#backend.changes(user, handle, after));
+    const entries = await this.#entries(user, handle, after);
     const out: ChangeInfo[] = [];
-    for (const e of entries) {
-      if (e.version > upTo) break;
-      if (e.version !== after + 1 + out.length) return null;
-      const info = JSON.parse(e.text) as ChangeInfo;
+    for (const info of entries) {
+      if (info.version > upTo) break;
+      if (info.version !== after + 1 + out.length) return null;
       if (info.omitted) return null;
+      // The way back is the store's own business: the wire form shows what changed.
+      delete info.undo;
       out.push(info);
     }
     return out.length === upTo - after ? out : null;
+  }
+
+  /** The changelog entries after `after`, parsed, oldest first (`undo` included). */
+  async #entries(user: string, handle: string, after: number): Promise<(ChangeInfo & EntryInfo)[]> {
+    const entries = await this.#call(() => this.#backend.changes(user, handle, after));
+    return entries.map((e) => JSON.parse(e.text) as ChangeInfo & EntryInfo);
   }
 
   /** The `StaleWrite` for a save based on `expect` while the record is at `current`. */
@@ -2080,6 +2180,16 @@ type Diff = NonNullable<Parameters<typeof createPatch>[2]>;
  * many cells {@link boundedDiff} takes over.
  */
 const ARRAY_DIFF_CELLS = 4_096;
+
+/**
+ * What a save's changelog entry keeps: its forward `patch`, and `undo`, the
+ * patch back to `before` (left out when the forward patch does not replay on
+ * `before`: the entry then ends the way back, never the write).
+ */
+function withUndo(before: JsonObject, patch: Operation[]): Record<string, unknown> {
+  const undo = undoOf(before, patch as JsonPatchOp[]);
+  return undo === undefined ? { patch } : { patch, undo };
+}
 
 /** An RFC 6902 patch from `before` to `after`, bounded in time and stack for long arrays. */
 function diffOf(before: unknown, after: unknown): Operation[] {
