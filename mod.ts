@@ -66,6 +66,7 @@ export {
   type ReleaseOptions,
   type RevokeOptions,
   type SaveOptions,
+  type SaveResult,
   type Snapshot,
   type StateAt,
   type StateRead,

@@ -40,6 +40,7 @@ import {
 } from "./json.ts";
 import { applyOpsWithUndo, type JsonPatchOp, opsFromJson, type PatchOp } from "./ops.ts";
 import { type EntryInfo, rewind, undoOf } from "./history.ts";
+import { mergeStates } from "./merge.ts";
 import {
   checkReadArgs,
   jsonSize,
@@ -316,7 +317,34 @@ export interface SaveOptions extends UserOption {
   ttlDays?: number | null;
   /** See {@link MintOptions.idempotencyKey}. */
   idempotencyKey?: string;
+  /**
+   * What a stale `expectVersion` does. `"fail"` (default, as mcpstate 0.2):
+   * `StaleWrite`, nothing written. `"merge"`: when the caller's changes since
+   * `expectVersion` and everyone else's touch disjoint places, both are kept
+   * and the save succeeds with `merged: true`; otherwise `StaleWrite` whose
+   * details add `conflicts` (the JSON Pointers both sides changed), or
+   * `reason: "history_unavailable"` when the changelog no longer reaches
+   * back to `expectVersion`. See `merge.ts` for what "disjoint" means.
+   *
+   * @since 0.5.0
+   */
+  onConflict?: "fail" | "merge";
 }
+
+/**
+ * Answer of {@link HandleStore.save}: the new snapshot. A save with
+ * `onConflict: "merge"` that merged its changes with others' carries
+ * `merged: true` and `baseVersion` (its `expectVersion`), and its `state` is
+ * the merged state.
+ *
+ * @since 0.5.0
+ */
+export type SaveResult<S = JsonObject> = Snapshot<S> & {
+  /** Present (`true`) when the caller's changes were merged with writes made since `baseVersion`. */
+  merged?: true;
+  /** The version the merged changes were based on: the save's `expectVersion`. */
+  baseVersion?: number;
+};
 
 /** Options of {@link HandleStore.patch}. */
 export interface PatchOptions extends UserOption {
@@ -795,7 +823,7 @@ export class HandleStore implements AsyncDisposable {
     handle: string,
     state: S,
     options: SaveOptions,
-  ): Promise<Snapshot<S>> {
+  ): Promise<SaveResult<S>> {
     const user = checkUser(options);
     checkHandle(handle);
     const expect = options.expectVersion;
@@ -805,6 +833,7 @@ export class HandleStore implements AsyncDisposable {
         { field: "expect_version" },
       );
     }
+    const merge = checkOnConflict(options.onConflict) === "merge";
     const ttl = checkTtl(options.ttlDays, true);
     const writer = checkWriter(options.writer);
     const text = encodeState(state, this.#maxBytes);
@@ -815,6 +844,8 @@ export class HandleStore implements AsyncDisposable {
       expect,
       ttl === undefined ? "keep" : ttl,
       writer,
+      // A merging save is another call than a failing one (the fingerprint of a failing one is unchanged).
+      ...(merge ? ["merge"] : []),
     ]);
     const expiresAt = (cur: HandleRecord) =>
       ttl === undefined ? cur.expiresAt : ttl === null ? null : now + ttl;
@@ -822,32 +853,57 @@ export class HandleStore implements AsyncDisposable {
       // With history the write needs the previous state for its diff: one
       // read-modify-write step that also checks the version.
       ctx.retention = this.#retention;
-      const res = await this.#call(() =>
-        this.#backend.update(user, handle, (cur) => {
-          const live = this.#live(cur, handle, now);
-          if (live.version !== expect) throw new StaleVersion(live);
-          const version = live.version + 1;
-          const before = decodeState(live.state);
-          const patch = diffOf(before, state);
-          return {
-            record: {
-              ...live,
-              state: text,
-              version,
-              updatedAt: now,
-              expiresAt: expiresAt(live),
-              lastWriter: writer,
-            },
-            entry: this.#entry(version, now, writer, "save", withUndo(before, patch)),
-          };
-        }, ctx)
-      ).catch((e) => {
-        if (e instanceof StaleVersion) return e;
-        throw e;
-      });
-      if (res instanceof StaleVersion) throw await this.#stale(user, handle, expect, res.current);
-      if (isReplayed(res)) return snapshotOf<S>(this.#replayed(res, ctx));
-      return { ...infoOf(this.#live(res.record, handle, now)), state };
+      // A merging save reads the changelog since expectVersion, then merges inside the step.
+      let log: EntryInfo[] | undefined;
+      let merged: { version: number; state: JsonObject } | undefined;
+      for (let attempt = 1;; attempt++) {
+        const res = await this.#call(() =>
+          this.#backend.update(user, handle, (cur) => {
+            const live = this.#live(cur, handle, now);
+            const head = { updatedAt: now, expiresAt: expiresAt(live), lastWriter: writer };
+            if (live.version !== expect) {
+              if (log === undefined || live.version < expect) throw new StaleVersion(live);
+              const step = this.#mergeStep(live, expect, log, state, head);
+              merged = { version: step.record.version, state: step.state };
+              return step;
+            }
+            const version = live.version + 1;
+            const before = decodeState(live.state);
+            const patch = diffOf(before, state);
+            return {
+              record: {
+                ...live,
+                state: text,
+                version,
+                updatedAt: now,
+                expiresAt: expiresAt(live),
+                lastWriter: writer,
+              },
+              entry: this.#entry(version, now, writer, "save", withUndo(before, patch)),
+            };
+          }, ctx)
+        ).catch((e) => {
+          if (e instanceof StaleVersion) return e;
+          throw e;
+        });
+        if (res instanceof StaleVersion) {
+          const current = res.current;
+          if (res.refusal === undefined && merge && current.version > expect && attempt < 8) {
+            // Read (again) what was written since the caller's version, and merge with it.
+            log = await this.#entries(user, handle, expect);
+            continue;
+          }
+          throw await this.#stale(user, handle, expect, current, res.refusal);
+        }
+        if (isReplayed(res)) {
+          const snap = snapshotOf<S>(this.#replayed(res, ctx));
+          // A merged save lands past expectVersion + 1; a plain one exactly on it.
+          return snap.version > expect + 1 ? { ...snap, merged: true, baseVersion: expect } : snap;
+        }
+        const info = infoOf(this.#live(res.record, handle, now));
+        if (merged?.version !== info.version) return { ...info, state };
+        return { ...info, state: merged.state as S, merged: true, baseVersion: expect };
+      }
     }
     const res = await this.#call(() =>
       this.#backend.save(user, handle, {
@@ -861,7 +917,38 @@ export class HandleStore implements AsyncDisposable {
     if (isReplayed(res)) return snapshotOf<S>(this.#replayed(res, ctx));
     // `state` was just validated and encoded: return it instead of parsing the text back.
     if (res.ok) return { ...infoOf(res.record), state };
-    throw await this.#stale(user, handle, expect, this.#live(res.current, handle, now));
+    const current = this.#live(res.current, handle, now);
+    // Without a changelog there is no way back to the caller's version: nothing to merge with.
+    throw await this.#stale(user, handle, expect, current, merge ? UNAVAILABLE : undefined);
+  }
+
+  /**
+   * The step of a merging save whose `expect` is behind `live`: the state at
+   * `expect` is rebuilt from the changelog `log`, and the caller's changes
+   * since it are applied to `live` when they are disjoint from everyone
+   * else's (see `merge.ts`). Throws a {@link StaleVersion} when the log does
+   * not yet reach `live` (read it again), or one with the refusal to report.
+   */
+  #mergeStep(
+    live: HandleRecord,
+    expect: number,
+    log: EntryInfo[],
+    mine: JsonObject,
+    head: Pick<HandleRecord, "updatedAt" | "expiresAt" | "lastWriter">,
+  ): Step & { record: HandleRecord; state: JsonObject } {
+    if (live.version > (log[log.length - 1]?.version ?? expect)) throw new StaleVersion(live);
+    const theirs = decodeState(live.state);
+    const base = rewind(theirs, live.version, expect, log);
+    if (base === null) throw new StaleVersion(live, UNAVAILABLE);
+    const out = mergeStates(base, theirs, mine);
+    if (!out.ok) throw new StaleVersion(live, { conflicts: out.conflicts });
+    const version = live.version + 1;
+    const what = { merged_from: expect, patch: out.patch, undo: out.undo };
+    return {
+      record: { ...live, ...head, state: encodeParsed(out.state, this.#maxBytes), version },
+      entry: this.#entry(version, head.updatedAt, head.lastWriter, "save", what),
+      state: out.state,
+    };
   }
 
   /**
@@ -1702,14 +1789,18 @@ export class HandleStore implements AsyncDisposable {
     return entries.map((e) => JSON.parse(e.text) as ChangeInfo & EntryInfo);
   }
 
-  /** The `StaleWrite` for a save based on `expect` while the record is at `current`. */
+  /**
+   * The `StaleWrite` for a save based on `expect` while the record is at
+   * `current`; `refusal` adds why a merging save did not merge.
+   */
   async #stale(
     user: string,
     handle: string,
     expect: number,
     current: HandleRecord,
+    refusal: Record<string, unknown> = {},
   ): Promise<StaleWrite> {
-    const extra: Record<string, unknown> = { base_version: expect };
+    const extra: Record<string, unknown> = { base_version: expect, ...refusal };
     if (this.#retention && expect < current.version) {
       const log = await this.#log(user, handle, expect, current.version).catch(() => null);
       // Bounded like a state: a log larger than the cap is left out.
@@ -1790,13 +1881,30 @@ export class HandleStore implements AsyncDisposable {
   }
 }
 
-/** Thrown inside a save step when the version moved on; turned into `StaleWrite` outside. */
+/**
+ * Thrown inside a save step when the version moved on; turned into
+ * `StaleWrite` outside. `refusal`: why a merging save could not merge (the
+ * details it adds to the `StaleWrite`).
+ */
 class StaleVersion extends McpStateError {
   readonly current: HandleRecord;
-  constructor(current: HandleRecord) {
+  readonly refusal: Record<string, unknown> | undefined;
+  constructor(current: HandleRecord, refusal?: Record<string, unknown>) {
     super("stale_write", "stale");
     this.current = current;
+    this.refusal = refusal;
   }
+}
+
+/** The refusal of a merge whose base version is no longer in the changelog. */
+const UNAVAILABLE = { reason: "history_unavailable" } as const;
+
+function checkOnConflict(x: unknown): "fail" | "merge" {
+  if (x === undefined || x === "fail" || x === "merge") return x ?? "fail";
+  throw new InvalidArgument(
+    'on_conflict must be "fail" (a stale save is refused) or "merge" (disjoint edits are merged).',
+    { field: "on_conflict" },
+  );
 }
 
 /**
