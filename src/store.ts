@@ -384,6 +384,16 @@ export interface ListPageOptions extends ListOptions {
   limit?: number;
   /** `nextCursor` of the previous page. */
   cursor?: string | null;
+  /**
+   * A budget for the page in its wire form: the compact JSON (UTF-8) of
+   * `{"handles": [...], "next_cursor": ...}`, each handle as {@link toPayload}
+   * renders it, stays within it. A page that would be larger holds fewer
+   * handles and ends with a `nextCursor` after its last one; it always holds
+   * at least one handle, however large. A whole number, at least 1.
+   *
+   * @since 0.5.0
+   */
+  maxBytes?: number;
 }
 
 /** One page of {@link HandleStore.listPage}. */
@@ -1100,6 +1110,12 @@ export class HandleStore implements AsyncDisposable {
       });
     }
     const after = options.cursor == null ? undefined : decodeCursor(options.cursor);
+    const maxBytes = options.maxBytes;
+    if (maxBytes !== undefined && (!Number.isSafeInteger(maxBytes) || maxBytes < 1)) {
+      throw new InvalidArgument("maxBytes must be a whole number of bytes, at least 1.", {
+        field: "max_bytes",
+      });
+    }
     const rows: HandleMeta[] = await this.#call(() =>
       this.#backend.list(user, {
         limit: limit + 1,
@@ -1114,10 +1130,12 @@ export class HandleStore implements AsyncDisposable {
     const leases = page.length === 0
       ? undefined
       : await this.#call(() => this.#leasesOf(user, page.map((r) => r.handle), this.#clock()));
-    return {
-      handles: page.map((r) => withLease(infoOf(r), leases)),
-      nextCursor: more && last ? encodeCursor(last) : null,
-    };
+    const handles = page.map((r) => withLease(infoOf(r), leases));
+    const kept = maxBytes === undefined ? handles.length : fitPage(handles, more, maxBytes);
+    if (kept < handles.length) {
+      return { handles: handles.slice(0, kept), nextCursor: encodeCursor(page[kept - 1]!) };
+    }
+    return { handles, nextCursor: more && last ? encodeCursor(last) : null };
   }
 
   /**
@@ -2231,6 +2249,28 @@ const MAX_CURSOR_CHARS = 3 + Math.ceil((256 * 6 + 24) / 3) * 4;
  */
 function encodeCursor(r: { updatedAt: number; handle: string }): string {
   return "c2." + base64url(new TextEncoder().encode(JSON.stringify([r.updatedAt, r.handle])));
+}
+
+/**
+ * How many of a page's `handles` fit in `maxBytes` (at least one): the
+ * compact JSON of `{"handles":[…],"next_cursor":…}` with the cursor the cut
+ * (or `more`) gives, else `null`.
+ */
+function fitPage(handles: HandleInfo[], more: boolean, maxBytes: number): number {
+  const head = '{"handles":[],"next_cursor":}'.length;
+  let items = 0;
+  let kept = 0;
+  for (let i = 0; i < handles.length; i++) {
+    const h = handles[i]!;
+    items += jsonSize(toPayload(h)) + (i > 0 ? 1 : 0);
+    const last = i === handles.length - 1;
+    const cursor = last && !more
+      ? 4
+      : jsonSize(encodeCursor({ updatedAt: h.updatedAt.getTime(), handle: h.handle }));
+    if (i > 0 && head + items + cursor > maxBytes) break;
+    kept = i + 1;
+  }
+  return kept;
 }
 
 function encodeLegacyCursor(r: { updatedAt: number; handle: string }): string {

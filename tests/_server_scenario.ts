@@ -91,6 +91,7 @@ export async function toolScenario(
       "handle",
       "idempotency_key",
       "kind",
+      "on_conflict",
       "state",
       "ttl_days",
     ]);

@@ -33,7 +33,7 @@ import {
   LiveUpdates,
 } from "./live.ts";
 import { createStateServer } from "./server.ts";
-import { SERVER_VERSION, type StateToolsOptions } from "./tools.ts";
+import { checkReadAndTools, SERVER_VERSION, type StateToolsOptions } from "./tools.ts";
 
 /** The bucket every caller shares on a server run with `--allow-anonymous`. */
 export const ANONYMOUS_USER = "anonymous";
@@ -61,6 +61,10 @@ export interface HttpHandlerOptions {
   writer?: StateToolsOptions["writer"];
   /** Seconds of the lease a write takes implicitly; 0 turns it off. See `StateToolsOptions.leaseSeconds`. */
   leaseSeconds?: number;
+  /** The read budget of a call without `max_bytes`; 0: none. See `StateToolsOptions.maxReadBytes`. */
+  maxReadBytes?: number;
+  /** The tools to offer. See `StateToolsOptions.tools`. */
+  tools?: readonly string[];
   /** Open `subscriptions/listen` streams, all users together. Default 1,000. */
   maxListenStreams?: number;
   /** Open `subscriptions/listen` streams of one user. Default 16. */
@@ -119,6 +123,7 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
   const origins = [...localhostAllowedOrigins(), publicHost, ...(options.allowedOrigins ?? [])];
   const anyHost = hosts.includes("*");
   const anyOrigin = origins.includes("*");
+  const { maxReadBytes, tools } = checkReadAndTools(options);
   const maxBody = options.maxBodyBytes ?? 4 * 1024 * 1024;
   const bodyTimeoutMs = options.bodyTimeoutMs ?? 30_000;
 
@@ -145,6 +150,8 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
       subscriptions: era === "modern",
       ...(options.writer ? { writer: options.writer } : {}),
       ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),
+      maxReadBytes,
+      tools,
       onInternalError: (e, tool) => report(new Error(`${tool} failed: ${describe(e)}`)),
     });
   const entry = (maxSubscriptions: number) =>

@@ -20,6 +20,7 @@ import {
   DEFAULT_MAX_WATCHES_PER_USER,
 } from "./live.ts";
 import { createStateServer } from "./server.ts";
+import { checkReadAndTools } from "./tools.ts";
 import { StdioLive } from "./stdio.ts";
 
 /** Default TCP port of {@link serveStateHttp} (and of `mcpstate serve --transport http`). */
@@ -37,8 +38,8 @@ export interface StateServing {
 }
 
 /**
- * Options of {@link serveStateStdio}: the user, and the writer, lease and
- * live-update limits as {@link createHttpHandler} takes them (the writer
+ * Options of {@link serveStateStdio}: the user, and the writer, lease, read
+ * budget, tools and live-update limits as {@link createHttpHandler} takes them (the writer
  * defaults to {@link writerLabel}`(undefined)`: `<hostname>/<client name>`).
  */
 export interface StdioServeOptions extends
@@ -46,6 +47,8 @@ export interface StdioServeOptions extends
     HttpHandlerOptions,
     | "writer"
     | "leaseSeconds"
+    | "maxReadBytes"
+    | "tools"
     | "maxListenStreams"
     | "maxListenStreamsPerUser"
     | "maxWatchesPerUser"
@@ -76,6 +79,7 @@ export interface StdioServeOptions extends
  * ```
  */
 export function serveStateStdio(store: HandleStore, options: StdioServeOptions): StateServing {
+  const { maxReadBytes, tools } = checkReadAndTools(options);
   const maxStreams = options.maxListenStreams ?? DEFAULT_MAX_LISTEN_STREAMS;
   const maxStreamsPerUser = options.maxListenStreamsPerUser ?? DEFAULT_MAX_LISTEN_STREAMS_PER_USER;
   const live = new StdioLive(store, options.user, {
@@ -93,6 +97,8 @@ export function serveStateStdio(store: HandleStore, options: StdioServeOptions):
           user: () => options.user,
           writer,
           ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),
+          maxReadBytes,
+          tools,
         }),
         era,
       ),

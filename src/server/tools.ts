@@ -21,11 +21,19 @@ import {
   InvalidArgument,
   McpStateError,
   redact,
+  StaleWrite,
   Unauthenticated,
 } from "../errors.ts";
 import type { JsonObject } from "../json.ts";
-import { getPath, type PatchOp } from "../ops.ts";
-import { type HandleInfo, leasePayload, type Snapshot, toPayload } from "../store.ts";
+import { getPath, parsePath, type PatchOp } from "../ops.ts";
+import { checkReadArgs, jsonSize, MIN_READ_BYTES, outline, toPointer } from "../outline.ts";
+import {
+  type HandleInfo,
+  leasePayload,
+  type Snapshot,
+  toPayload,
+  toReadPayload,
+} from "../store.ts";
 import { VERSION } from "../version.ts";
 import { clientLabel } from "./identity.ts";
 import type { HandleStore, McpServer } from "./types.ts";
@@ -100,10 +108,119 @@ export interface StateToolsOptions {
    * Default {@link DEFAULT_LEASE_SECONDS}; 0 turns it off.
    */
   leaseSeconds?: number;
+  /**
+   * The read budget, in bytes of compact JSON, of a call that passes no
+   * `max_bytes`: the state (or `values`) of `state_load`, a `state_list`
+   * page, and the `current` state inside a `stale_write`. What is over it
+   * comes back as an outline with `truncated: true`. Default
+   * {@link DEFAULT_MAX_READ_BYTES}; 0: no limit; otherwise at least 256.
+   *
+   * @since 0.5.0
+   */
+  maxReadBytes?: number;
+  /**
+   * The tools to offer, by name with or without the `state_` prefix
+   * (`["save", "load", "patch", "list"]`). Default {@link DEFAULT_TOOLS}; a
+   * tool outside it (see {@link STATE_TOOLS}) is offered only when named here.
+   *
+   * @since 0.5.0
+   */
+  tools?: readonly string[];
 }
 
 /** Seconds of the lease a write takes implicitly (see {@link StateToolsOptions.leaseSeconds}). */
 export const DEFAULT_LEASE_SECONDS = 60;
+
+/**
+ * The default read budget of a call without `max_bytes`, in bytes (see
+ * {@link StateToolsOptions.maxReadBytes}).
+ *
+ * @since 0.5.0
+ */
+export const DEFAULT_MAX_READ_BYTES = 131_072;
+
+/**
+ * Every tool this server can offer, in the order `tools/list` shows them.
+ *
+ * @since 0.5.0
+ */
+export const STATE_TOOLS: readonly string[] = Object.freeze([
+  "state_save",
+  "state_load",
+  "state_list",
+  "state_patch",
+  "state_touch",
+  "state_delete",
+  "state_changes",
+  "state_restore",
+  "state_lease",
+]);
+
+/**
+ * The tools offered when none are named: those whose descriptions together
+ * keep the whole `tools/list` result within 8,192 bytes of JSON. A tool of
+ * {@link STATE_TOOLS} outside this set is offered only when named.
+ *
+ * @since 0.5.0
+ */
+export const DEFAULT_TOOLS: readonly string[] = STATE_TOOLS;
+
+/**
+ * Checks the read budget and the tools of {@link StateToolsOptions} once,
+ * before any request: what a serving entry calls up front, so that a bad
+ * option fails at start and not per request.
+ *
+ * @param options The options.
+ * @returns The budget (0: no limit) and the full names of the tools offered.
+ * @throws {TypeError} For a budget that is not 0 or at least 256, or an unknown tool.
+ * @since 0.5.0
+ */
+export function checkReadAndTools(
+  options: Pick<StateToolsOptions, "maxReadBytes" | "tools">,
+): { maxReadBytes: number; tools: string[] } {
+  const maxReadBytes = options.maxReadBytes ?? DEFAULT_MAX_READ_BYTES;
+  if (
+    !Number.isSafeInteger(maxReadBytes) || maxReadBytes < 0 ||
+    (maxReadBytes > 0 && maxReadBytes < MIN_READ_BYTES)
+  ) {
+    throw new TypeError(
+      `maxReadBytes must be 0 (no limit) or a whole number of at least ${MIN_READ_BYTES}.`,
+    );
+  }
+  return { maxReadBytes, tools: resolveToolNames(options.tools ?? DEFAULT_TOOLS) };
+}
+
+/**
+ * Resolves tool names as `--tools` and {@link StateToolsOptions.tools} take
+ * them: with or without the `state_` prefix, in any order, each once.
+ *
+ * @param names Tool names (`"save"`, `"state_load"`).
+ * @returns The full names, in the order of {@link STATE_TOOLS}.
+ * @throws {TypeError} For an unknown name, or none at all; the message names the valid ones.
+ * @since 0.5.0
+ *
+ * @example
+ * ```ts
+ * import { resolveToolNames } from "@mcpstate/core/server";
+ * resolveToolNames(["load", "state_save"]); // ["state_save", "state_load"]
+ * ```
+ */
+export function resolveToolNames(names: readonly string[]): string[] {
+  const valid = STATE_TOOLS.map((t) => t.slice("state_".length)).join(", ");
+  if (!Array.isArray(names) || names.length === 0) {
+    throw new TypeError(`Name at least one tool: ${valid}.`);
+  }
+  const wanted = new Set<string>();
+  for (const raw of names) {
+    const name = typeof raw === "string" ? raw.trim() : "";
+    const full = name.startsWith("state_") ? name : `state_${name}`;
+    if (!STATE_TOOLS.includes(full)) {
+      throw new TypeError(`Unknown tool ${JSON.stringify(raw)}; the tools are ${valid}.`);
+    }
+    wanted.add(full);
+  }
+  return STATE_TOOLS.filter((t) => wanted.has(t));
+}
 
 const RETENTION =
   "State saved without ttl_days is kept until it is deleted; with ttl_days it expires that many days after it was created or last renewed, and expired state can't be read or revived.";
@@ -163,6 +280,7 @@ const saveInput = z.object({
   ttl_days: z.number().nullish().describe(
     "Lifetime in days (0 < ttl_days <= 36525). Creating: omit for state that never expires. Updating: a number renews the lifetime from now; omit to keep the current expiry.",
   ),
+  on_conflict: z.enum(["fail", "merge"]).nullish(),
   idempotency_key: idempotencyArg,
 });
 
@@ -171,6 +289,8 @@ const loadInput = z.object({
   path: z.string().nullish().describe(
     'Optional: load only this part of the state: dotted ("profile.tags") or a JSON Pointer ("/sources/0"). Omit for the whole state.',
   ),
+  max_bytes: z.number().int().nullish(),
+  paths: z.array(z.string()).nullish(),
 });
 
 const listInput = z.object({
@@ -239,13 +359,20 @@ const saveOutput = z.strictObject({
   ok,
   handle: z.string(),
   version: z.number().int(),
+  merged: z.literal(true).optional(),
+  base_version: z.number().int().optional(),
   active_lease: metaShape.active_lease,
 });
 const loadOutput = z.strictObject({
   ok,
   ...metaShape,
-  state: z.unknown(),
+  state: z.unknown().optional(),
+  outline: z.unknown().optional(),
+  values: z.record(z.string(), z.unknown()).optional(),
+  missing: z.array(z.string()).optional(),
   path: z.string().optional(),
+  truncated: z.boolean().optional(),
+  size_bytes: z.number().int().optional(),
 });
 const listOutput = z.strictObject({
   ok,
@@ -484,6 +611,10 @@ export function registerStateTools(
 ): void {
   const anonymous = options.anonymous ?? false;
   const onInternal = options.onInternalError ?? defaultInternalErrorLog;
+  const { maxReadBytes: maxRead, tools } = checkReadAndTools(options);
+  /** The budget of a read that names none; `undefined`: no limit. */
+  const readBudget = maxRead === 0 ? undefined : maxRead;
+  const offered = new Set(tools);
   const leaseSeconds = options.leaseSeconds ?? DEFAULT_LEASE_SECONDS;
   if (typeof leaseSeconds !== "number" || !(leaseSeconds >= 0 && leaseSeconds <= 86_400)) {
     throw new TypeError("leaseSeconds must be a number of seconds from 0 (off) to 86400.");
@@ -515,6 +646,11 @@ export function registerStateTools(
     if (anonymous && handle.length - handle.lastIndexOf("_") - 1 < ANONYMOUS_RANDOM_CHARS) {
       throw forSharedBucket(new HandleNotFound(handle));
     }
+  };
+
+  /** Registers a tool when it is one of the tools offered. */
+  const offer: typeof register = (name, config, run) => {
+    if (offered.has(name)) register(name, config, run);
   };
 
   const register = <S extends z.ZodType>(
@@ -558,7 +694,7 @@ export function registerStateTools(
     });
   };
 
-  register("state_save", {
+  offer("state_save", {
     title: "Save state",
     description: [
       "Save durable state that outlives this conversation. Two modes:",
@@ -609,15 +745,20 @@ export function registerStateTools(
       ...idem,
       // null and absent both keep the expiry; state_touch removes it.
       ...(args.ttl_days === undefined ? {} : { ttlDays: args.ttl_days }),
+      ...(args.on_conflict === undefined ? {} : { onConflict: args.on_conflict }),
+    }).catch((e) => {
+      if (e instanceof StaleWrite && readBudget !== undefined) withinBudget(e, readBudget);
+      throw e;
     });
     return {
       handle: snap.handle,
       version: snap.version,
+      ...(snap.merged ? { merged: true, base_version: snap.baseVersion } : {}),
       ...await implicitLease(snap.handle, user, writer),
     };
   });
 
-  register("state_load", {
+  offer("state_load", {
     title: "Load state",
     description: [
       "Load durable state by handle. Returns the state with its `version` (keep it for the next state_save), `updated_at`, `expires_at` and `last_writer` (which device and client wrote it last).",
@@ -633,16 +774,42 @@ export function registerStateTools(
     },
   }, async (args, _raw, { user, writer }) => {
     checkHandle(args.handle);
+    checkReadArgs(args.max_bytes, args.paths);
+    const budget = args.max_bytes ?? readBudget;
+    if (args.paths !== undefined) {
+      if (args.path) {
+        throw new InvalidArgument(
+          "Pass path (one part) or paths (several parts), not both.",
+          { field: "paths" },
+        );
+      }
+      const r = await store.read(args.handle, {
+        user,
+        paths: args.paths,
+        ...(budget === undefined ? {} : { maxBytes: budget }),
+      });
+      return withoutOwnLease(toReadPayload(r), r, writer);
+    }
     const snap = await store.get(args.handle, { user });
-    const payload = payloadFor(snap, writer);
-    if (args.path) {
-      payload.state = getPath(snap.state, args.path);
-      payload.path = args.path;
+    const { state: _, ...payload } = payloadFor(snap, writer);
+    const path = args.path || undefined;
+    const value = path === undefined ? snap.state : getPath(snap.state, path);
+    const read = budget === undefined
+      ? { truncated: false as const, value, sizeBytes: -1 }
+      : outline(value, budget, { pointer: path === undefined ? "" : toPointer(parsePath(path)) });
+    if (read.truncated) payload.outline = read.outline;
+    else payload.state = value;
+    if (path !== undefined) payload.path = path;
+    // A call that asks for a budget (or whose state is cut) learns whether anything was left
+    // out; any other keeps the keys of mcpstate 0.2.
+    if (read.truncated || args.max_bytes !== undefined) {
+      payload.truncated = read.truncated;
+      payload.size_bytes = read.sizeBytes < 0 ? jsonSize(value) : read.sizeBytes;
     }
     return payload;
   });
 
-  register("state_list", {
+  offer("state_list", {
     title: "List saved state",
     description: [
       "List your saved handles, most recently updated first, with their metadata (kind, version, updated_at, expires_at, last_writer) but not their state.",
@@ -666,6 +833,8 @@ export function registerStateTools(
       ...(args.kind === undefined ? {} : { kind: args.kind }),
       ...(args.limit === undefined ? {} : { limit: args.limit }),
       ...(args.cursor === undefined ? {} : { cursor: args.cursor }),
+      // The result adds `"ok":true,` to the page's own JSON.
+      ...(readBudget === undefined ? {} : { maxBytes: Math.max(1, readBudget - 10) }),
     });
     return {
       handles: page.handles.map((h) => payloadFor(h, writer)),
@@ -673,7 +842,7 @@ export function registerStateTools(
     };
   });
 
-  register("state_patch", {
+  offer("state_patch", {
     title: "Patch state",
     description: [
       "Edit saved state in place, atomically and without a version check: patches from several conversations or devices all land and nothing is lost, so they never conflict. Prefer this over state_save for additive edits.",
@@ -704,7 +873,7 @@ export function registerStateTools(
     return { ...toPayload(snap), ...await implicitLease(snap.handle, user, writer) };
   });
 
-  register("state_touch", {
+  offer("state_touch", {
     title: "Renew state",
     description: [
       "Renew a handle's lifetime: it will expire `ttl_days` days from now. Omit `ttl_days` to make it never expire.",
@@ -729,7 +898,7 @@ export function registerStateTools(
     return { ...toPayload(infoOnly(snap)), ...await implicitLease(snap.handle, user, writer) };
   });
 
-  register("state_delete", {
+  offer("state_delete", {
     title: "Delete state",
     description: [
       "Delete saved state and its handle. It goes to a trash for an undo window (7 days by default): state_restore brings it back exactly as it was; after that it is gone for good.",
@@ -752,7 +921,7 @@ export function registerStateTools(
     return { handle: args.handle, deleted: true };
   });
 
-  register("state_changes", {
+  offer("state_changes", {
     title: "What changed",
     description: [
       "Show what happened to a handle after `since_version`: the change entries, oldest first — each with version, at, writer (device/client), op (mint, save, patch, touch) and what changed (`ops` for a patch, `patch` as an RFC 6902 JSON Patch for a save).",
@@ -775,7 +944,7 @@ export function registerStateTools(
       : { ...head, truncated: false, version: r.version, changes: r.changes };
   });
 
-  register("state_restore", {
+  offer("state_restore", {
     title: "Undo a delete",
     description: [
       "Bring back state deleted with state_delete, exactly at its last version, while it is still in the trash (7 days by default).",
@@ -795,7 +964,7 @@ export function registerStateTools(
     return { ...toPayload(snap), restored: true };
   });
 
-  register("state_lease", {
+  offer("state_lease", {
     title: "Say you are working on it",
     description: [
       "Take an advisory lease on a handle: other conversations, clients and devices then see `active_lease` {holder, expires_at} on it (state_load, state_list) and know that you are at work on it. Use it before a long piece of work on shared state; release it (`release: true`) when you are done.",
@@ -845,9 +1014,44 @@ export function payloadFor(
   s: HandleInfo | Snapshot<unknown>,
   writer: string | null | undefined,
 ): Record<string, unknown> {
-  const out = toPayload(s);
-  if (s.activeLease && s.activeLease.holder === (writer || "unknown")) delete out.active_lease;
-  return out;
+  return withoutOwnLease(toPayload(s), s, writer);
+}
+
+/**
+ * Keeps a `stale_write` within the read budget: a `current` state over it
+ * becomes its outline (`outline`, `truncated: true`, `size_bytes`), and
+ * `changes` over it are left out (`changes: null`, `changes_truncated`).
+ */
+function withinBudget(e: StaleWrite, budget: number): void {
+  const current = e.details.current as Record<string, unknown> | undefined;
+  if (current && "state" in current) {
+    const read = outline(current.state, budget);
+    if (read.truncated) {
+      const { state: _, ...meta } = current;
+      e.details.current = {
+        ...meta,
+        outline: read.outline,
+        truncated: true,
+        size_bytes: read.sizeBytes,
+      };
+    }
+  }
+  if (Array.isArray(e.details.changes) && jsonSize(e.details.changes) > budget) {
+    e.details.changes = null;
+    e.details.changes_truncated = true;
+  }
+}
+
+/** A read's wire form without the caller's own lease (as {@link payloadFor} does). */
+function withoutOwnLease(
+  payload: Record<string, unknown>,
+  info: HandleInfo,
+  writer: string | null | undefined,
+): Record<string, unknown> {
+  if (info.activeLease && info.activeLease.holder === (writer || "unknown")) {
+    delete payload.active_lease;
+  }
+  return payload;
 }
 
 /** In the shared bucket there is no state_list to suggest: reword not-found. */
