@@ -273,57 +273,53 @@ class Patcher {
   }
 
   #add(pointer: string, value: unknown): void {
-    if (pointer === "") {
-      this.#record({ op: "replace", path: "", value: this.root });
-      this.root = value;
-      return;
-    }
+    if (pointer === "") return this.#replaceRoot(value);
     const [parent, seg] = this.#parent(pointer);
     if (Array.isArray(parent)) {
       const i = seg === "-" ? parent.length : indexOf(seg, parent.length);
       parent.splice(i, 0, value);
       this.#record({ op: "remove", path: parentPointer(pointer) + "/" + i });
-    } else if (Object.hasOwn(parent, seg)) {
-      this.#record({ op: "replace", path: pointer, value: parent[seg] });
-      setOwn(parent, seg, value);
     } else {
-      this.#record({ op: "remove", path: pointer });
+      const had = Object.hasOwn(parent, seg);
+      this.#record(
+        had
+          ? { op: "replace", path: pointer, value: parent[seg] }
+          : { op: "remove", path: pointer },
+      );
       setOwn(parent, seg, value);
     }
   }
 
   #remove(pointer: string): unknown {
-    const [parent, seg] = this.#parent(pointer);
-    let old: unknown;
-    if (Array.isArray(parent)) {
-      const i = indexOf(seg, parent.length - 1);
-      old = parent.splice(i, 1)[0];
-      this.#record({ op: "add", path: pointer, value: old });
-    } else {
-      if (!Object.hasOwn(parent, seg)) throw new JsonPatchMismatch(`No value at ${pointer}.`);
-      old = parent[seg];
-      Reflect.deleteProperty(parent, seg);
-      this.#record({ op: "add", path: pointer, value: old });
-    }
+    const [parent, at, old] = this.#existing(pointer);
+    if (Array.isArray(parent)) parent.splice(at as number, 1);
+    else Reflect.deleteProperty(parent, at);
+    this.#record({ op: "add", path: pointer, value: old });
     return old;
   }
 
   #replace(pointer: string, value: unknown): void {
-    if (pointer === "") {
-      this.#record({ op: "replace", path: "", value: this.root });
-      this.root = value;
-      return;
-    }
+    if (pointer === "") return this.#replaceRoot(value);
+    const [parent, at, old] = this.#existing(pointer);
+    this.#record({ op: "replace", path: pointer, value: old });
+    if (Array.isArray(parent)) parent[at as number] = value;
+    else setOwn(parent, at as string, value);
+  }
+
+  #replaceRoot(value: unknown): void {
+    this.#record({ op: "replace", path: "", value: this.root });
+    this.root = value;
+  }
+
+  /** The writable parent of an existing value at `pointer`, its index or key there, and the value. */
+  #existing(pointer: string): [Container, number | string, unknown] {
     const [parent, seg] = this.#parent(pointer);
     if (Array.isArray(parent)) {
       const i = indexOf(seg, parent.length - 1);
-      this.#record({ op: "replace", path: pointer, value: parent[i] });
-      parent[i] = value;
-    } else {
-      if (!Object.hasOwn(parent, seg)) throw new JsonPatchMismatch(`No value at ${pointer}.`);
-      this.#record({ op: "replace", path: pointer, value: parent[seg] });
-      setOwn(parent, seg, value);
+      return [parent, i, parent[i]];
     }
+    if (!Object.hasOwn(parent, seg)) throw new JsonPatchMismatch(`No value at ${pointer}.`);
+    return [parent, seg, parent[seg]];
   }
 }
 

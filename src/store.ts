@@ -1194,26 +1194,32 @@ export class HandleStore implements AsyncDisposable {
   ): Promise<ChangesSince<S>> {
     const user = checkUser(options);
     checkHandle(handle);
-    if (typeof version !== "number" || !Number.isSafeInteger(version) || version < 0) {
-      throw new InvalidArgument("since_version must be a whole version number, 0 or more.", {
-        field: "since_version",
-      });
-    }
-    const now = this.#clock();
-    const current = this.#live(
-      await this.#call(() => this.#backend.read(user, handle)),
-      handle,
-      now,
-    );
-    if (version > current.version) {
-      throw new InvalidArgument(
-        `Handle "${handle}" is at version ${current.version}; since_version ${version} is ahead of it. Pass a version you have seen.`,
-        { field: "since_version", version: current.version },
-      );
-    }
+    checkVersion(version, "since_version", 0);
+    const current = await this.#notBehind(user, handle, version, "since_version");
     const changes = await this.#log(user, handle, version, current.version);
     if (changes) return { truncated: false, changes, version: current.version };
     return { truncated: true, current: snapshotOf<S>(current) };
+  }
+
+  /** The live record, when it is at `version` or later; `field` names `version` in the error. */
+  async #notBehind(
+    user: string,
+    handle: string,
+    version: number,
+    field: string,
+  ): Promise<HandleRecord> {
+    const current = this.#live(
+      await this.#call(() => this.#backend.read(user, handle)),
+      handle,
+      this.#clock(),
+    );
+    if (version > current.version) {
+      throw new InvalidArgument(
+        `Handle "${handle}" is at version ${current.version}; ${field} ${version} is ahead of it. Pass a version you have seen.`,
+        { field, version: current.version },
+      );
+    }
+    return current;
   }
 
   /**
@@ -1256,24 +1262,9 @@ export class HandleStore implements AsyncDisposable {
   ): Promise<StateAt<S>> {
     const user = checkUser(options);
     checkHandle(handle);
-    if (typeof version !== "number" || !Number.isSafeInteger(version) || version < 1) {
-      throw new InvalidArgument("version must be a whole version number, 1 or more.", {
-        field: "version",
-      });
-    }
+    checkVersion(version, "version", 1);
     for (let attempt = 0;; attempt++) {
-      const now = this.#clock();
-      const current = this.#live(
-        await this.#call(() => this.#backend.read(user, handle)),
-        handle,
-        now,
-      );
-      if (version > current.version) {
-        throw new InvalidArgument(
-          `Handle "${handle}" is at version ${current.version}; version ${version} is ahead of it.`,
-          { field: "version", version: current.version },
-        );
-      }
+      const current = await this.#notBehind(user, handle, version, "version");
       const state = decodeState<JsonObject>(current.state);
       const head = { handle, kind: current.kind, version };
       if (version === current.version) return { ...head, state: state as S };
@@ -1916,6 +1907,15 @@ class StaleVersion extends McpStateError {
 
 /** The refusal of a merge whose base version is no longer in the changelog. */
 const UNAVAILABLE = { reason: "history_unavailable" } as const;
+
+/** A version argument: a whole number of at least `min`; `field` names it in the error. */
+function checkVersion(version: unknown, field: string, min: number): asserts version is number {
+  if (typeof version !== "number" || !Number.isSafeInteger(version) || version < min) {
+    throw new InvalidArgument(`${field} must be a whole version number, ${min} or more.`, {
+      field,
+    });
+  }
+}
 
 function checkOnConflict(x: unknown): "fail" | "merge" {
   if (x === undefined || x === "fail" || x === "merge") return x ?? "fail";

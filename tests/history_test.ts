@@ -23,6 +23,7 @@ import {
   Merge,
   type PatchOp,
   SetKey,
+  StaleWrite,
 } from "../mod.ts";
 import { applyJsonPatch, JsonPatchMismatch, rewind, undoOf } from "../src/history.ts";
 import { MemoryBackend } from "../src/backends/memory.ts";
@@ -275,4 +276,37 @@ Deno.test("state_changes output is unchanged: entries show no undo", async () =>
     ["at", "op", "ops", "version", "writer"],
     ["at", "op", "patch", "version", "writer"],
   ]);
+});
+
+Deno.test("entries written before undo existed read as before, and end the way back", async () => {
+  // A real memory backend whose changelog reads as an earlier release wrote it: no undo.
+  const inner = new MemoryBackend();
+  const old = new Proxy(inner, {
+    get(target, name) {
+      const v = Reflect.get(target, name, target);
+      if (name !== "changes") return typeof v === "function" ? v.bind(target) : v;
+      return async (...args: Parameters<MemoryBackend["changes"]>) =>
+        (await target.changes(...args)).map((e) => {
+          const { undo: _, ...rest } = JSON.parse(e.text);
+          return { ...e, text: JSON.stringify(rest) };
+        });
+    },
+  });
+  await using store = new HandleStore(old);
+  const user = "u";
+  const h = await store.mint("doc", { a: 0, b: 0 }, { user });
+  await store.patch(h, [SetKey("", "a", 1)], { user });
+  const r = await store.changesSince(h, 0, { user });
+  assert.ok(!r.truncated);
+  if (!r.truncated) {
+    assert.deepEqual(r.changes.map((c) => [c.version, c.op]), [[1, "mint"], [2, "patch"]]);
+  }
+  await assert.rejects(
+    () => store.stateAt(h, 1, { user }),
+    (e) => e instanceof InvalidArgument && e.details.reason === "history_unavailable",
+  );
+  await assert.rejects(
+    () => store.save(h, { a: 0, b: 1 }, { user, expectVersion: 1, onConflict: "merge" }),
+    (e) => e instanceof StaleWrite && e.details.reason === "history_unavailable",
+  );
 });
