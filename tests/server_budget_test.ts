@@ -277,17 +277,12 @@ async function sdk1Http(url: URL, token: string): Promise<AnyClient> {
   return client;
 }
 
-Deno.test("budgets and merges over stdio, v2 and SDK 1.x clients", async (t) => {
-  const budget = 4096;
-  const env = { MCPSTATE_BACKEND: "memory://" };
-  const clients: [string, () => Promise<AnyClient>][] = [
-    [
-      "v2 (2026-07-28)",
-      async () =>
-        (await stdioSession("2026-07-28", env, ["--max-read-bytes", String(budget)])).client,
-    ],
-    ["SDK 1.x (2025-11-25)", () => sdk1Stdio(env, ["--max-read-bytes", String(budget)])],
-  ];
+/** Runs {@link budgetScenario} as a step for each client: its label and how to connect it. */
+async function eachClient(
+  t: Deno.TestContext,
+  budget: number,
+  clients: [string, () => Promise<AnyClient>][],
+): Promise<void> {
   for (const [label, connect] of clients) {
     await t.step(label, async (t) => {
       const client = await connect();
@@ -298,6 +293,16 @@ Deno.test("budgets and merges over stdio, v2 and SDK 1.x clients", async (t) => 
       }
     });
   }
+}
+
+Deno.test("budgets and merges over stdio, v2 and SDK 1.x clients", async (t) => {
+  const budget = 4096;
+  const env = { MCPSTATE_BACKEND: "memory://" };
+  const args = ["--max-read-bytes", String(budget)];
+  await eachClient(t, budget, [
+    ["v2 (2026-07-28)", async () => (await stdioSession("2026-07-28", env, args)).client],
+    ["SDK 1.x (2025-11-25)", () => sdk1Stdio(env, args)],
+  ]);
 });
 
 Deno.test("budgets and merges over HTTP, v2 and SDK 1.x clients; MCPSTATE_MAX_READ_BYTES", async (t) => {
@@ -308,20 +313,10 @@ Deno.test("budgets and merges over HTTP, v2 and SDK 1.x clients; MCPSTATE_MAX_RE
     { MCPSTATE_MAX_READ_BYTES: String(budget) },
   );
   const token = await issuer.token({ sub: "alice", aud: server.url.href });
-  const clients: [string, () => Promise<AnyClient>][] = [
+  await eachClient(t, budget, [
     ["v2 (2026-07-28)", () => httpClient(server.url, "2026-07-28", token)],
     ["SDK 1.x (2025-11-25)", () => sdk1Http(server.url, token)],
-  ];
-  for (const [label, connect] of clients) {
-    await t.step(label, async (t) => {
-      const client = await connect();
-      try {
-        await budgetScenario(t, client, budget);
-      } finally {
-        await client.close();
-      }
-    });
-  }
+  ]);
   assert.equal((await server.stop()).code, 0, server.stderr());
 });
 

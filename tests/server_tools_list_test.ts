@@ -22,7 +22,7 @@ import {
 } from "../src/server/mod.ts";
 import { ConfigError, parseServeArgs, type ServeConfig } from "../src/cli/serve_config.ts";
 import { call, cleanEnv, ok, SERVE, stdioSession } from "./_server_harness.ts";
-import { MODERN_META } from "./_tenants.ts";
+import { rawRequest } from "./_raw_mcp.ts";
 
 /** The budget of the whole `tools/list` result (SPEC §7.8). */
 const TOOLS_LIST_BUDGET = 8192;
@@ -41,27 +41,10 @@ async function rawToolsList(
     ...options,
   });
   try {
-    const res = await app.fetch(
-      new Request("http://127.0.0.1/mcp", {
-        method: "POST",
-        headers: {
-          host: "127.0.0.1",
-          "content-type": "application/json",
-          accept: "application/json, text/event-stream",
-          "mcp-protocol-version": "2026-07-28",
-          "mcp-method": "tools/list",
-        },
-        body: JSON.stringify({
-          jsonrpc: "2.0",
-          id: 1,
-          method: "tools/list",
-          params: { _meta: MODERN_META },
-        }),
-      }),
-    );
+    const res = await rawRequest(app.fetch, "tools/list");
     assert.equal(res.status, 200);
-    const body = await res.json();
-    assert.ok(body.result, JSON.stringify(body));
+    const body = JSON.parse(res.text);
+    assert.ok(body.result, res.text);
     return body.result;
   } finally {
     await app.close();
