@@ -206,6 +206,28 @@ async function budgetScenario(t: Deno.TestContext, client: AnyClient, budget: nu
     assert.equal(current.size_bytes, size(state));
     assert.ok(size(current.outline) <= budget);
     assert.equal(current.version, 1);
+    // Changes since the caller's version larger than the budget are left out, as over the cap.
+    const h = String((await ok(client, "state_save", { kind, state: { log: [] } })).handle);
+    for (let i = 0; i < 12; i++) {
+      const value = `${i} `.repeat(200);
+      await ok(client, "state_patch", { handle: h, ops: [{ op: "append", path: "log", value }] });
+    }
+    const f = await fails(client, "state_save", {
+      handle: h,
+      state: { log: ["mine"] },
+      expect_version: 1,
+    }, "stale_write");
+    assert.equal(f.changes, null);
+    assert.equal(f.changes_truncated, true);
+    assert.equal((f.current as Record<string, unknown>).version, 13);
+    assert.ok(size(f) <= 2 * budget, `${size(f)} bytes`);
+    const g = await fails(client, "state_save", {
+      handle: h,
+      state: { log: ["mine"] },
+      expect_version: 12,
+    }, "stale_write");
+    assert.equal((g.changes as unknown[]).length, 1, "a small log still comes whole");
+    await ok(client, "state_delete", { handle: h });
   });
 
   await t.step(
