@@ -32,8 +32,9 @@ import {
   ListenLimitError,
   LiveUpdates,
 } from "./live.ts";
+import { checkReadAndTools } from "./tools.ts";
 import { createStateServer } from "./server.ts";
-import { checkReadAndTools, SERVER_VERSION, type StateToolsOptions } from "./tools.ts";
+import { SERVER_VERSION, type StateToolsOptions } from "./tools.ts";
 
 /** The bucket every caller shares on a server run with `--allow-anonymous`. */
 export const ANONYMOUS_USER = "anonymous";
@@ -146,12 +147,12 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
     createStateServer(store, {
       user,
       anonymous,
+      maxReadBytes,
+      tools,
       // A 2025-era stateless exchange has no stream to deliver updates on.
       subscriptions: era === "modern",
       ...(options.writer ? { writer: options.writer } : {}),
       ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),
-      maxReadBytes,
-      tools,
       onInternalError: (e, tool) => report(new Error(`${tool} failed: ${describe(e)}`)),
     });
   const entry = (maxSubscriptions: number) =>

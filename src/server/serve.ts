@@ -38,8 +38,8 @@ export interface StateServing {
 }
 
 /**
- * Options of {@link serveStateStdio}: the user, and the writer, lease, read
- * budget, tools and live-update limits as {@link createHttpHandler} takes them (the writer
+ * Options of {@link serveStateStdio}: the user, and the writer, lease and
+ * live-update limits as {@link createHttpHandler} takes them (the writer
  * defaults to {@link writerLabel}`(undefined)`: `<hostname>/<client name>`).
  */
 export interface StdioServeOptions extends
@@ -96,9 +96,9 @@ export function serveStateStdio(store: HandleStore, options: StdioServeOptions):
         createStateServer(store, {
           user: () => options.user,
           writer,
-          ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),
           maxReadBytes,
           tools,
+          ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),
         }),
         era,
       ),

@@ -96,19 +96,6 @@ export interface StateToolsOptions {
    */
   anonymous?: boolean;
   /**
-   * Called with every unexpected (non-mcpstate) error and every backend
-   * failure, whose details the caller does not see. Default: a line on stderr
-   * with URL credentials redacted.
-   */
-  onInternalError?: (error: unknown, tool: string) => void;
-  /**
-   * Seconds of the advisory lease a write takes for its writer (state_save,
-   * state_patch, state_touch), so that other sessions see who is at work;
-   * it never blocks anyone, and another holder's lease is left alone.
-   * Default {@link DEFAULT_LEASE_SECONDS}; 0 turns it off.
-   */
-  leaseSeconds?: number;
-  /**
    * The read budget, in bytes of compact JSON, of a call that passes no
    * `max_bytes`: the state (or `values`) of `state_load`, a `state_list`
    * page, and the `current` state inside a `stale_write`. What is over it
@@ -126,6 +113,19 @@ export interface StateToolsOptions {
    * @since 0.5.0
    */
   tools?: readonly string[];
+  /**
+   * Called with every unexpected (non-mcpstate) error and every backend
+   * failure, whose details the caller does not see. Default: a line on stderr
+   * with URL credentials redacted.
+   */
+  onInternalError?: (error: unknown, tool: string) => void;
+  /**
+   * Seconds of the advisory lease a write takes for its writer (state_save,
+   * state_patch, state_touch), so that other sessions see who is at work;
+   * it never blocks anyone, and another holder's lease is left alone.
+   * Default {@link DEFAULT_LEASE_SECONDS}; 0 turns it off.
+   */
+  leaseSeconds?: number;
 }
 
 /** Seconds of the lease a write takes implicitly (see {@link StateToolsOptions.leaseSeconds}). */
@@ -631,14 +631,14 @@ export function registerStateTools(
 ): void {
   const anonymous = options.anonymous ?? false;
   const onInternal = options.onInternalError ?? defaultInternalErrorLog;
-  const { maxReadBytes: maxRead, tools } = checkReadAndTools(options);
-  /** The budget of a read that names none; `undefined`: no limit. */
-  const readBudget = maxRead === 0 ? undefined : maxRead;
-  const offered = new Set(tools);
   const leaseSeconds = options.leaseSeconds ?? DEFAULT_LEASE_SECONDS;
   if (typeof leaseSeconds !== "number" || !(leaseSeconds >= 0 && leaseSeconds <= 86_400)) {
     throw new TypeError("leaseSeconds must be a number of seconds from 0 (off) to 86400.");
   }
+  const { maxReadBytes: maxRead, tools } = checkReadAndTools(options);
+  /** The budget of a read that names none; `undefined`: no limit. */
+  const readBudget = maxRead === 0 ? undefined : maxRead;
+  const offered = new Set(tools);
 
   /**
    * After a write: takes the writer's short lease. When another holder's
