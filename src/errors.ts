@@ -105,7 +105,9 @@ export class HandleExpired extends McpStateError {
 /**
  * A save was based on an old version. `details.current` holds the full
  * current snapshot (payload form), `details.expected_version` the version the
- * writer read.
+ * writer read. A save with `onConflict: "merge"` that could not merge adds
+ * `conflicts` (the JSON Pointers both sides changed) or `reason:
+ * "history_unavailable"`.
  */
 export class StaleWrite extends McpStateError {
   /**
@@ -128,10 +130,25 @@ export class StaleWrite extends McpStateError {
         String(current.version)
       }, not ${expectedVersion}: someone else wrote it since you read it. Nothing was saved. Re-read the current state (included here as "current"), re-apply your change to it, and save again with expect_version=${
         String(current.version)
-      }; for additive edits prefer a patch, which never conflicts.`,
+      }; for additive edits prefer a patch, which never conflicts.${mergeNote(extra)}`,
       { handle, expected_version: expectedVersion, current, ...extra },
     );
   }
+}
+
+/** What a merging save that did not merge adds to the `StaleWrite` message. */
+function mergeNote(extra: Record<string, unknown>): string {
+  const conflicts = extra.conflicts;
+  if (Array.isArray(conflicts) && conflicts.length > 0) {
+    const shown = conflicts.slice(0, 5).join(", ") + (conflicts.length > 5 ? ", …" : "");
+    return ` Your changes and theirs overlap at ${shown} ("conflicts"); only those need your attention, the rest of your changes would have merged.`;
+  }
+  if (extra.reason === "history_unavailable") {
+    return ` It could not be merged: the changelog no longer reaches back to version ${
+      String(extra.base_version)
+    }.`;
+  }
+  return "";
 }
 
 /**

@@ -131,6 +131,23 @@ export interface AddToSetOp {
 /** Any patch op. */
 export type PatchOp = AppendOp | SetKeyOp | DelKeyOp | MergeOp | IncrementOp | AddToSetOp;
 
+/**
+ * One op of an RFC 6902 JSON Patch, as the changelog keeps them (`patch` of
+ * a save, `undo` of a save or patch). `path` and `from` are JSON Pointers.
+ *
+ * @since 0.5.0
+ */
+export interface JsonPatchOp {
+  /** The op name. */
+  op: "add" | "remove" | "replace" | "move" | "copy" | "test";
+  /** Where it applies. */
+  path: string;
+  /** The value of `add`, `replace` and `test`. */
+  value?: unknown;
+  /** The source of `move` and `copy`. */
+  from?: string;
+}
+
 const OP_NAMES = "append, set_key, del_key, merge, increment, add_to_set";
 const MAX_OPS = 1000;
 const MAX_SEGMENTS = 1000;
@@ -444,6 +461,11 @@ export function opsFromJson(x: unknown, options: OpsFromJsonOptions = {}): Patch
  * ```
  */
 export function applyOps(state: JsonObject, ops: readonly PatchOp[]): JsonObject {
+  return run(state, ops, undefined);
+}
+
+/** {@link applyOps}, recording the inverse of each change in `inverse` (in the order made). */
+function run(state: JsonObject, ops: readonly PatchOp[], inverse: JsonPatchOp[] | undefined) {
   if (!isPlainObject(state)) {
     throw new PatchError("wrong_type", `The state must be a plain object, not ${kindOf(state)}.`, {
       field: "state",
@@ -458,12 +480,41 @@ export function applyOps(state: JsonObject, ops: readonly PatchOp[]): JsonObject
       },
     );
   }
-  const patch = new Patch(state);
+  const patch = new Patch(state, inverse);
   for (let i = 0; i < ops.length; i++) {
     const raw: unknown = ops[i];
     atIndex(i, () => patch.apply(opFromJson(raw)));
   }
   return patch.root;
+}
+
+/**
+ * Applies ops as {@link applyOps} does, and also answers how to undo them:
+ * an RFC 6902 JSON Patch (only `add`, `remove` and `replace`) that takes the
+ * result back to `state`. It holds the previous values at the places the ops
+ * changed and nothing else, found while applying: no diff of the states.
+ *
+ * @param state The current state; its root must be a plain object.
+ * @param ops The ops, in order.
+ * @returns The new state (the input itself when nothing changed) and its undo patch (empty then).
+ * @throws {PatchError} As {@link applyOps} does.
+ * @since 0.5.0
+ *
+ * @example Undo an append and a set_key
+ * ```ts
+ * import { Append, applyOpsWithUndo, SetKey } from "@mcpstate/core";
+ * const { state, undo } = applyOpsWithUndo({ log: ["a"], n: 1 }, [Append("log", "b"), SetKey("", "n", 2)]);
+ * state; // { log: ["a", "b"], n: 2 }
+ * undo; // [{ op: "replace", path: "/n", value: 1 }, { op: "remove", path: "/log/1" }]
+ * ```
+ */
+export function applyOpsWithUndo(
+  state: JsonObject,
+  ops: readonly PatchOp[],
+): { state: JsonObject; undo: JsonPatchOp[] } {
+  const inverse: JsonPatchOp[] = [];
+  const next = run(state, ops, inverse);
+  return { state: next, undo: inverse.reverse() };
 }
 
 /**
@@ -521,8 +572,12 @@ class Patch {
   /** Canonical encodings of containers that are not the call's own (they never change). */
   readonly #encoded = new WeakMap<object, string | null>();
 
-  constructor(state: JsonObject) {
+  /** Receives the inverse of each change, in the order made (see {@link applyOpsWithUndo}). */
+  readonly #inverse: JsonPatchOp[] | undefined;
+
+  constructor(state: JsonObject, inverse?: JsonPatchOp[]) {
     this.root = state;
+    this.#inverse = inverse;
   }
 
   apply(op: PatchOp): void {
@@ -538,9 +593,11 @@ class Patch {
         if (op.op === "add_to_set" && list !== undefined && this.#index(list).has(list, op.value)) {
           return;
         }
+        const created = this.#created(nodes, path);
         const target = this.#writable(nodes, path, () => []) as unknown[];
         target.push(op.value);
         this.#sets.get(target)?.added(op.value);
+        if (!created) this.#undo("remove", path, String(target.length - 1));
         return;
       }
       case "set_key": {
@@ -549,6 +606,7 @@ class Patch {
         if (o !== undefined && Object.hasOwn(o, op.key) && jsonEqual(o[op.key], op.value, true)) {
           return;
         }
+        this.#undoKey(nodes, path, o, op.key);
         setOwn(this.#writable(nodes, path, () => ({})) as JsonObject, op.key, op.value);
         return;
       }
@@ -557,6 +615,7 @@ class Patch {
         if (nodes === undefined) return;
         const o = targetObject(op.op, path, nodes.at(-1));
         if (o === undefined || !Object.hasOwn(o, op.key)) return;
+        this.#undo("add", path, op.key, o[op.key]);
         Reflect.deleteProperty(this.#writable(nodes, path, () => ({})), op.key);
         return;
       }
@@ -585,6 +644,7 @@ class Patch {
           );
         }
         if (had && sum === current) return;
+        this.#undoKey(nodes, path, o, op.key);
         setOwn(this.#writable(nodes, path, () => ({})) as JsonObject, op.key, sum);
         return;
       }
@@ -595,11 +655,42 @@ class Patch {
           o === undefined || !Object.hasOwn(o, k) || !jsonEqual(o[k], v, true)
         );
         if (o !== undefined && changes.length === 0) return;
+        if (this.#inverse && !this.#created(nodes, path)) {
+          for (const [k] of changes) this.#undoKey(nodes, path, o, k);
+        }
         const target = this.#writable(nodes, path, () => ({})) as JsonObject;
         for (const [k, v] of changes) setOwn(target, k, v);
         return;
       }
     }
+  }
+
+  /**
+   * Whether the write about to happen creates containers on its way (`nodes`
+   * has an absent node). The first one created is recorded as removed, which
+   * undoes everything the write puts under it.
+   */
+  #created(nodes: unknown[], path: Path): boolean {
+    const i = nodes.indexOf(undefined);
+    if (i < 0) return false;
+    if (this.#inverse) {
+      this.#inverse.push({ op: "remove", path: pointerOf(path.segments.slice(0, i)) });
+    }
+    return true;
+  }
+
+  /** Records how to undo writing `key` of the object `o` (`undefined`: to be created) at `path`. */
+  #undoKey(nodes: unknown[], path: Path, o: JsonObject | undefined, key: string): void {
+    if (!this.#inverse || this.#created(nodes, path)) return;
+    if (o !== undefined && Object.hasOwn(o, key)) this.#undo("replace", path, key, o[key]);
+    else this.#undo("remove", path, key);
+  }
+
+  /** Records one inverse op at `path` + `/last`. */
+  #undo(op: "add" | "remove" | "replace", path: Path, last: string, value?: unknown): void {
+    if (!this.#inverse) return;
+    const at = pointerOf([...path.segments, last]);
+    this.#inverse.push(op === "remove" ? { op, path: at } : { op, path: at, value });
   }
 
   /**
@@ -936,4 +1027,11 @@ function jsonEqual(a: unknown, b: unknown, ordered: boolean): boolean {
     }
   }
   return true;
+}
+
+/** Encodes path segments as a JSON Pointer. */
+function pointerOf(segments: readonly string[]): string {
+  let out = "";
+  for (const s of segments) out += "/" + s.replaceAll("~", "~0").replaceAll("/", "~1");
+  return out;
 }

@@ -227,19 +227,25 @@ export function outline<T>(value: T, maxBytes: number, options: OutlineOptions =
  * as the key of its answer. With no `maxBytes`, or when the values found take
  * at most `maxBytes` together, every value is returned whole in `values`.
  * Otherwise the budget is shared:
- * 1. the values are taken smallest first, and each one that fits in an equal
- *    share of the budget left (among the values not yet placed) is returned
- *    whole in `values`;
- * 2. each of the rest, in the same order, gets an equal share of what is left
- *    then, but at least {@link MIN_READ_BYTES}: whole in `values` when it fits
- *    in that, else in `outline`, as an outline within that share.
+ * 1. each value has a least cost: its own size, or, when that is larger, the
+ *    size of the smallest node that can describe it (`{"type": "list",
+ *    "bytes": B, "length": N}`: about 40 bytes). When the least costs of the
+ *    values found add up to more than `maxBytes`, no answer can keep to the
+ *    budget, and the read is refused (`invalid_argument`, details `field:
+ *    "max_bytes"` and `min`: the smallest budget these paths can be read
+ *    with);
+ * 2. the values are taken smallest first, and each one that fits in an equal
+ *    share of the budget left (among the values not yet placed), while
+ *    leaving the least costs of the others, is returned whole in `values`;
+ * 3. each of the rest, in the same order, gets its least cost plus an equal
+ *    share of what is left beyond the least costs of all of them: whole in
+ *    `values` when it fits in that, else in `outline`, as an outline within
+ *    that share.
  *
- * So the values and outlines together take at most `maxBytes` (the path keys
- * are not counted), except when more paths are over the budget than it can
- * hold 256 bytes each: every path still gets an answer of at least 256
- * bytes. The top node of an outline has a `path` like every other node,
- * unless that pointer alone is longer than the outline's share; its key reads
- * it as well.
+ * So the values and outlines together always take at most `maxBytes` (the
+ * path keys are not counted). The top node of an outline has a `path` like
+ * every other node, unless that pointer alone is longer than the outline's
+ * share; its key reads it as well.
  *
  * A path that does not exist in the state (or a dotted one that runs into a
  * list) is listed in `missing`, and the other paths are answered all the same:
@@ -250,7 +256,8 @@ export function outline<T>(value: T, maxBytes: number, options: OutlineOptions =
  * @param maxBytes The budget, at least {@link MIN_READ_BYTES}; `undefined` for no limit.
  * @returns The values, the outlines of those over budget, the missing paths.
  * @throws {InvalidArgument} When `paths` is not a list of at most 32 well-formed
- * paths, or `maxBytes` is not a whole number of at least 256.
+ * paths, or `maxBytes` is not a whole number of at least 256, or is less than
+ * the least costs of the values found add up to (details `min`).
  *
  * @example Two paths, one of them too large
  * ```ts
@@ -311,19 +318,32 @@ function split(
   sizer: Sizer,
 ): Map<unknown, OutlineNode> {
   const order = found.map((f, i) => ({ f, i })).sort((a, b) => a.f.size - b.f.size || a.i - b.i);
+  const least = order.map(({ f }) => Math.min(f.size, leastNode(f.value, f.size, sizer)));
+  // What the values not yet placed need at the least, so that each still gets an answer.
+  let reserve = 0;
+  for (const n of least) reserve += n;
+  if (reserve > maxBytes) {
+    throw new InvalidArgument(
+      `max_bytes ${maxBytes} is too small for these ${order.length} paths: the shortest answer for each takes ${reserve} bytes in all. Pass max_bytes of at least ${reserve}, or fewer paths.`,
+      { field: "max_bytes", min: reserve },
+    );
+  }
   let left = maxBytes;
   let k = 0;
   for (; k < order.length; k++) {
     const { f } = order[k]!;
-    if (f.size > Math.floor(left / (order.length - k))) break;
+    const others = reserve - least[k]!;
+    if (f.size > Math.floor(left / (order.length - k)) || left - f.size < others) break;
     left -= f.size;
+    reserve = others;
   }
   const outlines = new Map<unknown, OutlineNode>();
   for (; k < order.length; k++) {
     const { f } = order[k]!;
-    const share = Math.max(MIN_READ_BYTES, Math.floor(left / (order.length - k)));
+    reserve -= least[k]!;
+    // Its least cost, and an equal part of what the least costs of all leave.
+    const share = least[k]! + Math.floor((left - reserve - least[k]!) / (order.length - k));
     if (f.size <= share) {
-      // An outline before it left part of its share unused, or the floor is reached.
       left -= f.size;
       continue;
     }
@@ -662,6 +682,20 @@ const HEAD = [
 ];
 const HEAD_NO_PATH = HEAD.map((n) => n - ',"path":'.length);
 const OPEN = [',"entries":{}'.length, ',"items":{}'.length];
+
+/**
+ * The size of the smallest node that can stand for `value` (of `bytes`): its
+ * top node without a path and without children; a scalar, which no node
+ * describes, costs its own size.
+ */
+function leastNode(value: unknown, bytes: number, sizer: Sizer): number {
+  if (typeof value === "string") return HEAD_NO_PATH[KIND_STRING]! + digits(bytes);
+  if (Array.isArray(value)) return HEAD_NO_PATH[KIND_LIST]! + digits(bytes) + digits(value.length);
+  if (typeof value === "object" && value !== null) {
+    return HEAD_NO_PATH[KIND_OBJECT]! + digits(bytes) + digits(sizer.keysOf(value).length);
+  }
+  return bytes;
+}
 const PREVIEW = ',"preview":'.length;
 /** A child shown whole at once may cost up to this much more than its description. */
 const SLACK = 128;

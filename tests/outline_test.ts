@@ -510,7 +510,19 @@ Deno.test("readPaths() answers every path once: whole, outlined or missing", () 
   });
   fc.assert(
     fc.property(arb, ([state, paths, budget]) => {
-      const r = readPaths(state, paths, budget);
+      let r: ReturnType<typeof readPaths>;
+      try {
+        r = readPaths(state, paths, budget);
+      } catch (e) {
+        // Refused only when the budget can't hold the least answer of every path found:
+        // the smallest budget it names then works.
+        assert.ok(e instanceof InvalidArgument && budget !== undefined, String(e));
+        const min = e.details.min as number;
+        assert.equal(e.details.field, "max_bytes");
+        assert.ok(min > budget, `${min} > ${budget}`);
+        r = readPaths(state, paths, min);
+        budget = min;
+      }
       const distinct = [...new Set(paths)];
       const values = Object.keys(r.values);
       const outlined = Object.keys(r.outline ?? {});
@@ -546,10 +558,8 @@ Deno.test("readPaths() answers every path once: whole, outlined or missing", () 
       assert.equal(r.sizeBytes, sum);
       if (budget === undefined || sum <= budget) assert.equal(r.truncated, false);
       else {
-        // Over the budget, something is outlined, unless every value fits in the 256-byte floor.
-        const found = distinct.length - missing.length;
-        const bound = budget >= MIN_READ_BYTES * found ? budget : budget + MIN_READ_BYTES * found;
-        assert.ok(total <= bound, `${total} bytes within ${bound}`);
+        assert.equal(r.truncated, true);
+        assert.ok(total <= budget, `${total} bytes within ${budget}`);
       }
     }),
     runs(0x5eed05, 300),
@@ -576,12 +586,43 @@ Deno.test("readPaths() shares the budget: small values whole, the large ones out
   const notes = size(r.outline!.notes);
   const log = size(r.outline!["/log"]);
   assert.ok(notes > 1500 && log > 1500, `${notes} ${log}`);
-  // 32 large paths under the smallest budget: each still gets an outline.
+});
+
+Deno.test("readPaths(): the budget is hard; one too small for the paths is refused, naming the least", () => {
+  // 32 large strings: the smallest node for each is {"type":"string","bytes":1002}, 30 bytes.
   const many: JsonObject = {};
   for (let i = 0; i < 32; i++) many[`p${i}`] = "x".repeat(1000);
-  const all = readPaths(many, Object.keys(many), 256);
-  assert.equal(Object.keys(all.outline ?? {}).length, 32);
-  for (const node of Object.values(all.outline ?? {})) assert.ok(size(node) <= 256);
+  const least = 32 * size({ type: "string", bytes: 1002 });
+  for (const budget of [256, 512, least - 1]) {
+    assert.throws(
+      () => readPaths(many, Object.keys(many), budget),
+      (e) =>
+        e instanceof InvalidArgument && e.details.field === "max_bytes" &&
+        e.details.min === least && /at least 960/.test(e.message),
+    );
+  }
+  for (const budget of [least, least + 1, least + 100, 2048, 8192]) {
+    const all = readPaths(many, Object.keys(many), budget);
+    assert.equal(Object.keys(all.outline ?? {}).length, 32, `${budget}`);
+    assert.ok(size(Object.values(all.outline!)) - 2 - 31 <= budget, `${budget}`);
+    let total = 0;
+    for (const [p, node] of Object.entries(all.outline!)) {
+      total += size(node);
+      checkOutline(many, node, `/${p}`, { topMayLackPath: true });
+    }
+    assert.ok(total <= budget, `${total} within ${budget}`);
+  }
+  // Small values shown whole leave the least of the others: never more than the budget.
+  const mixed: JsonObject = {
+    a: "y".repeat(120),
+    b: { list: Array.from({ length: 500 }, (_, i) => i) },
+  };
+  for (let budget = 256; budget < 400; budget++) {
+    const r = readPaths(mixed, ["a", "b"], budget);
+    const total = size(r.values.a ?? "") * (r.values.a === undefined ? 0 : 1) +
+      (r.outline ? Object.values(r.outline).reduce((n, o) => n + size(o), 0) : 0);
+    assert.ok(total <= budget, `${total} within ${budget}`);
+  }
 });
 
 Deno.test("readPaths(): a pointer too long for the share leaves only the top node's path out", () => {

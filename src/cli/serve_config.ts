@@ -13,6 +13,8 @@ import {
   DEFAULT_MAX_WATCHES_PER_USER,
 } from "../server/live.ts";
 import { DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT } from "../server/serve.ts";
+import { DEFAULT_MAX_READ_BYTES, DEFAULT_TOOLS, resolveToolNames } from "../server/tools.ts";
+import { MIN_READ_BYTES } from "../outline.ts";
 
 /** Default JWKS refetch cooldown, in ms: at most one fetch per this interval for unknown key ids. */
 export const DEFAULT_JWKS_COOLDOWN_MS = 30_000;
@@ -61,6 +63,10 @@ export interface ServeConfig {
   writer: string | undefined;
   /** Seconds of the advisory lease a write takes for its writer; 0: none. */
   leaseSeconds: number;
+  /** The read budget of a call that passes no `max_bytes`, in bytes; 0: no limit. */
+  maxReadBytes: number;
+  /** The tools to offer (full names), or `undefined` for the default set. */
+  tools: string[] | undefined;
   /** Open `subscriptions/listen` streams, all users together. */
   maxListenStreams: number;
   /** Open `subscriptions/listen` streams of one user. */
@@ -108,6 +114,13 @@ Options (each has an environment twin; a flag wins over its variable):
   --lease-seconds N        Lease a write takes for its writer   MCPSTATE_LEASE_SECONDS
                            (default 60; 0 off)
   --max-state-bytes N      State size cap (default 1048576)     MCPSTATE_MAX_STATE_BYTES
+  --max-read-bytes N       Read budget of a call without        MCPSTATE_MAX_READ_BYTES
+                           max_bytes: state_load, state_list
+                           pages, stale_write's current state
+                           (default ${DEFAULT_MAX_READ_BYTES}; 0 no limit)
+  --tools LIST             Tools to offer: a comma list, with   MCPSTATE_TOOLS
+                           or without state_ (default:
+${wrapNames(DEFAULT_TOOLS)})
 
 Live updates (subscriptions/listen):
   --max-listen-streams N   Open streams, all users together     MCPSTATE_MAX_LISTEN_STREAMS
@@ -152,6 +165,21 @@ HTTP refuses to start unless --auth-issuer or --allow-anonymous is given.
 Endpoints: POST /mcp, GET /healthz, GET /.well-known/oauth-protected-resource[/mcp].
 `;
 
+/** Tool names without their prefix, in lines of the usage's second column. */
+function wrapNames(names: readonly string[]): string {
+  const lines: string[] = [];
+  let line = "";
+  for (const n of names.map((t) => t.slice("state_".length))) {
+    if (line.length + n.length + 1 > 36) {
+      lines.push(line + ",");
+      line = "";
+    }
+    line += (line ? "," : "") + n;
+  }
+  lines.push(line);
+  return lines.map((l) => " ".repeat(27) + l).join("\n");
+}
+
 const OPTIONS = {
   backend: { type: "string" },
   transport: { type: "string" },
@@ -159,6 +187,8 @@ const OPTIONS = {
   writer: { type: "string" },
   "max-state-bytes": { type: "string" },
   "lease-seconds": { type: "string" },
+  "max-read-bytes": { type: "string" },
+  tools: { type: "string" },
   host: { type: "string" },
   port: { type: "string" },
   "public-url": { type: "string" },
@@ -306,6 +336,21 @@ export function parseServeArgs(
   }
 
   const leaseSeconds = int("lease-seconds", "MCPSTATE_LEASE_SECONDS", 0, 86_400) ?? 60;
+  const maxReadBytes = int("max-read-bytes", "MCPSTATE_MAX_READ_BYTES", 0, 2 ** 31) ??
+    DEFAULT_MAX_READ_BYTES;
+  if (maxReadBytes > 0 && maxReadBytes < MIN_READ_BYTES) {
+    throw new ConfigError(
+      `--max-read-bytes (MCPSTATE_MAX_READ_BYTES) must be 0 (no limit) or at least ${MIN_READ_BYTES}, not ${maxReadBytes}.`,
+    );
+  }
+  let tools: string[] | undefined;
+  if (str("tools", "MCPSTATE_TOOLS") !== undefined) {
+    try {
+      tools = resolveToolNames(list("tools", "MCPSTATE_TOOLS"));
+    } catch (e) {
+      throw new ConfigError(`--tools (MCPSTATE_TOOLS): ${(e as Error).message}`);
+    }
+  }
   const maxListenStreams = int("max-listen-streams", "MCPSTATE_MAX_LISTEN_STREAMS", 1, 1_000_000) ??
     DEFAULT_MAX_LISTEN_STREAMS;
   const maxListenStreamsPerUser = int(
@@ -342,6 +387,8 @@ export function parseServeArgs(
     user,
     writer,
     leaseSeconds,
+    maxReadBytes,
+    tools,
     maxListenStreams,
     maxListenStreamsPerUser,
     maxWatchesPerUser,

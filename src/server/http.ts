@@ -32,6 +32,7 @@ import {
   ListenLimitError,
   LiveUpdates,
 } from "./live.ts";
+import { checkReadAndTools } from "./tools.ts";
 import { createStateServer } from "./server.ts";
 import { SERVER_VERSION, type StateToolsOptions } from "./tools.ts";
 import type { Telemetry } from "./telemetry.ts";
@@ -62,6 +63,10 @@ export interface HttpHandlerOptions {
   writer?: StateToolsOptions["writer"];
   /** Seconds of the lease a write takes implicitly; 0 turns it off. See `StateToolsOptions.leaseSeconds`. */
   leaseSeconds?: number;
+  /** The read budget of a call without `max_bytes`; 0: none. See `StateToolsOptions.maxReadBytes`. */
+  maxReadBytes?: number;
+  /** The tools to offer. See `StateToolsOptions.tools`. */
+  tools?: readonly string[];
   /** Open `subscriptions/listen` streams, all users together. Default 1,000. */
   maxListenStreams?: number;
   /** Open `subscriptions/listen` streams of one user. Default 16. */
@@ -122,6 +127,7 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
   const origins = [...localhostAllowedOrigins(), publicHost, ...(options.allowedOrigins ?? [])];
   const anyHost = hosts.includes("*");
   const anyOrigin = origins.includes("*");
+  const { maxReadBytes, tools } = checkReadAndTools(options);
   const maxBody = options.maxBodyBytes ?? 4 * 1024 * 1024;
   const bodyTimeoutMs = options.bodyTimeoutMs ?? 30_000;
 
@@ -144,6 +150,8 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
     createStateServer(store, {
       user,
       anonymous,
+      maxReadBytes,
+      tools,
       // A 2025-era stateless exchange has no stream to deliver updates on.
       subscriptions: era === "modern",
       ...(options.writer ? { writer: options.writer } : {}),

@@ -31,10 +31,15 @@
 export type { Backend, HandleStore, McpServer } from "./types.ts";
 export {
   ANONYMOUS_RANDOM_CHARS,
+  checkReadAndTools,
   DEFAULT_LEASE_SECONDS,
+  DEFAULT_MAX_READ_BYTES,
+  DEFAULT_TOOLS,
   failurePayload,
   registerStateTools,
+  resolveToolNames,
   SERVER_VERSION,
+  STATE_TOOLS,
   stateInstructions,
   type StateToolsOptions,
   type ToolRequest,

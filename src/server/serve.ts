@@ -20,6 +20,7 @@ import {
   DEFAULT_MAX_WATCHES_PER_USER,
 } from "./live.ts";
 import { createStateServer } from "./server.ts";
+import { checkReadAndTools } from "./tools.ts";
 import { StdioLive } from "./stdio.ts";
 
 /** Default TCP port of {@link serveStateHttp} (and of `mcpstate serve --transport http`). */
@@ -46,6 +47,8 @@ export interface StdioServeOptions extends
     HttpHandlerOptions,
     | "writer"
     | "leaseSeconds"
+    | "maxReadBytes"
+    | "tools"
     | "maxListenStreams"
     | "maxListenStreamsPerUser"
     | "maxWatchesPerUser"
@@ -77,6 +80,7 @@ export interface StdioServeOptions extends
  * ```
  */
 export function serveStateStdio(store: HandleStore, options: StdioServeOptions): StateServing {
+  const { maxReadBytes, tools } = checkReadAndTools(options);
   const maxStreams = options.maxListenStreams ?? DEFAULT_MAX_LISTEN_STREAMS;
   const maxStreamsPerUser = options.maxListenStreamsPerUser ?? DEFAULT_MAX_LISTEN_STREAMS_PER_USER;
   const live = new StdioLive(store, options.user, {
@@ -93,6 +97,8 @@ export function serveStateStdio(store: HandleStore, options: StdioServeOptions):
         createStateServer(store, {
           user: () => options.user,
           writer,
+          maxReadBytes,
+          tools,
           ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),
           ...(options.telemetry ? { telemetry: options.telemetry } : {}),
         }),

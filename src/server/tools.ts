@@ -22,11 +22,19 @@ import {
   InvalidArgument,
   McpStateError,
   redact,
+  StaleWrite,
   Unauthenticated,
 } from "../errors.ts";
 import type { JsonObject } from "../json.ts";
-import { getPath, type PatchOp } from "../ops.ts";
-import { type HandleInfo, leasePayload, type Snapshot, toPayload } from "../store.ts";
+import { getPath, parsePath, type PatchOp } from "../ops.ts";
+import { checkReadArgs, jsonSize, MIN_READ_BYTES, outline, toPointer } from "../outline.ts";
+import {
+  type HandleInfo,
+  leasePayload,
+  type Snapshot,
+  toPayload,
+  toReadPayload,
+} from "../store.ts";
 import { VERSION } from "../version.ts";
 import { clientLabel } from "./identity.ts";
 import type { HandleStore, McpServer } from "./types.ts";
@@ -90,6 +98,24 @@ export interface StateToolsOptions {
    */
   anonymous?: boolean;
   /**
+   * The read budget, in bytes of compact JSON, of a call that passes no
+   * `max_bytes`: the state (or `values`) of `state_load`, a `state_list`
+   * page, and the `current` state inside a `stale_write`. What is over it
+   * comes back as an outline with `truncated: true`. Default
+   * {@link DEFAULT_MAX_READ_BYTES}; 0: no limit; otherwise at least 256.
+   *
+   * @since 0.5.0
+   */
+  maxReadBytes?: number;
+  /**
+   * The tools to offer, by name with or without the `state_` prefix
+   * (`["save", "load", "patch", "list"]`). Default {@link DEFAULT_TOOLS}; a
+   * tool outside it (see {@link STATE_TOOLS}) is offered only when named here.
+   *
+   * @since 0.5.0
+   */
+  tools?: readonly string[];
+  /**
    * Called with every unexpected (non-mcpstate) error and every backend
    * failure, whose details the caller does not see. Default: a line on stderr
    * with URL credentials redacted.
@@ -112,6 +138,97 @@ export interface StateToolsOptions {
 /** Seconds of the lease a write takes implicitly (see {@link StateToolsOptions.leaseSeconds}). */
 export const DEFAULT_LEASE_SECONDS = 60;
 
+/**
+ * The default read budget of a call without `max_bytes`, in bytes (see
+ * {@link StateToolsOptions.maxReadBytes}).
+ *
+ * @since 0.5.0
+ */
+export const DEFAULT_MAX_READ_BYTES = 131_072;
+
+/**
+ * Every tool this server can offer, in the order `tools/list` shows them.
+ *
+ * @since 0.5.0
+ */
+export const STATE_TOOLS: readonly string[] = Object.freeze([
+  "state_save",
+  "state_load",
+  "state_list",
+  "state_patch",
+  "state_touch",
+  "state_delete",
+  "state_changes",
+  "state_restore",
+  "state_lease",
+]);
+
+/**
+ * The tools offered when none are named: those whose descriptions together
+ * keep the whole `tools/list` result within 8,192 bytes of JSON. A tool of
+ * {@link STATE_TOOLS} outside this set is offered only when named.
+ *
+ * @since 0.5.0
+ */
+export const DEFAULT_TOOLS: readonly string[] = STATE_TOOLS;
+
+/**
+ * Checks the read budget and the tools of {@link StateToolsOptions} once,
+ * before any request: what a serving entry calls up front, so that a bad
+ * option fails at start and not per request.
+ *
+ * @param options The options.
+ * @returns The budget (0: no limit) and the full names of the tools offered.
+ * @throws {TypeError} For a budget that is not 0 or at least 256, or an unknown tool.
+ * @since 0.5.0
+ */
+export function checkReadAndTools(
+  options: Pick<StateToolsOptions, "maxReadBytes" | "tools">,
+): { maxReadBytes: number; tools: string[] } {
+  const maxReadBytes = options.maxReadBytes ?? DEFAULT_MAX_READ_BYTES;
+  if (
+    !Number.isSafeInteger(maxReadBytes) || maxReadBytes < 0 ||
+    (maxReadBytes > 0 && maxReadBytes < MIN_READ_BYTES)
+  ) {
+    throw new TypeError(
+      `maxReadBytes must be 0 (no limit) or a whole number of at least ${MIN_READ_BYTES}.`,
+    );
+  }
+  return { maxReadBytes, tools: resolveToolNames(options.tools ?? DEFAULT_TOOLS) };
+}
+
+/**
+ * Resolves tool names as `--tools` and {@link StateToolsOptions.tools} take
+ * them: with or without the `state_` prefix, in any order, each once.
+ *
+ * @param names Tool names (`"save"`, `"state_load"`).
+ * @returns The full names, in the order of {@link STATE_TOOLS}.
+ * @throws {TypeError} For an unknown name, or none at all; the message names the valid ones.
+ * @since 0.5.0
+ *
+ * @example
+ * ```ts
+ * import { resolveToolNames } from "@mcpstate/core/server";
+ * resolveToolNames(["load", "state_save"]); // ["state_save", "state_load"]
+ * ```
+ */
+export function resolveToolNames(names: readonly string[]): string[] {
+  const valid = STATE_TOOLS.map((t) => t.slice("state_".length)).join(", ");
+  if (!Array.isArray(names) || names.length === 0) {
+    throw new TypeError(`Name at least one tool: ${valid}.`);
+  }
+  const wanted = new Set<string>();
+  for (const raw of names) {
+    const name = typeof raw === "string" ? raw.trim() : "";
+    const full = name.startsWith("state_") ? name : `state_${name}`;
+    if (!STATE_TOOLS.includes(full)) {
+      throw new TypeError(`Unknown tool ${JSON.stringify(raw)}; the tools are ${valid}.`);
+    }
+    wanted.add(full);
+  }
+  return STATE_TOOLS.filter((t) => wanted.has(t));
+}
+
 const RETENTION =
   "State saved without ttl_days is kept until it is deleted; with ttl_days it expires that many days after it was created or last renewed, and expired state can't be read or revived.";
 
@@ -130,7 +247,8 @@ export function stateInstructions(anonymous = false): string {
     start,
     "- To start tracking something, call state_save without a handle (kind + state); keep the returned handle, tell the user, and pass it back in later calls.",
     "- Read with state_load. For additive edits use state_patch (never conflicts); to rewrite the whole state use state_save with handle and expect_version = the version you read.",
-    "- On a stale_write error nothing was saved: error.changes lists what others changed since your version; take error.current.state, re-apply your change, and save again with expect_version = error.current.version.",
+    '- On a stale_write error nothing was saved: error.changes lists what others changed since your version; take error.current.state, re-apply your change, and save again with expect_version = error.current.version. Saving with on_conflict: "merge" does that for you when your edits and theirs touch different paths; error.conflicts then names the paths you both changed.',
+    "- Large state: state_load answers an outline (keys, sizes, previews and the path of each part) when the state is over max_bytes; read the parts you need with paths.",
     "- Resuming after time away: state_changes(handle, since_version) shows what happened since the version you remember. state_delete can be undone with state_restore for a few days.",
     "- active_lease on a handle means a session (holder) is working on it right now: tell the user before taking over, and prefer state_patch. Writes take a short lease for you; state_lease takes a longer one or releases it.",
     `- ${RETENTION} state_touch renews or removes the expiry.`,
@@ -138,98 +256,50 @@ export function stateInstructions(anonymous = false): string {
 }
 
 // ---------------------------------------------------------------------------
-// Schemas. Zod describes the arguments (the JSON Schema clients see) and checks
-// their types inside the handler, where a failure becomes an mcpstate
-// `invalid_argument` result. `state` and `ops` are `z.unknown()`: their values
-// are taken from the raw arguments, never rebuilt, so keys such as `__proto__`
-// survive; the store validates them.
+// Schemas. Each tool has two: zod checks the arguments inside the handler
+// (where a failure becomes an mcpstate `invalid_argument` result) and a
+// success before it is sent; a hand-written JSON Schema is what `tools/list`
+// advertises, kept small because every conversation pays for it. The
+// advertised output schemas admit every success the strict zod ones admit
+// (no `additionalProperties: false`, fewer `required` keys): SDK 1.x clients
+// check results against them. `state` and `ops` are `z.unknown()`: their
+// values are taken from the raw arguments, never rebuilt, so keys such as
+// `__proto__` survive; the store validates them.
 
-const handleArg = z.string().describe(
-  'The handle a state_save returned, e.g. "research_k3v9x2mq".',
-);
-const idempotencyArg = z.string().nullish().describe(
-  "Optional: any unique string (1-256 characters) for this change. Retrying the same call with the same key (e.g. after a network error) returns the first result and applies nothing twice.",
-);
-const stateArg = z.unknown().meta({
-  type: "object",
-  description:
-    "The state: any JSON object (nested objects, lists, strings, numbers, booleans, null).",
-});
+const str = z.string().nullish();
+const int = z.number().int().nullish();
 
 const saveInput = z.object({
-  kind: z.string().nullish().describe(
-    'Required when creating: a short lowercase label for what the state is, e.g. "research", "trip-plan" (letters, digits, "-"). Ignored when updating.',
-  ),
-  state: stateArg,
-  handle: z.string().nullish().describe(
-    "Omit to create a new handle. Pass an existing handle to replace its state.",
-  ),
-  expect_version: z.number().int().nullish().describe(
-    "Required with handle: the version you last read (state_load, state_patch or a previous state_save).",
-  ),
-  ttl_days: z.number().nullish().describe(
-    "Lifetime in days (0 < ttl_days <= 36525). Creating: omit for state that never expires. Updating: a number renews the lifetime from now; omit to keep the current expiry.",
-  ),
-  idempotency_key: idempotencyArg,
+  kind: str,
+  state: z.unknown(),
+  handle: str,
+  expect_version: int,
+  ttl_days: z.number().nullish(),
+  on_conflict: z.enum(["fail", "merge"]).nullish(),
+  idempotency_key: str,
 });
-
 const loadInput = z.object({
-  handle: handleArg,
-  path: z.string().nullish().describe(
-    'Optional: load only this part of the state: dotted ("profile.tags") or a JSON Pointer ("/sources/0"). Omit for the whole state.',
-  ),
+  handle: z.string(),
+  path: str,
+  max_bytes: int,
+  paths: z.array(z.string()).nullish(),
 });
-
-const listInput = z.object({
-  kind: z.string().nullish().describe('Only handles of this kind, e.g. "research".'),
-  limit: z.number().int().nullish().describe("Page size, 1 to 500; default 50."),
-  cursor: z.string().nullish().describe(
-    "The next_cursor of the previous page, exactly as returned; omit for the first page.",
-  ),
-});
-
-const patchInput = z.object({
-  handle: handleArg,
-  ops: z.unknown().meta({
-    type: "array",
-    items: { type: "object" },
-    description:
-      'The ops, applied in order, all or nothing. Each is one of: {"op":"append","path":P,"value":V}, {"op":"add_to_set","path":P,"value":V}, {"op":"set_key","path":P,"key":K,"value":V}, {"op":"del_key","path":P,"key":K}, {"op":"merge","path":P,"mapping":{...}}, {"op":"increment","path":P,"key":K,"by":N}.',
-  }),
-  idempotency_key: idempotencyArg,
-});
-
+const listInput = z.object({ kind: str, limit: int, cursor: str });
+const patchInput = z.object({ handle: z.string(), ops: z.unknown(), idempotency_key: str });
 const touchInput = z.object({
-  handle: handleArg,
-  ttl_days: z.number().nullish().describe(
-    "New lifetime in days from now (0 < ttl_days <= 36525). Omit (or null) to make the state never expire.",
-  ),
-  idempotency_key: idempotencyArg,
+  handle: z.string(),
+  ttl_days: z.number().nullish(),
+  idempotency_key: str,
 });
-
-const deleteInput = z.object({ handle: handleArg, idempotency_key: idempotencyArg });
-
-const changesInput = z.object({
-  handle: handleArg,
-  since_version: z.number().int().describe(
-    "The version you last saw (from state_load, state_save, state_patch, or base_version of a stale_write).",
-  ),
-});
-
-const restoreInput = z.object({ handle: handleArg });
-
+const deleteInput = z.object({ handle: z.string(), idempotency_key: str });
+const changesInput = z.object({ handle: z.string(), since_version: z.number().int() });
+const restoreInput = z.object({ handle: z.string() });
 const leaseInput = z.object({
-  handle: handleArg,
-  seconds: z.number().nullish().describe(
-    "How long you expect to be at work on it, 1 to 86400 seconds; default 300. Call again to renew.",
-  ),
-  release: z.boolean().nullish().describe(
-    "true: release your lease now (when you are done) instead of taking one.",
-  ),
+  handle: z.string(),
+  seconds: z.number().nullish(),
+  release: z.boolean().nullish(),
 });
 
-// Output schemas are strict, as their JSON Schema (additionalProperties: false) is: the SDK
-// checks a success against them before sending it, the same check a client makes.
 const metaShape = {
   handle: z.string(),
   kind: z.string(),
@@ -246,13 +316,20 @@ const saveOutput = z.strictObject({
   ok,
   handle: z.string(),
   version: z.number().int(),
+  merged: z.literal(true).optional(),
+  base_version: z.number().int().optional(),
   active_lease: metaShape.active_lease,
 });
 const loadOutput = z.strictObject({
   ok,
   ...metaShape,
-  state: z.unknown(),
+  state: z.unknown().optional(),
+  outline: z.unknown().optional(),
+  values: z.record(z.string(), z.unknown()).optional(),
+  missing: z.array(z.string()).optional(),
   path: z.string().optional(),
+  truncated: z.boolean().optional(),
+  size_bytes: z.number().int().optional(),
 });
 const listOutput = z.strictObject({
   ok,
@@ -285,35 +362,94 @@ const leaseOutput = z.strictObject({
   active_lease: z.strictObject({ holder: z.string(), expires_at: z.string() }).nullable(),
 });
 
+// The advertised JSON Schemas, built from a few pieces.
+type Json = Record<string, unknown>;
+const S: Json = { type: "string" };
+const I: Json = { type: "integer" };
+const N: Json = { type: "number" };
+const B: Json = { type: "boolean" };
+const O: Json = { type: "object" };
+/** An object schema; `required` lists the keys always present. */
+const obj = (properties: Json, required: string[] = []): Json => ({
+  type: "object",
+  properties,
+  ...(required.length > 0 ? { required } : {}),
+});
+/** `schema` with a description. */
+const says = (schema: Json, description: string): Json => ({ ...schema, description });
+const meta = { handle: S, version: I };
+
+const ADVERTISED: Record<string, { input: Json; output: Json }> = {
+  save: {
+    input: obj({
+      kind: says(S, 'Create: a label such as "research"'),
+      state: O,
+      handle: says(S, "Update: the handle"),
+      expect_version: says(I, "Update: the version you read"),
+      ttl_days: says(N, "Days to live; omit: forever (update: keep)"),
+      on_conflict: { enum: ["fail", "merge"] },
+      idempotency_key: S,
+    }, ["state"]),
+    output: obj(meta),
+  },
+  load: {
+    input: obj({
+      handle: S,
+      path: says(S, 'One part: "/sources/0" or "notes.draft"'),
+      max_bytes: { type: "integer", minimum: 256 },
+      paths: { type: "array", items: S, maxItems: 32 },
+    }, ["handle"]),
+    output: obj({ ...meta, state: {}, outline: O, values: O }),
+  },
+  list: {
+    input: obj({ kind: S, limit: { type: "integer", maximum: 500 }, cursor: S }),
+    output: obj({ handles: { type: "array", items: obj(meta) } }),
+  },
+  patch: {
+    input: obj({ handle: S, ops: { type: "array", items: O }, idempotency_key: S }, [
+      "handle",
+      "ops",
+    ]),
+    output: obj({ ...meta, state: O }),
+  },
+  touch: {
+    input: obj({ handle: S, ttl_days: N, idempotency_key: S }, ["handle"]),
+    output: obj(meta),
+  },
+  delete: {
+    input: obj({ handle: S, idempotency_key: S }, ["handle"]),
+    output: obj({ handle: S }),
+  },
+  changes: {
+    input: obj({ handle: S, since_version: I }, ["handle", "since_version"]),
+    output: obj({ version: I, changes: { type: "array", items: O } }),
+  },
+  restore: {
+    input: obj({ handle: S }, ["handle"]),
+    output: obj({ ...meta, state: O }),
+  },
+  lease: {
+    input: obj({ handle: S, seconds: N, release: B }, ["handle"]),
+    output: obj({ acquired: B }),
+  },
+};
+
 /**
- * Wraps a zod schema as a Standard Schema whose JSON Schema is converted once
- * and then served from a cache. The SDK asks for a tool's JSON Schema on
- * every call, and a fresh server per HTTP request would otherwise redo the
- * conversion each time.
- *
- * With `passthrough`, validation accepts the raw arguments untouched: the
- * handler validates them itself, so that a bad argument is an mcpstate
- * `invalid_argument` result rather than an SDK message, and so that `state`
- * is never rebuilt.
+ * A Standard Schema that advertises `json` (whatever JSON Schema target is
+ * asked for) and validates with `validate`.
  */
-function cachedSchema(
-  schema: z.ZodType,
-  passthrough: boolean,
+function advertise(
+  json: Json,
+  validate: StandardSchemaWithJSON<unknown, unknown>["~standard"]["validate"],
 ): StandardSchemaWithJSON<unknown, unknown> {
-  const std = schema["~standard"];
-  const cache = new Map<string, Record<string, unknown>>();
-  const memo = (io: "input" | "output") => (options: { target: string }) => {
-    const key = `${io}:${options.target}`;
-    let json = cache.get(key);
-    if (!json) cache.set(key, json = deepFreeze(std.jsonSchema[io](options)));
-    return json;
-  };
+  const frozen = deepFreeze(json);
+  const serve = () => frozen;
   return {
     "~standard": {
       version: 1,
       vendor: "mcpstate",
-      validate: passthrough ? (value: unknown) => ({ value }) : std.validate,
-      jsonSchema: { input: memo("input"), output: memo("output") },
+      validate,
+      jsonSchema: { input: serve, output: serve },
     },
   };
 }
@@ -333,24 +469,35 @@ interface ToolSchemas<S extends z.ZodType> {
   output: StandardSchemaWithJSON<unknown, unknown>;
 }
 
-function schemas<S extends z.ZodType>(input: S, output: z.ZodType): ToolSchemas<S> {
+/**
+ * The schemas of tool `name`: `input` checks the arguments in the handler
+ * (the advertised one accepts them untouched, so that a bad argument is an
+ * mcpstate `invalid_argument` result rather than an SDK message, and `state`
+ * is never rebuilt); `output` checks a success before it is sent.
+ */
+function schemas<S extends z.ZodType>(
+  name: string,
+  input: S,
+  output: z.ZodType,
+): ToolSchemas<S> {
+  const advertised = ADVERTISED[name]!;
   return {
     input,
-    advertisedInput: cachedSchema(input, true),
-    output: cachedSchema(output, false),
+    advertisedInput: advertise(advertised.input, (value: unknown) => ({ value })),
+    output: advertise(advertised.output, output["~standard"].validate),
   };
 }
 
 const SCHEMAS = {
-  save: schemas(saveInput, saveOutput),
-  load: schemas(loadInput, loadOutput),
-  list: schemas(listInput, listOutput),
-  patch: schemas(patchInput, patchOutput),
-  touch: schemas(touchInput, touchOutput),
-  delete: schemas(deleteInput, deleteOutput),
-  changes: schemas(changesInput, changesOutput),
-  restore: schemas(restoreInput, restoreOutput),
-  lease: schemas(leaseInput, leaseOutput),
+  save: schemas("save", saveInput, saveOutput),
+  load: schemas("load", loadInput, loadOutput),
+  list: schemas("list", listInput, listOutput),
+  patch: schemas("patch", patchInput, patchOutput),
+  touch: schemas("touch", touchInput, touchOutput),
+  delete: schemas("delete", deleteInput, deleteOutput),
+  changes: schemas("changes", changesInput, changesOutput),
+  restore: schemas("restore", restoreInput, restoreOutput),
+  lease: schemas("lease", leaseInput, leaseOutput),
 };
 
 // ---------------------------------------------------------------------------
@@ -499,6 +646,10 @@ export function registerStateTools(
   if (typeof leaseSeconds !== "number" || !(leaseSeconds >= 0 && leaseSeconds <= 86_400)) {
     throw new TypeError("leaseSeconds must be a number of seconds from 0 (off) to 86400.");
   }
+  const { maxReadBytes: maxRead, tools } = checkReadAndTools(options);
+  /** The budget of a read that names none; `undefined`: no limit. */
+  const readBudget = maxRead === 0 ? undefined : maxRead;
+  const offered = new Set(tools);
 
   /**
    * After a write: takes the writer's short lease. When another holder's
@@ -526,6 +677,11 @@ export function registerStateTools(
     if (anonymous && handle.length - handle.lastIndexOf("_") - 1 < ANONYMOUS_RANDOM_CHARS) {
       throw forSharedBucket(new HandleNotFound(handle));
     }
+  };
+
+  /** Registers a tool when it is one of the tools offered. */
+  const offer: typeof register = (name, config, run) => {
+    if (offered.has(name)) register(name, config, run);
   };
 
   const register = <S extends z.ZodType>(
@@ -577,24 +733,17 @@ export function registerStateTools(
     }
   };
 
-  register("state_save", {
+  offer("state_save", {
     title: "Save state",
     description: [
-      "Save durable state that outlives this conversation. Two modes:",
-      '- CREATE: omit `handle`; pass `kind` (e.g. "research") and `state` (a JSON object). Returns a new `handle`: remember it, tell the user, and pass it back in later calls, also in future conversations.',
-      "- UPDATE: pass `handle` and `expect_version` = the `version` you last read (state_load, state_patch or an earlier state_save). Your `state` replaces the whole stored state; `kind` is ignored. Without `expect_version` the call fails with expect_version_required.",
-      "If the result is a stale_write error, another conversation, client or device changed the state since you read it and nothing was saved: take `error.current.state`, re-apply your change to it, and call state_save again with `expect_version` = `error.current.version`.",
-      "For additive edits (append to a list, set or delete one key, bump a counter) prefer state_patch: it needs no version and never conflicts.",
-      `Retention: ${RETENTION}`,
-      "Returns {ok, handle, version}.",
+      "Save state that outlives this conversation.",
+      "Create: omit handle; pass kind and state. Keep the handle, tell the user, pass it back later (also in new conversations).",
+      "Update: handle + expect_version (the version you read); state replaces the whole state.",
+      'stale_write error: someone else wrote since; nothing saved. With on_conflict:"merge" your edits merge when they touch other paths than theirs; else error.conflicts lists the clashing paths: re-apply your change to error.current.state, save with expect_version=error.current.version.',
+      "For small edits prefer state_patch: no version, no conflicts.",
     ].join("\n"),
     schemas: SCHEMAS.save,
-    annotations: {
-      readOnlyHint: false,
-      destructiveHint: true,
-      idempotentHint: false,
-      openWorldHint: false,
-    },
+    annotations: { openWorldHint: false },
   }, async (args, raw, { user, writer }) => {
     const state = raw.state as JsonObject;
     const idem = args.idempotency_key === undefined ? {} : { idempotencyKey: args.idempotency_key };
@@ -628,53 +777,73 @@ export function registerStateTools(
       ...idem,
       // null and absent both keep the expiry; state_touch removes it.
       ...(args.ttl_days === undefined ? {} : { ttlDays: args.ttl_days }),
+      ...(args.on_conflict === undefined ? {} : { onConflict: args.on_conflict }),
+    }).catch((e) => {
+      if (e instanceof StaleWrite && readBudget !== undefined) withinBudget(e, readBudget);
+      throw e;
     });
     return {
       handle: snap.handle,
       version: snap.version,
+      ...(snap.merged ? { merged: true, base_version: snap.baseVersion } : {}),
       ...await implicitLease(snap.handle, user, writer),
     };
   });
 
-  register("state_load", {
+  offer("state_load", {
     title: "Load state",
     description: [
-      "Load durable state by handle. Returns the state with its `version` (keep it for the next state_save), `updated_at`, `expires_at` and `last_writer` (which device and client wrote it last).",
-      'For large states pass `path` (dotted like "profile.tags", or a JSON Pointer like "/sources/0") to load only that part: `state` is then that subtree and `path` echoes what you asked; a path that does not exist is a patch_error.',
-      "handle_not_found: the handle is wrong or was deleted (state_list shows your handles). handle_expired: its lifetime ran out; start again with a new handle.",
+      "Read state and its version (for state_save).",
+      `Over max_bytes${
+        readBudget === undefined ? "" : ` (default ${readBudget})`
+      } you get outline, not state (truncated:true): keys, sizes, previews, and the JSON Pointer path of each part left out; pass those in paths to read them (values).`,
     ].join("\n"),
     schemas: SCHEMAS.load,
-    annotations: {
-      readOnlyHint: true,
-      destructiveHint: false,
-      idempotentHint: true,
-      openWorldHint: false,
-    },
+    annotations: { readOnlyHint: true, openWorldHint: false },
   }, async (args, _raw, { user, writer }) => {
     checkHandle(args.handle);
+    checkReadArgs(args.max_bytes, args.paths);
+    const budget = args.max_bytes ?? readBudget;
+    if (args.paths !== undefined) {
+      if (args.path) {
+        throw new InvalidArgument(
+          "Pass path (one part) or paths (several parts), not both.",
+          { field: "paths" },
+        );
+      }
+      const r = await store.read(args.handle, {
+        user,
+        paths: args.paths,
+        ...(budget === undefined ? {} : { maxBytes: budget }),
+      });
+      return withoutOwnLease(toReadPayload(r), r, writer);
+    }
     const snap = await store.get(args.handle, { user });
-    const payload = payloadFor(snap, writer);
-    if (args.path) {
-      payload.state = getPath(snap.state, args.path);
-      payload.path = args.path;
+    const { state: _, ...payload } = payloadFor(snap, writer);
+    const path = args.path || undefined;
+    const value = path === undefined ? snap.state : getPath(snap.state, path);
+    const read = budget === undefined
+      ? { truncated: false as const, value, sizeBytes: -1 }
+      : outline(value, budget, { pointer: path === undefined ? "" : toPointer(parsePath(path)) });
+    if (read.truncated) payload.outline = read.outline;
+    else payload.state = value;
+    if (path !== undefined) payload.path = path;
+    // A call that asks for a budget (or whose state is cut) learns whether anything was left
+    // out; any other keeps the keys of mcpstate 0.2.
+    if (read.truncated || args.max_bytes !== undefined) {
+      payload.truncated = read.truncated;
+      payload.size_bytes = read.sizeBytes < 0 ? jsonSize(value) : read.sizeBytes;
     }
     return payload;
   });
 
-  register("state_list", {
-    title: "List saved state",
+  offer("state_list", {
+    title: "List state",
     description: [
-      "List your saved handles, most recently updated first, with their metadata (kind, version, updated_at, expires_at, last_writer) but not their state.",
-      'Call it at the start of a conversation to offer resuming earlier work ("you have a research session from yesterday, continue?"), then state_load the one the user picks.',
-      "Filter with `kind`. When `next_cursor` is not null there are more: pass it as `cursor` to get the next page.",
+      "List your handles (kind, version, updated_at; no state), newest first. Call it at the start of a conversation to offer resuming earlier work. next_cursor set: pass it as cursor for more.",
     ].join("\n"),
     schemas: SCHEMAS.list,
-    annotations: {
-      readOnlyHint: true,
-      destructiveHint: false,
-      idempotentHint: true,
-      openWorldHint: false,
-    },
+    annotations: { readOnlyHint: true, openWorldHint: false },
   }, async (args, _raw, { user, writer }) => {
     if (anonymous) {
       throw new Unauthenticated(
@@ -685,6 +854,8 @@ export function registerStateTools(
       ...(args.kind === undefined ? {} : { kind: args.kind }),
       ...(args.limit === undefined ? {} : { limit: args.limit }),
       ...(args.cursor === undefined ? {} : { cursor: args.cursor }),
+      // The result adds `"ok":true,` to the page's own JSON.
+      ...(readBudget === undefined ? {} : { maxBytes: Math.max(1, readBudget - 10) }),
     });
     return {
       handles: page.handles.map((h) => payloadFor(h, writer)),
@@ -692,27 +863,15 @@ export function registerStateTools(
     };
   });
 
-  register("state_patch", {
+  offer("state_patch", {
     title: "Patch state",
     description: [
-      "Edit saved state in place, atomically and without a version check: patches from several conversations or devices all land and nothing is lost, so they never conflict. Prefer this over state_save for additive edits.",
-      "`ops` is a list applied in order, all or nothing:",
-      '{"op":"append","path":"sources","value":V} appends V to a list;',
-      '{"op":"add_to_set","path":"tags","value":V} appends V unless an equal value is there;',
-      '{"op":"set_key","path":"","key":"notes","value":V} sets one key of an object;',
-      '{"op":"del_key","path":"","key":"draft"} removes a key;',
-      '{"op":"merge","path":"","mapping":{...}} copies keys into an object (shallow);',
-      '{"op":"increment","path":"stats","key":"visits","by":1} adds to a number (absent counts from 0).',
-      '`path` names the list or object to change: dotted ("profile.tags"), "" for the top level, or a JSON Pointer ("/items/0").',
-      "Returns the whole new state and its version. A patch_error means nothing was applied: fix the op (error.reason says what is wrong) and retry.",
+      "Edit state in place; no version, never conflicts: prefer it for additive edits. ops apply in order, all or nothing:",
+      '{"op":"append"|"add_to_set","path":P,"value":V} {"op":"set_key","path":P,"key":K,"value":V} {"op":"increment","path":P,"key":K,"by":N} {"op":"del_key","path":P,"key":K} {"op":"merge","path":P,"mapping":{}}',
+      'P: "" (top), "a.b" or "/items/0". Returns the new state.',
     ].join("\n"),
     schemas: SCHEMAS.patch,
-    annotations: {
-      readOnlyHint: false,
-      destructiveHint: true,
-      idempotentHint: false,
-      openWorldHint: false,
-    },
+    annotations: { openWorldHint: false },
   }, async (args, raw, { user, writer }) => {
     checkHandle(args.handle);
     const snap = await store.patch(args.handle, raw.ops as PatchOp[], {
@@ -723,20 +882,13 @@ export function registerStateTools(
     return { ...toPayload(snap), ...await implicitLease(snap.handle, user, writer) };
   });
 
-  register("state_touch", {
+  offer("state_touch", {
     title: "Renew state",
     description: [
-      "Renew a handle's lifetime: it will expire `ttl_days` days from now. Omit `ttl_days` to make it never expire.",
-      `Use it when the user wants to keep work that would otherwise expire. ${RETENTION}`,
-      "Returns the handle's metadata (not the state).",
+      "Make a handle expire ttl_days from now, or never (omit ttl_days).",
     ].join("\n"),
     schemas: SCHEMAS.touch,
-    annotations: {
-      readOnlyHint: false,
-      destructiveHint: false,
-      idempotentHint: true,
-      openWorldHint: false,
-    },
+    annotations: { destructiveHint: false, idempotentHint: true, openWorldHint: false },
   }, async (args, _raw, { user, writer }) => {
     checkHandle(args.handle);
     const snap = await store.touch(args.handle, {
@@ -748,20 +900,13 @@ export function registerStateTools(
     return { ...toPayload(infoOnly(snap)), ...await implicitLease(snap.handle, user, writer) };
   });
 
-  register("state_delete", {
+  offer("state_delete", {
     title: "Delete state",
     description: [
-      "Delete saved state and its handle. It goes to a trash for an undo window (7 days by default): state_restore brings it back exactly as it was; after that it is gone for good.",
-      "Only do this when the user asks, or when the work it tracks is finished and the user agrees.",
-      "Returns {ok, handle, deleted: true}.",
+      "Delete a handle, only when the user agrees. state_restore undoes it for 7 days.",
     ].join("\n"),
     schemas: SCHEMAS.delete,
-    annotations: {
-      readOnlyHint: false,
-      destructiveHint: true,
-      idempotentHint: true,
-      openWorldHint: false,
-    },
+    annotations: { idempotentHint: true, openWorldHint: false },
   }, async (args, _raw, { user }) => {
     checkHandle(args.handle);
     await store.revoke(args.handle, {
@@ -771,20 +916,13 @@ export function registerStateTools(
     return { handle: args.handle, deleted: true };
   });
 
-  register("state_changes", {
-    title: "What changed",
+  offer("state_changes", {
+    title: "State changes",
     description: [
-      "Show what happened to a handle after `since_version`: the change entries, oldest first — each with version, at, writer (device/client), op (mint, save, patch, touch) and what changed (`ops` for a patch, `patch` as an RFC 6902 JSON Patch for a save).",
-      "Use it when resuming after time away (you remember version N: what did other conversations or devices do since?), and after a stale_write to see exactly what the other writer changed before you re-apply your edit.",
-      "When the log no longer reaches back that far, `truncated` is true and `current` holds the whole current snapshot: start from it instead.",
+      "Changes after since_version, oldest first (version, writer, op, ops or patch): when resuming, or after a stale_write. truncated:true: read current instead.",
     ].join("\n"),
     schemas: SCHEMAS.changes,
-    annotations: {
-      readOnlyHint: true,
-      destructiveHint: false,
-      idempotentHint: true,
-      openWorldHint: false,
-    },
+    annotations: { readOnlyHint: true, openWorldHint: false },
   }, async (args, _raw, { user }) => {
     checkHandle(args.handle);
     const r = await store.changesSince(args.handle, args.since_version, { user });
@@ -794,40 +932,26 @@ export function registerStateTools(
       : { ...head, truncated: false, version: r.version, changes: r.changes };
   });
 
-  register("state_restore", {
-    title: "Undo a delete",
+  offer("state_restore", {
+    title: "Restore state",
     description: [
-      "Bring back state deleted with state_delete, exactly at its last version, while it is still in the trash (7 days by default).",
-      "Use it when the user regrets a delete. handle_not_found means there is nothing to restore (never deleted, already restored, or past the undo window).",
-      "Returns the restored snapshot.",
+      "Undo a state_delete (within 7 days).",
     ].join("\n"),
     schemas: SCHEMAS.restore,
-    annotations: {
-      readOnlyHint: false,
-      destructiveHint: false,
-      idempotentHint: false,
-      openWorldHint: false,
-    },
+    annotations: { destructiveHint: false, openWorldHint: false },
   }, async (args, _raw, { user }) => {
     checkHandle(args.handle);
     const snap = await store.restore(args.handle, { user });
     return { ...toPayload(snap), restored: true };
   });
 
-  register("state_lease", {
-    title: "Say you are working on it",
+  offer("state_lease", {
+    title: "Lease state",
     description: [
-      "Take an advisory lease on a handle: other conversations, clients and devices then see `active_lease` {holder, expires_at} on it (state_load, state_list) and know that you are at work on it. Use it before a long piece of work on shared state; release it (`release: true`) when you are done.",
-      "A lease never blocks anyone and never changes the state or its version; writes take a short one for you anyway. Calling again renews yours.",
-      "`acquired: false` means another session holds it (see `active_lease.holder`): tell the user someone else is working on this, and prefer state_patch, which never conflicts, if you go ahead.",
+      "Tell other sessions you are at work on a handle (they see active_lease); blocks nothing. release:true when done. acquired:false: someone else is; tell the user.",
     ].join("\n"),
     schemas: SCHEMAS.lease,
-    annotations: {
-      readOnlyHint: false,
-      destructiveHint: false,
-      idempotentHint: true,
-      openWorldHint: false,
-    },
+    annotations: { destructiveHint: false, idempotentHint: true, openWorldHint: false },
   }, async (args, _raw, { user, writer }) => {
     checkHandle(args.handle);
     const holder = writer || "unknown";
@@ -864,9 +988,44 @@ export function payloadFor(
   s: HandleInfo | Snapshot<unknown>,
   writer: string | null | undefined,
 ): Record<string, unknown> {
-  const out = toPayload(s);
-  if (s.activeLease && s.activeLease.holder === (writer || "unknown")) delete out.active_lease;
-  return out;
+  return withoutOwnLease(toPayload(s), s, writer);
+}
+
+/**
+ * Keeps a `stale_write` within the read budget: a `current` state over it
+ * becomes its outline (`outline`, `truncated: true`, `size_bytes`), and
+ * `changes` over it are left out (`changes: null`, `changes_truncated`).
+ */
+function withinBudget(e: StaleWrite, budget: number): void {
+  const current = e.details.current as Record<string, unknown> | undefined;
+  if (current && "state" in current) {
+    const read = outline(current.state, budget);
+    if (read.truncated) {
+      const { state: _, ...meta } = current;
+      e.details.current = {
+        ...meta,
+        outline: read.outline,
+        truncated: true,
+        size_bytes: read.sizeBytes,
+      };
+    }
+  }
+  if (Array.isArray(e.details.changes) && jsonSize(e.details.changes) > budget) {
+    e.details.changes = null;
+    e.details.changes_truncated = true;
+  }
+}
+
+/** A read's wire form without the caller's own lease (as {@link payloadFor} does). */
+function withoutOwnLease(
+  payload: Record<string, unknown>,
+  info: HandleInfo,
+  writer: string | null | undefined,
+): Record<string, unknown> {
+  if (info.activeLease && info.activeLease.holder === (writer || "unknown")) {
+    delete payload.active_lease;
+  }
+  return payload;
 }
 
 /** In the shared bucket there is no state_list to suggest: reword not-found. */
