@@ -53,7 +53,7 @@ async function eventually(port: number, check: (s: Scrape) => boolean, what: str
 
 /**
  * The workload both transports run, with the counters checked after it:
- * a mint, a load, a stale save, a load of a handle that does not exist, a
+ * a mint, a load, two saves from one version that merge, a stale save, a load of a handle that does not exist, a
  * patch with a bad op, a save without a kind, then a listen stream opened
  * and closed. Returns the handle minted.
  */
@@ -72,6 +72,15 @@ async function workload(client: Client, port: number, backend: string): Promise<
     handle: string;
   };
   await ok(client, "state_load", { handle });
+  // Two saves from version 1 that touch different keys: the second merges.
+  await ok(client, "state_save", { handle, expect_version: 1, state: { steps: ["a"] } });
+  const merged = await ok(client, "state_save", {
+    handle,
+    expect_version: 1,
+    state: { steps: [], note: "n" },
+    on_conflict: "merge",
+  });
+  assert.equal(merged.merged, true);
   await fails(
     client,
     "state_save",
@@ -84,21 +93,22 @@ async function workload(client: Client, port: number, backend: string): Promise<
 
   const s = await scrape(port);
   const calls = (tool: string, code: string) => s.value(CALLS, { tool, code });
-  assert.equal(calls("state_save", "ok"), 1);
+  assert.equal(calls("state_save", "ok"), 3);
   assert.equal(calls("state_save", "stale_write"), 1);
   assert.equal(calls("state_save", "invalid_argument"), 1);
   assert.equal(calls("state_load", "ok"), 1);
   assert.equal(calls("state_load", "handle_not_found"), 1);
   assert.equal(calls("state_patch", "patch_error"), 1);
-  assert.equal(s.sum(CALLS), 6, "six calls, six counted");
+  assert.equal(s.sum(CALLS), 8, "eight calls, eight counted");
   assert.equal(s.value("mcpstate_stale_writes_total"), 1);
+  assert.equal(s.value("mcpstate_merges_total"), 1);
   // Every call is in the latency histogram, under its tool.
-  assert.equal(s.value(TOOL_COUNT, { tool: "state_save" }), 3);
+  assert.equal(s.value(TOOL_COUNT, { tool: "state_save" }), 5);
   assert.equal(s.value(TOOL_COUNT, { tool: "state_load" }), 2);
   assert.equal(s.value(TOOL_COUNT, { tool: "state_patch" }), 1);
   assert.equal(
     s.value("mcpstate_tool_duration_seconds_bucket", { tool: "state_save", le: "+Inf" }),
-    3,
+    5,
   );
   assert.ok(s.value("mcpstate_tool_duration_seconds_sum", { tool: "state_save" })! > 0);
   // The backend side, by backend and op: the mint's insert and lease, the stale save.

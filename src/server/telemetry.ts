@@ -60,6 +60,8 @@ export const TRACER_NAME = "mcpstate";
 export interface ToolOutcome {
   /** The error payload (`{ code, message, ...details }`) of a failed call. */
   error?: { code: string } & Record<string, unknown>;
+  /** Set when the call succeeded by merging disjoint edits (its result says `merged: true`). */
+  merged?: boolean;
 }
 
 /** Options of {@link Telemetry.create}. */
@@ -265,6 +267,7 @@ export class Telemetry {
       throw e;
     } finally {
       span?.end();
+      if (outcome.merged) this.metrics?.merge();
       const quota = outcome.error?.quota;
       this.metrics?.toolCall(
         tool,

@@ -723,6 +723,7 @@ export function registerStateTools(
           writer,
           request,
         });
+        if (payload.merged === true) outcome.merged = true;
         return result({ ok: true, ...payload });
       } catch (e) {
         if (!(e instanceof McpStateError) || e.code === "backend_error") onInternal(e, name);
