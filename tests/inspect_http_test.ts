@@ -2,14 +2,15 @@
  * The inspector's access rules over real HTTP, without a browser: the
  * one-time token and its cookie, 401 that shows nothing, 403 for a foreign
  * `Host` or `Origin` (another port of localhost included), writes only with
- * `--write` and the page's own `Origin`; and `mcpstate inspect` itself, run
- * with the program's permission flags, printing one line.
+ * `--write` and the page's own `Origin`; a timeline whose mint entry
+ * retention dropped still showing old values; and `mcpstate inspect`
+ * itself, run with the program's permission flags, printing one line.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
-import { HandleStore } from "../mod.ts";
+import { HandleStore, type HandleStoreOptions, SetKey } from "../mod.ts";
 import { serveInspector } from "../src/inspect/server.ts";
 import { tempHome } from "./_cli_run.ts";
 import { startInspect } from "./_inspect.ts";
@@ -33,8 +34,9 @@ async function raw(url: string, headers: Record<string, string> = {}, method = "
 async function withInspector(
   write: boolean,
   fn: (url: string, store: HandleStore) => Promise<void>,
+  options: HandleStoreOptions = {},
 ): Promise<void> {
-  const store = await HandleStore.fromUrl("memory://", { reclaimIntervalMs: 0 });
+  const store = await HandleStore.fromUrl("memory://", { reclaimIntervalMs: 0, ...options });
   const serving = serveInspector(store, { user: "alice", writer: "inspect/test", write });
   try {
     await fn(serving.url, store);
@@ -160,6 +162,30 @@ Deno.test("inspect http: a restore needs --write and the page's own Origin", asy
       }
     });
   }
+});
+
+Deno.test("inspect http: the timeline of a handle whose mint entry retention dropped still shows the values each change replaced", async () => {
+  await withInspector(false, async (url, store) => {
+    const cookie = await login(url);
+    const user = "alice";
+    const h = await store.mint("doc", { n: 0, tags: ["a"] }, { user });
+    await store.patch(h, [SetKey("", "n", 1)], { user });
+    await store.save(h, { n: 2, tags: ["a"] }, { user, expectVersion: 2 });
+    await store.save(h, { n: 2 }, { user, expectVersion: 3 });
+    const res = await fetch(`${new URL(url).origin}/api/history?handle=${h}`, {
+      headers: { cookie },
+    });
+    const t = await res.json();
+    assert.equal(t.version, 4);
+    assert.equal(t.from, 3);
+    assert.equal(t.replayed, true);
+    assert.equal(t.restorableFrom, 2);
+    assert.deepEqual(t.entries.map((e: { version: number }) => e.version), [4, 3]);
+    assert.deepEqual(t.entries[1].changes, [
+      { kind: "changed", path: "/n", value: "2", old: "1" },
+    ]);
+    assert.deepEqual(t.entries[0].changes, [{ kind: "removed", path: "/tags", old: '["a"]' }]);
+  }, { history: { maxEntries: 2 } });
 });
 
 Deno.test("inspect http: the API answers store errors with their code, and the script parses", async () => {

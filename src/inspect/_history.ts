@@ -2,17 +2,24 @@
  * The inspector's timeline of a handle: its changelog entries, newest first,
  * each with what it changed as added, removed and changed values.
  *
- * When the changelog still reaches back to the mint, every earlier state is
- * rebuilt by replaying the entries from `{}`, so a removed or changed value
- * shows what it was. When it no longer does (retention trimmed it, or an
- * entry was too large to keep), the timeline starts at the oldest version it
- * can show in full and tells the entries' own values only: what a save set,
- * not what it replaced.
+ * The timeline starts at the oldest version after which the changelog holds
+ * every entry in full (the mint, while retention has not dropped it). The
+ * state before its first entry is `{}` at the mint, else the store's
+ * {@link HandleStore.stateAt} (the entries' own undo); from there each entry
+ * is replayed forward, so a removed or changed value shows what it was. Only
+ * when `stateAt` cannot reach that far either (entries written before undo
+ * existed) does the timeline tell the entries' own values alone: what a save
+ * set, not what it replaced.
+ *
+ * It also tells the oldest version `stateAt` can rebuild, the one the page
+ * offers to restore as a new save: one `stateAt` call when every version
+ * shown is reachable, a binary search when some are not.
  *
  * @module
  */
 
 import { applyPatch, type Operation } from "rfc6902";
+import { McpStateError } from "../errors.ts";
 import { isPlainObject, type JsonObject } from "../json.ts";
 import { applyOps, getPath, opsFromJson, parsePath, type PatchOp } from "../ops.ts";
 import { toPointer } from "../outline.ts";
@@ -61,8 +68,14 @@ export interface Timeline {
   version: number;
   /** The oldest version shown (1 when the log reaches back to the mint). */
   from: number;
-  /** Whether old values are known (the log reaches back to the mint). */
+  /** Whether old values are known: the state before the first entry was rebuilt. */
   replayed: boolean;
+  /**
+   * The oldest version {@link HandleStore.stateAt} rebuilds (at most `from`
+   * when every version shown can be): every version from it to the current
+   * one can be restored.
+   */
+  restorableFrom: number;
   /** The entries, newest first. */
   entries: TimelineEntry[];
 }
@@ -100,8 +113,14 @@ export async function timeline(
     }
     after = hi;
   }
-  let state: JsonObject | undefined = after === 0 ? {} : undefined;
+  const from = changes[0]?.version ?? version;
+  // The state before the first entry: `{}` before a mint, else the way back from the current one.
+  const base = after === 0 ? {} : await reach(store, handle, user, after);
+  const restorableFrom = after > 0 && base !== undefined
+    ? after
+    : await oldestReachable(store, handle, user, from, version);
   const entries: TimelineEntry[] = [];
+  let state = base;
   for (const info of changes) {
     const before = state;
     state = before === undefined ? undefined : replay(before, info);
@@ -109,10 +128,51 @@ export async function timeline(
   }
   return {
     version,
-    from: changes[0]?.version ?? version,
-    replayed: after === 0,
+    from,
+    replayed: base !== undefined,
+    restorableFrom,
     entries: entries.reverse(),
   };
+}
+
+/** The state at `version`, or `undefined` when the changelog no longer reaches back to it. */
+async function reach(
+  store: HandleStore,
+  handle: string,
+  user: string,
+  version: number,
+): Promise<JsonObject | undefined> {
+  try {
+    return (await store.stateAt(handle, version, { user })).state;
+  } catch (e) {
+    if (e instanceof McpStateError && e.details.reason === "history_unavailable") return undefined;
+    throw e;
+  }
+}
+
+/**
+ * The oldest version from `from` to `current` that {@link HandleStore.stateAt}
+ * rebuilds. Reachability only grows with the version (the way back to `v`
+ * passes every later one), so one call answers when `from` is reachable and
+ * a binary search finds the limit when it is not.
+ */
+async function oldestReachable(
+  store: HandleStore,
+  handle: string,
+  user: string,
+  from: number,
+  current: number,
+): Promise<number> {
+  if (from >= current || await reach(store, handle, user, from) !== undefined) {
+    return Math.min(from, current);
+  }
+  let lo = from, hi = current; // lo is out of reach, hi (the current version) never is
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (await reach(store, handle, user, mid) !== undefined) hi = mid;
+    else lo = mid;
+  }
+  return hi;
 }
 
 /** The state after an entry, or `undefined` when it cannot be rebuilt. */
