@@ -2,7 +2,9 @@
  * `mcpstate inspect` in a real headless browser: Debian's Chromium, driven
  * by `playwright-core` over the DevTools protocol, against two real
  * `mcpstate inspect` processes (read-only and `--write`) on one SQLite file
- * that this test and a third process write to.
+ * that this test and a third process write to. The scenarios: the token,
+ * the list, a large state, the timeline, restoring an earlier version as a
+ * new save (and a stale try that changes nothing), the trash, live updates.
  *
  * One browser for the whole file, a fresh context (cookies, storage) per
  * scenario. With `MCPSTATE_SCREENSHOTS=DIR` the scenarios also save the
@@ -12,9 +14,11 @@
  */
 
 import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
 import { fileURLToPath } from "node:url";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 import { Append, DelKey, HandleStore, outline, SetKey } from "../mod.ts";
+import { machineName } from "../src/server/identity.ts";
 import { tempHome } from "./_cli_run.ts";
 import { chromiumPath, type RunningInspect, startInspect } from "./_inspect.ts";
 
@@ -77,6 +81,27 @@ const trashed = await store.mint("draft", { text: "old draft" }, {
 });
 await store.revoke(trashed, { user: USER });
 const otherUser = await store.mint("note", { secret: true }, { user: "bob" });
+
+// A handle written three times, whose versions the writable inspector restores.
+const planV1 = { step: "draft", items: ["outline"] };
+const plan = await store.mint("plan", planV1, { user: USER, writer: "laptop/claude-code" });
+await store.save(plan, { step: "review", items: ["outline", "intro"] }, {
+  user: USER,
+  expectVersion: 1,
+  writer: "phone/claude",
+});
+await store.patch(plan, [SetKey("", "step", "done")], { user: USER, writer: "laptop/cursor" });
+// A handle whose third entry reads as an earlier release wrote it (no way back): versions 1
+// and 2 are shown in the timeline but can no longer be rebuilt.
+const legacy = await store.mint("plan", { n: 0 }, { user: USER, writer: "laptop/cli" });
+for (let n = 1; n <= 3; n++) await store.patch(legacy, [SetKey("", "n", n)], { user: USER });
+{
+  using db = new DatabaseSync(`${home}/.mcpstate/state.db`);
+  const { changes } = db.prepare(
+    "UPDATE changes SET text = json_remove(text, '$.undo') WHERE user = ? AND handle = ? AND version = 3",
+  ).run(USER, legacy);
+  assert.equal(Number(changes), 1);
+}
 
 const readOnly = await startInspect(home, ["--backend", cliDbUrl, "--user", USER]);
 const writable = await startInspect(home, ["--backend", cliDbUrl, "--user", USER, "--write"]);
@@ -296,7 +321,8 @@ Deno.test("inspect browser: the timeline of a handle written three times shows e
     assert.equal(await page.evaluate(() => navigator.clipboard.readText()), "/title");
     await page.locator("h2 button.copy").click();
     assert.equal(await page.evaluate(() => navigator.clipboard.readText()), research);
-    await shot(page, "inspect-timeline");
+    // Read-only: no version is offered for restoring.
+    assert.equal(await page.locator("ol.timeline .action").count(), 0);
   });
   await open(readOnly, async (page) => {
     await page.goto(`${readOnly.origin}/#/h/${research}`);
@@ -309,6 +335,101 @@ Deno.test("inspect browser: the timeline of a handle written three times shows e
     );
     await shot(page, "inspect-phone");
   }, { width: 390, height: 844 });
+});
+
+/** The version the handle page shows. */
+async function shownVersion(page: Page, version: number): Promise<void> {
+  await page.waitForFunction(
+    (v) => document.getElementById("version")?.textContent === v,
+    String(version),
+  );
+}
+
+Deno.test("inspect browser: an earlier version restores as a new save with --write; a stale try changes nothing", async () => {
+  await open(readOnly, async (page) => {
+    await page.goto(`${readOnly.origin}/#/h/${plan}`);
+    await page.waitForSelector('li[data-version="1"]');
+    assert.equal(await page.locator("ol.timeline .action").count(), 0);
+    const status = await page.evaluate(async (handle) => {
+      const res = await fetch("/api/restore-version", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ handle, version: 1, expect_version: 3 }),
+      });
+      return res.status;
+    }, plan);
+    assert.equal(status, 403);
+    assert.equal((await store.get(plan, { user: USER })).version, 3, "a read-only inspector saved");
+  });
+  await open(writable, async (page) => {
+    await page.goto(`${writable.origin}/#/h/${research}`);
+    await page.waitForSelector('li[data-version="1"] button.restore');
+    await shot(page, "inspect-timeline");
+    await page.goto(`${writable.origin}/#/h/${plan}`);
+    await page.waitForSelector('li[data-version="1"] button.restore');
+    // Every version but the current one, and only those, can be restored.
+    assert.deepEqual(
+      await page.locator("button.restore").evaluateAll((bs) =>
+        bs.map((b) => b.getAttribute("data-restore"))
+      ),
+      ["2", "1"],
+    );
+    // Keyboard: Enter on the focused button restores version 1 as version 4.
+    await page.locator('li[data-version="1"] button.restore').focus();
+    await page.keyboard.press("Enter");
+    await shownVersion(page, 4);
+    const notice = page.locator("#restore-notice");
+    assert.equal(await notice.innerText(), "Restored version 1 as version 4.");
+    assert.ok(
+      await page.evaluate(() => document.activeElement?.id === "restore-notice"),
+      "the outcome is not focused",
+    );
+    const now = await store.get(plan, { user: USER });
+    assert.equal(now.version, 4);
+    assert.deepEqual(now.state, planV1);
+    const log = await store.changesSince(plan, 3, { user: USER });
+    assert.ok(!log.truncated);
+    assert.equal(log.changes.length, 1);
+    assert.equal(log.changes[0]!.writer, `inspect/${machineName()}`);
+    assert.equal(log.changes[0]!.op, "save");
+    assert.match(
+      await page.locator('li[data-version="4"]').innerText(),
+      new RegExp(`inspect/${machineName()}`),
+    );
+
+    // Stale: another writer saves version 5 while the page still shows 4.
+    const elsewhere = { step: "shipped", items: [] };
+    await page.route("**/api/restore-version", async (route) => {
+      await store.save(plan, elsewhere, { user: USER, expectVersion: 4, writer: "desktop/cursor" });
+      await route.continue();
+    });
+    await page.locator('li[data-version="2"] button.restore').click();
+    await page.waitForFunction(() =>
+      document.getElementById("restore-notice")?.textContent?.startsWith("Not restored")
+    );
+    await page.unroute("**/api/restore-version");
+    await shownVersion(page, 5);
+    assert.match(
+      await notice.innerText(),
+      /^Not restored: version 5 was written by desktop\/cursor after the version 4 this page showed, and nothing was changed\./,
+    );
+    assert.equal(await notice.getAttribute("role"), "alert");
+    const after = await store.get(plan, { user: USER });
+    assert.equal(after.version, 5, "the stale restore saved");
+    assert.deepEqual(after.state, elsewhere);
+    assert.equal(await page.locator('li[data-version="6"]').count(), 0);
+
+    // A version the history no longer reaches back to: the button is disabled, with the reason.
+    await page.goto(`${writable.origin}/#/h/${legacy}`);
+    await page.waitForSelector('li[data-version="1"] .action');
+    for (const v of ["1", "2"]) {
+      const action = page.locator(`li[data-version="${v}"] .action`);
+      assert.ok(await action.locator("button").isDisabled(), `version ${v} is offered`);
+      assert.match(await action.innerText(), /Not restorable: the history no longer holds/);
+    }
+    assert.ok(await page.locator('li[data-version="3"] button.restore').isEnabled());
+    assert.equal(await page.locator('li[data-version="4"] .action').count(), 0);
+  });
 });
 
 Deno.test("inspect browser: the trash restores with --write, and only with it", async () => {

@@ -1,9 +1,11 @@
 /**
  * The inspector's access rules over real HTTP, without a browser: the
  * one-time token and its cookie, 401 that shows nothing, 403 for a foreign
- * `Host` or `Origin` (another port of localhost included), writes only with
- * `--write` and the page's own `Origin`; a timeline whose mint entry
- * retention dropped still showing old values; and `mcpstate inspect`
+ * `Host` or `Origin` (another port of localhost included), writes (a
+ * restore from the trash, a restore of an earlier version) only with
+ * `--write` and the page's own `Origin`; a version past the retained history
+ * or a stale one refused with nothing changed, and a timeline whose mint
+ * entry retention dropped still showing old values; and `mcpstate inspect`
  * itself, run with the program's permission flags, printing one line.
  *
  * @module
@@ -126,26 +128,41 @@ Deno.test("inspect http: a foreign Host or Origin is 403, even with the token, w
   });
 });
 
+/** A POST of `body` as JSON to `path`, with the session cookie and `headers`. */
+function post(
+  url: string,
+  cookie: string,
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = { origin: new URL(url).origin },
+): Promise<Response> {
+  return fetch(new URL(url).origin + path, {
+    method: "POST",
+    headers: { cookie, "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
+}
+
+/** Asserts that a write without `Origin` and one from a foreign `Origin` are 403. */
+async function refusedWithoutOwnOrigin(send: (h: Record<string, string>) => Promise<Response>) {
+  const noOrigin = await send({});
+  assert.equal(noOrigin.status, 403, "a write without Origin");
+  await noOrigin.body?.cancel();
+  const foreign = await send({ origin: "http://evil.example" });
+  assert.equal(foreign.status, 403, "a write from a foreign Origin");
+  await foreign.body?.cancel();
+}
+
 Deno.test("inspect http: a restore needs --write and the page's own Origin", async () => {
   for (const write of [false, true]) {
     await withInspector(write, async (url, store) => {
-      const origin = new URL(url).origin;
       const cookie = await login(url);
       const h = await store.mint("note", { a: 1 }, { user: "alice" });
       await store.revoke(h, { user: "alice" });
-      const post = (headers: Record<string, string>) =>
-        fetch(origin + "/api/restore", {
-          method: "POST",
-          headers: { cookie, "content-type": "application/json", ...headers },
-          body: JSON.stringify({ handle: h }),
-        });
-      const noOrigin = await post({});
-      assert.equal(noOrigin.status, 403, "a write without Origin");
-      await noOrigin.body?.cancel();
-      const foreign = await post({ origin: "http://evil.example" });
-      assert.equal(foreign.status, 403);
-      await foreign.body?.cancel();
-      const res = await post({ origin });
+      await refusedWithoutOwnOrigin((headers) =>
+        post(url, cookie, "/api/restore", { handle: h }, headers)
+      );
+      const res = await post(url, cookie, "/api/restore", { handle: h });
       const body = await res.json();
       if (!write) {
         assert.equal(res.status, 403);
@@ -162,6 +179,87 @@ Deno.test("inspect http: a restore needs --write and the page's own Origin", asy
       }
     });
   }
+});
+
+Deno.test("inspect http: restoring a version needs --write and the page's own Origin, and saves as inspect's writer", async () => {
+  for (const write of [false, true]) {
+    await withInspector(write, async (url, store) => {
+      const cookie = await login(url);
+      const user = "alice";
+      const h = await store.mint("note", { n: 1 }, { user });
+      await store.save(h, { n: 2 }, { user, expectVersion: 1 });
+      await store.save(h, { n: 3 }, { user, expectVersion: 2 });
+      const ask = { handle: h, version: 1, expect_version: 3 };
+      await refusedWithoutOwnOrigin((headers) =>
+        post(url, cookie, "/api/restore-version", ask, headers)
+      );
+      const res = await post(url, cookie, "/api/restore-version", ask);
+      const body = await res.json();
+      const now = await store.get(h, { user });
+      if (!write) {
+        assert.equal(res.status, 403);
+        assert.equal(body.error.code, "read_only");
+        assert.equal(now.version, 3, "a read-only inspector saved");
+        return;
+      }
+      assert.equal(res.status, 200);
+      assert.deepEqual(body, { ok: true, handle: h, version: 4, restored_version: 1 });
+      assert.deepEqual(now.state, { n: 1 });
+      const log = await store.changesSince(h, 3, { user });
+      assert.ok(!log.truncated);
+      assert.equal(log.changes[0]?.writer, "inspect/test");
+      assert.equal(log.changes[0]?.op, "save");
+    });
+  }
+});
+
+Deno.test("inspect http: a version past the retained history is history_unavailable, a stale restore is 409, and neither changes anything", async () => {
+  await withInspector(true, async (url, store) => {
+    const cookie = await login(url);
+    const user = "alice";
+    const h = await store.mint("doc", { n: 0 }, { user });
+    for (let i = 1; i <= 3; i++) await store.patch(h, [SetKey("", "n", i)], { user });
+    // Entries 3 and 4 are kept: the mint's is gone, version 2 is the oldest the store rebuilds.
+    const state = async () => {
+      const s = await store.get(h, { user });
+      return { version: s.version, state: s.state };
+    };
+    const restore = (version: number, expect: number) =>
+      post(url, cookie, "/api/restore-version", { handle: h, version, expect_version: expect });
+    const before = await state();
+    assert.deepEqual(before, { version: 4, state: { n: 3 } });
+    const gone = await restore(1, 4);
+    assert.equal(gone.status, 400);
+    const { error } = await gone.json();
+    assert.equal(error.code, "invalid_argument");
+    assert.equal(error.reason, "history_unavailable");
+    assert.equal(error.field, "version");
+    assert.deepEqual(await state(), before);
+    const stale = await restore(2, 3);
+    assert.equal(stale.status, 409);
+    const staleError = (await stale.json()).error;
+    assert.equal(staleError.code, "stale_write");
+    assert.equal(staleError.current_version, 4);
+    assert.match(staleError.message, /^Not restored: version 4 was written/);
+    assert.deepEqual(await state(), before);
+    for (
+      const bad of [
+        { handle: h, version: 4, expect_version: 4 },
+        { handle: h, version: 0, expect_version: 4 },
+        { handle: h, version: "1", expect_version: 4 },
+        { handle: h, version: 2 },
+        { version: 2, expect_version: 4 },
+      ]
+    ) {
+      const res = await post(url, cookie, "/api/restore-version", bad);
+      assert.equal(res.status, 400, JSON.stringify(bad));
+      assert.equal((await res.json()).error.code, "invalid_argument");
+    }
+    assert.deepEqual(await state(), before);
+    const ok = await restore(2, 4);
+    assert.equal(ok.status, 200);
+    assert.deepEqual(await state(), { version: 5, state: { n: 1 } });
+  }, { history: { maxEntries: 2 } });
 });
 
 Deno.test("inspect http: the timeline of a handle whose mint entry retention dropped still shows the values each change replaced", async () => {

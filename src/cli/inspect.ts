@@ -1,8 +1,9 @@
 /**
  * `mcpstate inspect`: serves the web inspector (`src/inspect/`) for one user
  * on a loopback port and prints one line, its URL with a one-time token,
- * then serves until SIGINT or SIGTERM. Read-only unless `--write`; its
- * writes carry the writer label `inspect/<hostname>`.
+ * then serves until SIGINT or SIGTERM. Read-only unless `--write` (restore
+ * an earlier version as a new save, or a handle from the trash); its writes
+ * carry the writer label `inspect/<hostname>`.
  *
  * @module
  */
@@ -30,13 +31,14 @@ Serves a web page on 127.0.0.1 that shows one user's handles, each state as a
 tree, each handle's history as a timeline of diffs, and the trash; it follows
 writes from other processes as they land. Prints one line, the URL to open,
 which carries a one-time token: the first visit trades it for a session cookie,
-and anything else is refused. Read-only unless --write. Ctrl-C stops it.
+and anything else is refused. Read-only unless --write, which allows restoring
+an earlier version as a new save and a handle from the trash. Ctrl-C stops it.
 
 Options:
   --user USER      Whose handles (default: $MCPSTATE_USER, else "local")
   --host HOST      Interface to listen on (default 127.0.0.1)
   --port PORT      Port (default 0: a free one)
-  --write          Allow restoring handles from the trash (writer inspect/<hostname>)
+  --write          Allow restoring versions and trashed handles (writer inspect/<hostname>)
   --backend URL    Backend (default: $MCPSTATE_BACKEND, else sqlite:///~/.mcpstate/state.db)
   -h, --help       Show this help
 

@@ -9,6 +9,12 @@
  * on every node as they do on any disclosure; a node that was left out of
  * the first read (the outline names its JSON Pointer) is read when opened.
  *
+ * With `--write`, each earlier version of the timeline has a "Restore this
+ * version" button that asks for a save of that version's state based on the
+ * version the page shows; what came of it (restored, or refused as stale or
+ * out of history) stays above the timeline, focused, until the next try or
+ * another handle is opened, so a refresh from the event stream keeps it.
+ *
  * @module
  */
 
@@ -40,6 +46,7 @@ async function api(path, init) {
   if (!res.ok) {
     const err = new Error((body.error && body.error.message) || ("HTTP " + res.status));
     err.code = body.error && body.error.code;
+    err.status = res.status;
     throw err;
   }
   return body;
@@ -279,7 +286,43 @@ function change(c) {
   return el("li", { class: c.kind }, text);
 }
 
-function timelineView(t) {
+/** What the last restore of a version came to: { handle, ok, text }, shown above the timeline. */
+let notice = null;
+
+function restoreAction(handle, e, t, shown) {
+  if (!info.write || e.version >= shown) return null;
+  if (e.version < t.restorableFrom) {
+    const why = "why-" + e.version;
+    return el("div", { class: "action" },
+      el("button", { type: "button", disabled: true, "aria-describedby": why,
+        "aria-label": "Restore version " + e.version + " as a new version" }, "Restore this version"),
+      el("span", { class: "muted", id: why }, "Not restorable: the history no longer holds the way back to this version."));
+  }
+  return el("div", { class: "action" }, el("button", {
+    type: "button", class: "restore", "data-restore": String(e.version),
+    "aria-label": "Restore version " + e.version + " as a new version",
+    onclick: (ev) => restoreVersion(handle, e.version, shown, ev.currentTarget),
+  }, "Restore this version"));
+}
+
+async function restoreVersion(handle, version, shown, button) {
+  button.disabled = true;
+  notice = null;
+  try {
+    const r = await api("/api/restore-version", {
+      method: "POST", headers: { "content-type": "application/json" },
+      body: JSON.stringify({ handle, version, expect_version: shown }),
+    });
+    notice = { handle, ok: true, text: "Restored version " + version + " as version " + r.version + "." };
+  } catch (e) {
+    notice = { handle, ok: false, text: e.code === "stale_write" ? e.message : "Not restored: " + e.message };
+  }
+  await render(true);
+  const n = document.getElementById("restore-notice");
+  if (n) n.focus({ preventScroll: false });
+}
+
+function timelineView(handle, t, shown) {
   const list = el("ol", { class: "timeline", reversed: true });
   for (const e of t.entries) {
     const items = el("ul", { class: "diff" });
@@ -291,13 +334,18 @@ function timelineView(t) {
     list.append(el("li", { "data-version": String(e.version) },
       el("div", { class: "head" }, el("span", { class: "v" }, "v" + e.version), el("span", { class: "badge" }, e.op),
         el("span", {}, e.writer || "—"), el("span", { class: "muted" }, time(e.at))),
-      items));
+      items, restoreAction(handle, e, t, shown)));
   }
   const kids = [el("h3", {}, "History")];
-  if (!t.replayed) {
-    kids.push(el("p", { class: "note" }, t.entries.length === 0
-      ? "The history holds no entry for this handle's versions: entries over the size limit or past the retention are not kept."
-      : "The history shown starts at version " + t.from + "; values a change replaced before that are not known."));
+  if (notice && notice.handle === handle) {
+    kids.push(el("p", { id: "restore-notice", tabindex: "-1", class: notice.ok ? "note ok" : "note error",
+      role: notice.ok ? "status" : "alert" }, notice.text));
+  }
+  if (t.entries.length === 0) {
+    kids.push(el("p", { class: "note" }, "The history holds no entry for this handle's versions: entries over the size limit or past the retention are not kept."));
+  } else if (t.from > 1) {
+    kids.push(el("p", { class: "note" }, "The history shown starts at version " + t.from + ": older entries are past the retention" +
+      (t.replayed ? "." : ", and values a change replaced before that are not known.")));
   }
   kids.push(t.entries.length ? list : el("p", { class: "muted" }, "No entries."));
   return kids;
@@ -305,7 +353,11 @@ function timelineView(t) {
 
 async function renderHandle(handle, refresh) {
   setNav("");
-  if (!refresh) { opened.clear(); listen("?handle=" + encodeURIComponent(handle)); }
+  if (!refresh) {
+    opened.clear();
+    notice = null;
+    listen("?handle=" + encodeURIComponent(handle));
+  }
   let state, history;
   try {
     [state, history] = await Promise.all([
@@ -329,11 +381,14 @@ async function renderHandle(handle, refresh) {
     el("dt", {}, "Lease"), el("dd", {}, m.active_lease ? m.active_lease.holder + " until " + time(m.active_lease.expires_at) : "none"));
   const tree = el("ul");
   tree.append(outlineNode(handle, null, state.node, 0, ""));
+  const focused = document.activeElement && document.activeElement.id === "restore-notice";
   view.replaceChildren(
     el("h2", {}, el("code", {}, handle), copyButton(handle, "handle"), live()),
     el("div", { class: "panes" },
       el("section", { class: "pane", "aria-label": "State" }, el("h3", {}, "State"), meta, el("div", { class: "tree" }, tree)),
-      el("section", { class: "pane", "aria-label": "History" }, ...timelineView(history))));
+      el("section", { class: "pane", "aria-label": "History" }, ...timelineView(handle, history, m.version))));
+  const n = document.getElementById("restore-notice");
+  if (focused && n) n.focus({ preventScroll: true });
 }
 
 // ------------------------------------------------------------------ the trash

@@ -114,6 +114,10 @@ ul.diff li.added { background: var(--add-bg); color: var(--add); }
 ul.diff li.removed { background: var(--del-bg); color: var(--del); }
 ul.diff li.changed { background: var(--chg-bg); color: var(--chg); }
 .note { background: var(--panel); border: 1px solid var(--line); border-radius: 6px; padding: .5rem .7rem; margin: 0 0 .8rem; }
+.note.ok { border-color: var(--add); color: var(--add); }
+.note.error { border-color: var(--del); }
+ol.timeline .action { display: flex; flex-wrap: wrap; gap: .2rem .6rem; align-items: baseline; margin-top: .3rem; font-size: .85rem; }
+ol.timeline .action button { font-size: .85rem; padding: .1rem .6rem; }
 .error { color: var(--del); }
 #toast { position: fixed; bottom: 1rem; left: 50%; transform: translateX(-50%); background: var(--fg); color: var(--bg); padding: .4rem .9rem; border-radius: 6px; opacity: 0; transition: opacity .2s; pointer-events: none; max-width: 90vw; overflow-wrap: anywhere; }
 #toast.show { opacity: .92; }

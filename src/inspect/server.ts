@@ -15,8 +15,10 @@
  * Access: see `_guard.ts` — a one-time token in the printed URL, exchanged
  * for a session cookie; foreign `Host` and `Origin` are 403, anything
  * without the token or the cookie 401 with an empty body. Read-only unless
- * `write` is set; its one write, restoring a handle from the trash, goes
- * through the store.
+ * `write` is set; its two writes, restoring a handle from the trash and
+ * saving an earlier version's state as a new version, go through the store
+ * with its rules (a save names the version the page showed, so a write in
+ * between is refused as stale, never overwritten).
  *
  * @example Serve an inspector on a free port
  * ```ts ignore
@@ -31,7 +33,7 @@
  * @module
  */
 
-import { InvalidArgument, McpStateError } from "../errors.ts";
+import { InvalidArgument, McpStateError, StaleWrite } from "../errors.ts";
 import { type HandleInfo, type HandleStore, toPayload } from "../store.ts";
 import { VERSION } from "../version.ts";
 import { CLIENT_JS } from "./_client.ts";
@@ -52,7 +54,7 @@ const SIZE_READS = 8;
 export interface InspectorOptions {
   /** Whose handles it shows. */
   user: string;
-  /** Allow restoring from the trash. Default `false`: read-only. */
+  /** Allow restoring from the trash and restoring earlier versions. Default `false`: read-only. */
   write?: boolean;
   /** The writer label of its writes (`inspect/<hostname>`). */
   writer: string;
@@ -199,6 +201,8 @@ function statusOf(e: McpStateError): number {
       return 404;
     case "invalid_argument":
       return 400;
+    case "stale_write":
+      return 409;
     default:
       return 500;
   }
@@ -257,7 +261,10 @@ class Api {
           return json(await this.#trash(q.get("cursor")));
         case "/api/restore":
           if (request.method !== "POST") break;
-          return await this.#restore(request);
+          return this.#readOnly() ?? await this.#restore(request);
+        case "/api/restore-version":
+          if (request.method !== "POST") break;
+          return this.#readOnly() ?? await this.#restoreVersion(request);
         case "/api/events":
           return this.#events(request, q.get("handle"));
       }
@@ -335,15 +342,18 @@ class Api {
     };
   }
 
+  /** The refusal of every write when the inspector is read-only; `undefined` with `--write`. */
+  #readOnly(): Response | undefined {
+    if (this.#options.write) return undefined;
+    return json({
+      error: {
+        code: "read_only",
+        message: "This inspector is read-only. Start it with --write to restore handles.",
+      },
+    }, 403);
+  }
+
   async #restore(request: Request): Promise<Response> {
-    if (!this.#options.write) {
-      return json({
-        error: {
-          code: "read_only",
-          message: "This inspector is read-only. Start it with --write to restore handles.",
-        },
-      }, 403);
-    }
     const body = await request.json().catch(() => null) as { handle?: unknown } | null;
     if (typeof body?.handle !== "string") {
       return json({ error: { code: "invalid_argument", message: 'Send {"handle": …}.' } }, 400);
@@ -351,6 +361,51 @@ class Api {
     const snap = await this.#store.restore(body.handle, { user: this.#options.user });
     const { state: _, ...info } = toPayload(snap);
     return json({ ok: true, restored: info });
+  }
+
+  /**
+   * Saves the state of an earlier version as a new version, based on the
+   * version the page showed (`expect_version`): a write since then makes it
+   * a `stale_write` (409) and changes nothing.
+   */
+  async #restoreVersion(request: Request): Promise<Response> {
+    const body = await request.json().catch(() => null) as Record<string, unknown> | null;
+    const { handle, version, expect_version: expect } = body ?? {};
+    if (typeof handle !== "string" || !isVersion(version) || !isVersion(expect)) {
+      throw new InvalidArgument(
+        'Send {"handle": …, "version": N, "expect_version": M}: the version to restore and the current version the page shows.',
+        { field: "body" },
+      );
+    }
+    if (version >= expect) {
+      throw new InvalidArgument(
+        `Version ${version} is not earlier than the version shown (${expect}): pick an earlier one.`,
+        { field: "version" },
+      );
+    }
+    const user = this.#options.user;
+    const past = await this.#store.stateAt(handle, version, { user });
+    try {
+      const snap = await this.#store.save(handle, past.state, {
+        user,
+        expectVersion: expect,
+        writer: this.#options.writer,
+      });
+      return json({ ok: true, handle, version: snap.version, restored_version: version });
+    } catch (e) {
+      if (!(e instanceof StaleWrite)) throw e;
+      const current = e.details.current as { version?: number; last_writer?: string | null };
+      const by = current.last_writer ? ` by ${current.last_writer}` : "";
+      return json({
+        error: {
+          code: "stale_write",
+          message:
+            `Not restored: version ${current.version} was written${by} after the version ${expect} this page showed, and nothing was changed. Look at version ${current.version}, then restore version ${version} again if you still want it.`,
+          expected_version: expect,
+          current_version: current.version ?? null,
+        },
+      }, 409);
+    }
   }
 
   /** A stream of `change` events: of one handle (its watch), or of the list (a poll). */
@@ -411,6 +466,11 @@ class Api {
       headers: { "content-type": "text/event-stream; charset=utf-8" },
     });
   }
+}
+
+/** A version number: a whole number of at least 1. */
+function isVersion(x: unknown): x is number {
+  return typeof x === "number" && Number.isSafeInteger(x) && x >= 1;
 }
 
 /** A required query parameter. */
