@@ -181,6 +181,27 @@ async function fetchAsPage(page: Page, url: string): Promise<{ status: number; b
   return { status: response.status(), body: await again.text() };
 }
 
+/** The page's HTML once it has settled (Chromium may still be showing its own error page). */
+async function settledContent(page: Page): Promise<string> {
+  for (let i = 0;; i++) {
+    try {
+      return await page.content();
+    } catch (e) {
+      if (i >= 50 || !/navigating/.test(String(e))) throw e;
+      await page.waitForTimeout(100);
+    }
+  }
+}
+
+/** Opens a handle's page and waits until it shows that handle (not the view before it). */
+async function showHandle(page: Page, origin: string, handle: string): Promise<void> {
+  await page.goto(`${origin}/#/h/${handle}`);
+  await page.waitForFunction(
+    (h) => document.querySelector("main h2 code")?.textContent === h,
+    handle,
+  );
+}
+
 /** Every data-handle of the rows shown. */
 async function rowHandles(page: Page): Promise<string[]> {
   return await page.locator("tbody tr").evaluateAll((rows) =>
@@ -195,7 +216,7 @@ Deno.test("inspect browser: the token opens the page and leaves the URL; without
       // Chromium shows its own error page for an empty 401: nothing of ours.
       const refused = await fetchAsPage(page, readOnly.origin + "/");
       assert.deepEqual(refused, { status: 401, body: "" });
-      assert.ok(!(await page.content()).includes("research_"), "the refused page shows data");
+      assert.ok(!(await settledContent(page)).includes("research_"), "the refused page shows data");
       await login(readOnly, context, page);
       await page.waitForSelector("tbody tr");
       assert.equal(page.url(), readOnly.origin + "/", "the token stayed in the address bar");
@@ -347,7 +368,7 @@ async function shownVersion(page: Page, version: number): Promise<void> {
 
 Deno.test("inspect browser: an earlier version restores as a new save with --write; a stale try changes nothing", async () => {
   await open(readOnly, async (page) => {
-    await page.goto(`${readOnly.origin}/#/h/${plan}`);
+    await showHandle(page, readOnly.origin, plan);
     await page.waitForSelector('li[data-version="1"]');
     assert.equal(await page.locator("ol.timeline .action").count(), 0);
     const status = await page.evaluate(async (handle) => {
@@ -362,10 +383,10 @@ Deno.test("inspect browser: an earlier version restores as a new save with --wri
     assert.equal((await store.get(plan, { user: USER })).version, 3, "a read-only inspector saved");
   });
   await open(writable, async (page) => {
-    await page.goto(`${writable.origin}/#/h/${research}`);
+    await showHandle(page, writable.origin, research);
     await page.waitForSelector('li[data-version="1"] button.restore');
     await shot(page, "inspect-timeline");
-    await page.goto(`${writable.origin}/#/h/${plan}`);
+    await showHandle(page, writable.origin, plan);
     await page.waitForSelector('li[data-version="1"] button.restore');
     // Every version but the current one, and only those, can be restored.
     assert.deepEqual(
@@ -380,10 +401,8 @@ Deno.test("inspect browser: an earlier version restores as a new save with --wri
     await shownVersion(page, 4);
     const notice = page.locator("#restore-notice");
     assert.equal(await notice.innerText(), "Restored version 1 as version 4.");
-    assert.ok(
-      await page.evaluate(() => document.activeElement?.id === "restore-notice"),
-      "the outcome is not focused",
-    );
+    // The outcome takes the focus (a refresh from the event stream may draw it a moment before).
+    await page.waitForFunction(() => document.activeElement?.id === "restore-notice");
     const now = await store.get(plan, { user: USER });
     assert.equal(now.version, 4);
     assert.deepEqual(now.state, planV1);
@@ -420,7 +439,7 @@ Deno.test("inspect browser: an earlier version restores as a new save with --wri
     assert.equal(await page.locator('li[data-version="6"]').count(), 0);
 
     // A version the history no longer reaches back to: the button is disabled, with the reason.
-    await page.goto(`${writable.origin}/#/h/${legacy}`);
+    await showHandle(page, writable.origin, legacy);
     await page.waitForSelector('li[data-version="1"] .action');
     for (const v of ["1", "2"]) {
       const action = page.locator(`li[data-version="${v}"] .action`);
