@@ -24,9 +24,10 @@
  * - `leases <url> <user> <tag> <stores> <handle>…`: `stores` stores race to
  *   lease every handle for 60 s, store `i` as holder `<tag>/<i>`, and print
  *   the handles each holder got, as JSON.
- * - `create-at <start epoch ms> <gapMs> <url>…`: opens the `k`-th URL at
- *   `start + k * gapMs` (busy-waiting for that moment) and mints a handle of
- *   kind `race` for user `u` there.
+ * - `create-at <gapMs> <url>…`: prints `ready`, reads a moment (epoch ms)
+ *   from stdin, then opens the `k`-th URL at that moment plus `k * gapMs`
+ *   (busy-waiting for it) and mints a handle of kind `race` for user `u`
+ *   there.
  * - `open <url>`: prints, as JSON, whether this process has Deno KV
  *   (`openKv`: the `typeof Deno.openKv`) and what opening the URL gave:
  *   `opened: true`, or the error's payload.
@@ -224,8 +225,10 @@ async function leases(args: string[]): Promise<void> {
 }
 
 async function createAt(args: string[]): Promise<void> {
-  const [start, gapMs, ...urls] = args;
-  if (!start || !gapMs) throw new Error("usage: create-at <start> <gapMs> <url>…");
+  const [gapMs, ...urls] = args;
+  if (!gapMs) throw new Error("usage: create-at <gapMs> <url>…");
+  say("ready");
+  const start = await new Lines(Deno.stdin.readable).next();
   for (const [k, url] of urls.entries()) {
     while (Date.now() < Number(start) + k * Number(gapMs)) await sleep(1);
     await using store = await HandleStore.fromUrl(url, { reclaimIntervalMs: 0 });

@@ -118,11 +118,14 @@ export async function killWriterMidWrites(
   url: string,
   inspect: EngineChecks = {},
 ): Promise<WorkloadRun> {
-  await using store = await HandleStore.fromUrl(url, { reclaimIntervalMs: 0 });
   const user = freshUser();
   // A large state, so that the kill is likely to land inside a write.
   const pad = "p".repeat(64_000);
-  const handle = await store.mint("crash", { n: 0, log: [], pad }, { user });
+  let handle: string;
+  {
+    await using store = await HandleStore.fromUrl(url, { reclaimIntervalMs: 0 });
+    handle = await store.mint("crash", { n: 0, log: [], pad }, { user });
+  }
   const writers = 6;
   const child = spawnChild(["writers", url, user, handle, "k", `${writers}`, "1", "forever"]);
   const acked: [string, number][] = [];
@@ -147,6 +150,8 @@ export async function killWriterMidWrites(
   }
   const { status, stderr } = await child.ended();
   assert.equal(status.signal, "SIGKILL", `the writer process ended on its own: ${stderr}`);
+  // Read through a new connection, as after a restart.
+  await using store = await HandleStore.fromUrl(url, { reclaimIntervalMs: 0 });
   // A server may still commit what a dead session sent: wait until the handle stops changing.
   for (let last = -1;;) {
     const { version } = await store.get(handle, { user });
@@ -201,11 +206,10 @@ export async function killWriterMidWrites(
  * @param gapMs The time between two URLs.
  */
 export async function createAtOnce(urls: string[], gapMs: number): Promise<void> {
-  const start = Date.now() + 2_000; // time for every process to start
-  const children = Array.from(
-    { length: 3 },
-    () => spawnChild(["create-at", String(start), String(gapMs), ...urls]),
-  );
+  const children = Array.from({ length: 3 }, () => spawnChild(["create-at", `${gapMs}`, ...urls]));
+  for (const child of children) assert.equal(await child.line("a creating process"), "ready");
+  const start = Date.now() + 100;
+  for (const child of children) await child.send(String(start));
   await Promise.all(children.map((child) => child.succeeded()));
   for (const url of urls) {
     await using store = await HandleStore.fromUrl(url, { reclaimIntervalMs: 0 });

@@ -163,7 +163,7 @@ export async function backendContract(
  * @throws {AssertionError} for a capability with only some of its primitives.
  */
 function capabilitiesOf(backend: Backend, target: ContractTarget): Capabilities {
-  const found = { crossProcess: target.url !== undefined } as Capabilities;
+  const found = {} as Capabilities;
   for (const [name, primitives] of Object.entries(CAPABILITIES)) {
     const present = primitives.filter((p) => typeof backend[p] === "function");
     assert.ok(
@@ -172,6 +172,7 @@ function capabilitiesOf(backend: Backend, target: ContractTarget): Capabilities 
     );
     found[name as Capability] = present.length > 0;
   }
+  found.crossProcess = target.url !== undefined;
   return found;
 }
 
