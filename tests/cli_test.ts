@@ -27,7 +27,11 @@ import {
   spawnMcpstate,
   tempHome,
 } from "./_cli_run.ts";
-import { restoreContext, restoreContract, sampleRecord } from "./_cli_restore_contract.ts";
+import {
+  importContext as restoreContext,
+  importContract as restoreContract,
+  sampleRecord,
+} from "./contract/import.ts";
 import { startRedis } from "./_redis.ts";
 
 const DAY = 86_400_000;

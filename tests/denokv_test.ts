@@ -4,20 +4,29 @@ import { Append, HandleStore, Increment, SetKey } from "../mod.ts";
 import { openBackend } from "../src/url.ts";
 import type { HandleRecord, WriteContext } from "../src/backend.ts";
 import { DenoKvBackend, parseDenoKvUrl } from "../src/backends/denokv.ts";
-import { leaseOutlivesKilledHolder, watcherHearsAnotherProcess } from "./_live_checks.ts";
-import { backendContract, FakeClock, freshUser, rejectsWith } from "./contract.ts";
+import { DAY, FakeClock, freshUser, rejectsWith, sleep } from "./_helpers.ts";
+import { backendContract } from "./contract/mod.ts";
+import { Child, spawnChild } from "./contract/_child.ts";
+import { createAtOnce, writersInTwoProcesses } from "./contract/cross_process.ts";
 
-const DAY = 86_400_000;
 const MIB = 1_048_576;
 const dir = Deno.makeTempDirSync({ prefix: "mcpstate-denokv-" });
-const child = fileURLToPath(new URL("./_denokv_child.ts", import.meta.url));
+const FAULTS = fileURLToPath(new URL("./_denokv_child.ts", import.meta.url));
 
 // One Deno.Kv per opened store: like separate processes on one file.
-backendContract("denokv file", () => openBackend(`denokv:///${dir}/contract.kv`));
+const contractUrl = `denokv:///${dir}/contract.kv`;
+Deno.test("contract: denokv file", (t) =>
+  backendContract(t, { open: () => openBackend(contractUrl), url: contractUrl }));
 
 // Every store the suite opens shares one in-memory Deno.Kv.
 const sharedKv = await Deno.openKv(":memory:");
-backendContract("denokv :memory:", () => Promise.resolve(new DenoKvBackend(sharedKv)));
+Deno.test("contract: denokv :memory:", (t) =>
+  backendContract(t, { open: () => Promise.resolve(new DenoKvBackend(sharedKv)) }));
+
+/** `backend`, closed when the scope that holds it ends (`await using`). */
+function closing<T extends { close(): Promise<void> }>(backend: T): T & AsyncDisposable {
+  return Object.assign(backend, { [Symbol.asyncDispose]: () => backend.close() });
+}
 
 /** All keys under a prefix. */
 async function keysOf(kv: Deno.Kv, prefix: Deno.KvKey): Promise<Deno.KvKey[]> {
@@ -53,267 +62,211 @@ async function openFileKv(name: string): Promise<Deno.Kv> {
 }
 
 Deno.test("a 1 MiB and a 1 MiB - 1 byte state round-trip, ASCII and multi-byte UTF-8", async () => {
-  const kv = await openFileKv("big.kv");
-  const store = new HandleStore(new DenoKvBackend(kv));
-  try {
-    const user = freshUser();
-    for (const pattern of ["", "é€😀x", "😀"]) {
-      for (const size of [MIB, MIB - 1]) {
-        const state = stateOfBytes(size, pattern);
-        const h = await store.mint("big", state, { user });
-        assert.deepEqual((await store.get(h, { user })).state, state);
-        // A second, fresh connection to the file reads the same bytes.
-        await using other = await HandleStore.fromUrl(`denokv:///${dir}/big.kv`);
-        assert.equal(JSON.stringify((await other.get(h, { user })).state), JSON.stringify(state));
-        // A new version of the same size replaces it; a reader sees one version only.
-        const next = stateOfBytes(size, pattern ? "ü" : "b");
-        const s = await store.save(h, next, { user, expectVersion: 1 });
-        assert.equal(s.version, 2);
-        assert.deepEqual((await other.get(h, { user })).state, next);
-      }
+  using kv = await openFileKv("big.kv");
+  await using store = new HandleStore(new DenoKvBackend(kv));
+  const user = freshUser();
+  for (const pattern of ["", "é€😀x", "😀"]) {
+    for (const size of [MIB, MIB - 1]) {
+      const state = stateOfBytes(size, pattern);
+      const h = await store.mint("big", state, { user });
+      assert.deepEqual((await store.get(h, { user })).state, state);
+      // A second, fresh connection to the file reads the same bytes.
+      await using other = await HandleStore.fromUrl(`denokv:///${dir}/big.kv`);
+      assert.equal(JSON.stringify((await other.get(h, { user })).state), JSON.stringify(state));
+      // A new version of the same size replaces it; a reader sees one version only.
+      const next = stateOfBytes(size, pattern ? "ü" : "b");
+      const s = await store.save(h, next, { user, expectVersion: 1 });
+      assert.equal(s.version, 2);
+      assert.deepEqual((await other.get(h, { user })).state, next);
     }
-    // Every superseded chunk set was deleted by the head swap that replaced it.
-    assert.equal((await chunkSets(kv, user)).size, 6);
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "xw"]), []);
-  } finally {
-    await store.close();
-    kv.close();
   }
+  // Every superseded chunk set was deleted by the head swap that replaced it.
+  assert.equal((await chunkSets(kv, user)).size, 6);
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "xw"]), []);
 });
 
 Deno.test("states at the inline limit and one byte over round-trip with the longest metadata", async () => {
-  const kv = await Deno.openKv(":memory:");
+  using kv = await Deno.openKv(":memory:");
   const clock = new FakeClock();
-  const store = new HandleStore(new DenoKvBackend(kv), { clock: clock.fn });
-  try {
-    const writer = "é".repeat(256);
-    const kind = "k" + "-".repeat(31);
-    // The longest user and idempotency key kept as key parts, and longer ones (hashed).
-    const cases = [["ü".repeat(200), "k".repeat(190)], ["ü".repeat(1024), "é".repeat(244)]];
-    for (const [user, key] of cases as [string, string][]) {
-      for (const size of [63_487, 63_488, 63_489, 65_536, 65_537]) {
-        for (const pattern of ["", "é"]) {
-          const state = stateOfBytes(size, pattern);
-          const h = await store.mint(kind, state, {
-            user,
-            writer,
-            ttlDays: 1,
-            idempotencyKey: key + size + pattern,
-            randomChars: 64,
-          });
-          const again = await store.mint(kind, state, {
-            user,
-            writer,
-            ttlDays: 1,
-            idempotencyKey: key + size + pattern,
-            randomChars: 64,
-          });
-          assert.equal(again, h);
-          const s = await store.get(h, { user });
-          assert.deepEqual(s.state, state);
-          assert.equal(s.lastWriter, writer);
-          const p = await store.patch(h, [SetKey("", "t", 1)], {
-            user,
-            writer,
-            idempotencyKey: key + "p" + size + pattern,
-          });
-          assert.deepEqual(
-            await store.patch(h, [SetKey("", "t", 1)], {
-              user,
-              writer,
-              idempotencyKey: key + "p" + size + pattern,
-            }),
-            p,
-          );
-        }
+  await using store = new HandleStore(new DenoKvBackend(kv), { clock: clock.fn });
+  const writer = "é".repeat(256);
+  const kind = "k" + "-".repeat(31);
+  // The longest user and idempotency key kept as key parts, and longer ones (hashed).
+  const cases = [["ü".repeat(200), "k".repeat(190)], ["ü".repeat(1024), "é".repeat(244)]];
+  for (const [user, key] of cases as [string, string][]) {
+    for (const size of [63_487, 63_488, 63_489, 65_536, 65_537]) {
+      for (const pattern of ["", "é"]) {
+        const state = stateOfBytes(size, pattern);
+        const mint = { user, writer, ttlDays: 1, idempotencyKey: key + size + pattern };
+        const h = await store.mint(kind, state, { ...mint, randomChars: 64 });
+        // The retry, with the same key, gives the first handle.
+        assert.equal(await store.mint(kind, state, { ...mint, randomChars: 64 }), h);
+        const s = await store.get(h, { user });
+        assert.deepEqual(s.state, state);
+        assert.equal(s.lastWriter, writer);
+        const patch = { user, writer, idempotencyKey: key + "p" + size + pattern };
+        const p = await store.patch(h, [SetKey("", "t", 1)], patch);
+        assert.deepEqual(await store.patch(h, [SetKey("", "t", 1)], patch), p);
       }
     }
-  } finally {
-    await store.close();
-    kv.close();
   }
 });
 
 Deno.test("large states: chunk sets are released on replace, kept on touch, deleted on revoke and sweep", async () => {
-  const kv = await Deno.openKv(":memory:");
+  using kv = await Deno.openKv(":memory:");
   const clock = new FakeClock();
   // No undo window: revoke deletes at once (the trash has a test of its own).
-  const store = new HandleStore(new DenoKvBackend(kv), { clock: clock.fn, trashDays: 0 });
-  try {
-    const user = freshUser();
-    const h = await store.mint("big", stateOfBytes(300_000, "é"), { user, ttlDays: 1 });
-    const [first] = await chunkSets(kv, user);
-    await store.touch(h, { user, ttlDays: 2 });
-    assert.deepEqual([...await chunkSets(kv, user)], [first]);
-    const patched = await store.patch(h, [SetKey("", "n", 1)], { user });
-    assert.equal(patched.version, 3);
-    const sets = await chunkSets(kv, user);
-    assert.equal(sets.size, 1);
-    assert.ok(!sets.has(first));
-    assert.equal((await keysOf(kv, ["mcpstate", "u", user, "log"])).length, 3);
-    await store.revoke(h, { user });
-    // Head, chunks and changelog went in one commit.
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user]), []);
+  await using store = new HandleStore(new DenoKvBackend(kv), { clock: clock.fn, trashDays: 0 });
+  const user = freshUser();
+  const h = await store.mint("big", stateOfBytes(300_000, "é"), { user, ttlDays: 1 });
+  const [first] = await chunkSets(kv, user);
+  await store.touch(h, { user, ttlDays: 2 });
+  assert.deepEqual([...await chunkSets(kv, user)], [first]);
+  const patched = await store.patch(h, [SetKey("", "n", 1)], { user });
+  assert.equal(patched.version, 3);
+  const sets = await chunkSets(kv, user);
+  assert.equal(sets.size, 1);
+  assert.ok(!sets.has(first));
+  assert.equal((await keysOf(kv, ["mcpstate", "u", user, "log"])).length, 3);
+  await store.revoke(h, { user });
+  // Head, chunks and changelog went in one commit.
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user]), []);
 
-    const e = await store.mint("big", stateOfBytes(200_000), { user, ttlDays: 1 });
-    await store.patch(e, [SetKey("", "n", 1)], { user });
-    clock.advance(DAY + 1);
-    await rejectsWith(() => store.get(e, { user }), "handle_expired");
-    assert.equal(await store.sweep(), 1);
-    await rejectsWith(() => store.get(e, { user }), "handle_not_found");
-    // Nothing of the user is left (changelog included) but the registry of user names.
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user]), []);
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "xh"]), []);
-  } finally {
-    await store.close();
-    kv.close();
-  }
+  const e = await store.mint("big", stateOfBytes(200_000), { user, ttlDays: 1 });
+  await store.patch(e, [SetKey("", "n", 1)], { user });
+  clock.advance(DAY + 1);
+  await rejectsWith(() => store.get(e, { user }), "handle_expired");
+  assert.equal(await store.sweep(), 1);
+  await rejectsWith(() => store.get(e, { user }), "handle_not_found");
+  // Nothing of the user is left (changelog included) but the registry of user names.
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user]), []);
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "xh"]), []);
 });
 
 Deno.test("a state of more than 48 chunks is written, replaced, revoked, purged from the trash and collected", async () => {
-  const kv = await Deno.openKv(":memory:");
+  using kv = await Deno.openKv(":memory:");
   const clock = new FakeClock();
-  const store = new HandleStore(new DenoKvBackend(kv), {
+  await using store = new HandleStore(new DenoKvBackend(kv), {
     maxStateBytes: 4 * MIB,
     clock: clock.fn,
   });
-  try {
-    const user = freshUser();
-    const a = stateOfBytes(3.5 * MIB, "€");
-    const h = await store.mint("huge", a, { user });
-    assert.equal((await keysOf(kv, ["mcpstate", "u", user, "c"])).length, 56);
-    assert.deepEqual((await store.get(h, { user })).state, a);
-    const b = stateOfBytes(3.5 * MIB - 7, "ß");
-    await store.save(h, b, { user, expectVersion: 1 });
-    assert.deepEqual((await store.get(h, { user })).state, b);
-    assert.equal((await chunkSets(kv, user)).size, 1);
-    await store.revoke(h, { user });
-    // In the trash the chunks stay; past the undo window sweep collects them.
-    assert.equal((await keysOf(kv, ["mcpstate", "u", user, "c"])).length, 56);
-    clock.advance(7 * DAY + 1);
-    await store.sweep();
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user]), []);
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "xw"]), []);
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "xt"]), []);
-  } finally {
-    await store.close();
-    kv.close();
-  }
+  const user = freshUser();
+  const a = stateOfBytes(3.5 * MIB, "€");
+  const h = await store.mint("huge", a, { user });
+  assert.equal((await keysOf(kv, ["mcpstate", "u", user, "c"])).length, 56);
+  assert.deepEqual((await store.get(h, { user })).state, a);
+  const b = stateOfBytes(3.5 * MIB - 7, "ß");
+  await store.save(h, b, { user, expectVersion: 1 });
+  assert.deepEqual((await store.get(h, { user })).state, b);
+  assert.equal((await chunkSets(kv, user)).size, 1);
+  await store.revoke(h, { user });
+  // In the trash the chunks stay; past the undo window sweep collects them.
+  assert.equal((await keysOf(kv, ["mcpstate", "u", user, "c"])).length, 56);
+  clock.advance(7 * DAY + 1);
+  await store.sweep();
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user]), []);
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "xw"]), []);
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "xt"]), []);
 });
 
 Deno.test("idempotent writes of large states replay exactly; their copies are reclaimed", async () => {
-  const kv = await Deno.openKv(":memory:");
+  using kv = await Deno.openKv(":memory:");
   const clock = new FakeClock();
-  const store = new HandleStore(new DenoKvBackend(kv), { clock: clock.fn });
-  try {
-    const user = freshUser();
-    const h = await store.mint("big", stateOfBytes(500_000, "é"), { user, idempotencyKey: "m" });
-    const p1 = await store.patch(h, [Increment("", "n")], { user, idempotencyKey: "p1" });
-    await store.patch(h, [Increment("", "n", 10)], { user });
-    assert.deepEqual(
-      await store.patch(h, [Increment("", "n")], { user, idempotencyKey: "p1" }),
-      p1,
-    );
-    const cur = await store.get<{ n: number }>(h, { user });
-    assert.equal(cur.state.n, 11);
-    const s1 = await store.save(h, stateOfBytes(400_000), {
-      user,
-      expectVersion: 3,
-      idempotencyKey: "s1",
-    });
-    await store.patch(h, [SetKey("", "z", 1)], { user });
-    assert.deepEqual(
-      await store.save(h, stateOfBytes(400_000), { user, expectVersion: 3, idempotencyKey: "s1" }),
-      s1,
-    );
-    assert.ok((await keysOf(kv, ["mcpstate", "u", user, "q"])).length > 0);
-    clock.advance(DAY + 1);
-    await store.sweep(user);
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user, "k"]), []);
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user, "q"]), []);
-    assert.equal((await store.get(h, { user })).version, 5);
-  } finally {
-    await store.close();
-    kv.close();
-  }
+  await using store = new HandleStore(new DenoKvBackend(kv), { clock: clock.fn });
+  const user = freshUser();
+  const h = await store.mint("big", stateOfBytes(500_000, "é"), { user, idempotencyKey: "m" });
+  const p1 = await store.patch(h, [Increment("", "n")], { user, idempotencyKey: "p1" });
+  await store.patch(h, [Increment("", "n", 10)], { user });
+  assert.deepEqual(
+    await store.patch(h, [Increment("", "n")], { user, idempotencyKey: "p1" }),
+    p1,
+  );
+  const cur = await store.get<{ n: number }>(h, { user });
+  assert.equal(cur.state.n, 11);
+  const s1 = await store.save(h, stateOfBytes(400_000), {
+    user,
+    expectVersion: 3,
+    idempotencyKey: "s1",
+  });
+  await store.patch(h, [SetKey("", "z", 1)], { user });
+  assert.deepEqual(
+    await store.save(h, stateOfBytes(400_000), { user, expectVersion: 3, idempotencyKey: "s1" }),
+    s1,
+  );
+  assert.ok((await keysOf(kv, ["mcpstate", "u", user, "q"])).length > 0);
+  clock.advance(DAY + 1);
+  await store.sweep(user);
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user, "k"]), []);
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user, "q"]), []);
+  assert.equal((await store.get(h, { user })).version, 5);
 });
 
 Deno.test("users and handles that cannot be key parts as they are stay apart", async () => {
-  const kv = await Deno.openKv(":memory:");
+  using kv = await Deno.openKv(":memory:");
   const backend = new DenoKvBackend(kv);
-  const store = new HandleStore(backend);
-  try {
-    // Names too long for a key part are hashed; they must stay apart.
-    const users = [
-      "a\ufffd",
-      "é".repeat(1024),
-      "é".repeat(1023) + "e",
-      "x".repeat(1024),
-    ];
-    const handles = new Map<string, string>();
-    for (const user of users) {
-      handles.set(user, await store.mint("own", { user }, { user, idempotencyKey: "same" }));
-    }
-    for (const user of users) {
-      const mine = handles.get(user)!;
-      assert.deepEqual((await store.get(mine, { user })).state, { user });
-      assert.deepEqual((await store.list(user)).map((i) => i.handle), [mine]);
-      for (const other of users) {
-        if (other === user) continue;
-        await rejectsWith(() => store.get(mine, { user: other }), "handle_not_found");
-      }
-    }
-    const listed: string[] = [];
-    let after: string | undefined;
-    for (;;) {
-      const page = await backend.listUsers!({
-        limit: 2,
-        ...(after === undefined ? {} : { after }),
-      });
-      listed.push(...page);
-      if (page.length < 2) break;
-      after = page[page.length - 1];
-    }
-    assert.deepEqual([...listed].sort(), [...users].sort());
-    assert.equal(new Set(listed).size, users.length);
-    // A lone-surrogate handle is refused before it could alias a real one.
-    await rejectsWith(() => store.get("own_\ud800", { user: users[0]! }), "invalid_argument");
-  } finally {
-    await store.close();
-    kv.close();
+  await using store = new HandleStore(backend);
+  // Names too long for a key part are hashed; they must stay apart.
+  const users = [
+    "a\ufffd",
+    "é".repeat(1024),
+    "é".repeat(1023) + "e",
+    "x".repeat(1024),
+  ];
+  const handles = new Map<string, string>();
+  for (const user of users) {
+    handles.set(user, await store.mint("own", { user }, { user, idempotencyKey: "same" }));
   }
+  for (const user of users) {
+    const mine = handles.get(user)!;
+    assert.deepEqual((await store.get(mine, { user })).state, { user });
+    assert.deepEqual((await store.list(user)).map((i) => i.handle), [mine]);
+    for (const other of users) {
+      if (other === user) continue;
+      await rejectsWith(() => store.get(mine, { user: other }), "handle_not_found");
+    }
+  }
+  const listed: string[] = [];
+  let after: string | undefined;
+  for (;;) {
+    const page = await backend.listUsers!({
+      limit: 2,
+      ...(after === undefined ? {} : { after }),
+    });
+    listed.push(...page);
+    if (page.length < 2) break;
+    after = page[page.length - 1];
+  }
+  assert.deepEqual([...listed].sort(), [...users].sort());
+  assert.equal(new Set(listed).size, users.length);
+  // A lone-surrogate handle is refused before it could alias a real one.
+  await rejectsWith(() => store.get("own_\ud800", { user: users[0]! }), "invalid_argument");
 });
 
-Deno.test("importRecord() inserts, replaces an older version, and keeps a newer one", async () => {
-  const kv = await Deno.openKv(":memory:");
-  const backend = new DenoKvBackend(kv);
-  try {
-    const user = freshUser();
-    const ctx: WriteContext = { now: 1_000, graceMs: 0 };
-    const rec = (version: number, state: string): HandleRecord => ({
-      handle: "note_abcdefgh",
-      kind: "note",
-      state,
-      version,
-      createdAt: 10,
-      updatedAt: 100 + version,
-      expiresAt: null,
-      lastWriter: "import",
-    });
-    assert.equal(
-      await backend.importRecord(user, rec(3, JSON.stringify(stateOfBytes(90_000))), ctx),
-      "inserted",
-    );
-    assert.equal(await backend.importRecord(user, rec(2, '{"old":1}'), ctx), "kept");
-    assert.equal(await backend.importRecord(user, rec(5, '{"new":1}'), ctx), "replaced");
-    assert.deepEqual(await backend.read(user, "note_abcdefgh"), rec(5, '{"new":1}'));
-    assert.equal((await backend.list(user, { limit: 10 }))[0]!.version, 5);
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user, "c"]), []);
-    assert.deepEqual(await backend.listUsers({ limit: 10 }), [user]);
-  } finally {
-    await backend.close();
-    kv.close();
-  }
+Deno.test("importRecord(): a chunked record replaced by an inline one leaves no chunk behind", async () => {
+  using kv = await Deno.openKv(":memory:");
+  await using backend = closing(new DenoKvBackend(kv));
+  const user = freshUser();
+  const ctx: WriteContext = { now: 1_000, graceMs: 0 };
+  const rec = (version: number, state: string): HandleRecord => ({
+    handle: "note_abcdefgh",
+    kind: "note",
+    state,
+    version,
+    createdAt: 10,
+    updatedAt: 100 + version,
+    expiresAt: null,
+    lastWriter: "import",
+  });
+  assert.equal(
+    await backend.importRecord(user, rec(3, JSON.stringify(stateOfBytes(90_000))), ctx),
+    "inserted",
+  );
+  assert.equal(await backend.importRecord(user, rec(2, '{"old":1}'), ctx), "kept");
+  assert.equal(await backend.importRecord(user, rec(5, '{"new":1}'), ctx), "replaced");
+  assert.deepEqual(await backend.read(user, "note_abcdefgh"), rec(5, '{"new":1}'));
+  assert.equal((await backend.list(user, { limit: 10 }))[0]!.version, 5);
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user, "c"]), []);
+  assert.deepEqual(await backend.listUsers({ limit: 10 }), [user]);
 });
 
 /** The changelog keys of a handle: `[logId, version]` pairs, in key order. */
@@ -404,259 +357,222 @@ Deno.test("changelog: one key per entry in its write's commit; retention trims t
 });
 
 Deno.test("changelog: an entry over one KV value is an omitted marker; a write without an entry drops the log", async () => {
-  const kv = await Deno.openKv(":memory:");
+  using kv = await Deno.openKv(":memory:");
   const backend = new DenoKvBackend(kv);
-  const store = new HandleStore(backend, {
+  await using store = new HandleStore(backend, {
     history: { maxEntryBytes: 4 * MIB },
   });
-  const off = new HandleStore(new DenoKvBackend(kv), { history: false });
-  try {
-    const user = freshUser();
-    const h = await store.mint("big", { s: "" }, { user, writer: "w" });
-    // About 60 KB of diff: one KV value holds it, kept whole.
-    const mid = stateOfBytes(60_000, "é");
-    await store.save(h, mid, { user, expectVersion: 1, writer: "w" });
-    const r = await store.changesSince(h, 1, { user });
-    assert.ok(!r.truncated);
-    if (!r.truncated) {
-      assert.deepEqual(r.changes[0]!.patch, [{ op: "replace", path: "/s", value: mid.s }]);
-    }
-    // About 200 KB of diff: stored as its marker, so the log answers truncated.
-    await store.save(h, stateOfBytes(200_000, "é"), { user, expectVersion: 2, writer: "w2" });
-    const [, , third] = await backend.changes(user, h, 0);
-    assert.deepEqual(JSON.parse(third!.text), {
-      version: 3,
-      at: new Date(third!.at).toISOString(),
-      writer: "w2",
-      op: "save",
-      omitted: true,
-    });
-    assert.equal((await store.changesSince(h, 2, { user })).truncated, true);
-    await store.patch(h, [SetKey("", "n", 1)], { user });
-    const tail = await store.changesSince(h, 3, { user });
-    assert.ok(!tail.truncated && tail.changes.length === 1);
-
-    // A store without history writes no entry: the log, which would have a gap, goes.
-    await off.patch(h, [SetKey("", "n", 2)], { user });
-    assert.deepEqual(await logKeys(kv, user, h), []);
-    await off.save(h, { s: "x" }, { user, expectVersion: 5 });
-    assert.equal((await store.changesSince(h, 5, { user })).truncated, true);
-    // The next entry starts a new log.
-    await store.patch(h, [SetKey("", "n", 3)], { user });
-    const fresh = await store.changesSince(h, 6, { user });
-    assert.ok(!fresh.truncated && fresh.changes.length === 1 && fresh.changes[0]!.version === 7);
-    assert.deepEqual((await logKeys(kv, user, h)).map(([, v]) => v), [7]);
-  } finally {
-    await store.close();
-    await off.close();
-    kv.close();
+  await using off = new HandleStore(new DenoKvBackend(kv), { history: false });
+  const user = freshUser();
+  const h = await store.mint("big", { s: "" }, { user, writer: "w" });
+  // About 60 KB of diff: one KV value holds it, kept whole.
+  const mid = stateOfBytes(60_000, "é");
+  await store.save(h, mid, { user, expectVersion: 1, writer: "w" });
+  const r = await store.changesSince(h, 1, { user });
+  assert.ok(!r.truncated);
+  if (!r.truncated) {
+    assert.deepEqual(r.changes[0]!.patch, [{ op: "replace", path: "/s", value: mid.s }]);
   }
+  // About 200 KB of diff: stored as its marker, so the log answers truncated.
+  await store.save(h, stateOfBytes(200_000, "é"), { user, expectVersion: 2, writer: "w2" });
+  const [, , third] = await backend.changes(user, h, 0);
+  assert.deepEqual(JSON.parse(third!.text), {
+    version: 3,
+    at: new Date(third!.at).toISOString(),
+    writer: "w2",
+    op: "save",
+    omitted: true,
+  });
+  assert.equal((await store.changesSince(h, 2, { user })).truncated, true);
+  await store.patch(h, [SetKey("", "n", 1)], { user });
+  const tail = await store.changesSince(h, 3, { user });
+  assert.ok(!tail.truncated && tail.changes.length === 1);
+
+  // A store without history writes no entry: the log, which would have a gap, goes.
+  await off.patch(h, [SetKey("", "n", 2)], { user });
+  assert.deepEqual(await logKeys(kv, user, h), []);
+  await off.save(h, { s: "x" }, { user, expectVersion: 5 });
+  assert.equal((await store.changesSince(h, 5, { user })).truncated, true);
+  // The next entry starts a new log.
+  await store.patch(h, [SetKey("", "n", 3)], { user });
+  const fresh = await store.changesSince(h, 6, { user });
+  assert.ok(!fresh.truncated && fresh.changes.length === 1 && fresh.changes[0]!.version === 7);
+  assert.deepEqual((await logKeys(kv, user, h)).map(([, v]) => v), [7]);
 });
 
 Deno.test("changelog: the backend never reads an entry's text; one over maxEntryBytes is refused whole", async () => {
-  const kv = await Deno.openKv(":memory:");
-  const backend = new DenoKvBackend(kv);
-  try {
-    assert.equal(backend.maxEntryBytes, 65_280);
-    const user = freshUser(), now = Date.now();
-    const times = { createdAt: now, updatedAt: now, expiresAt: null, lastWriter: null };
-    const record: HandleRecord = {
-      handle: "big_a",
-      kind: "big",
-      state: "{}",
-      version: 1,
-      ...times,
-    };
-    const ctx = (text: string): WriteContext => ({
-      now,
-      graceMs: 0,
-      entry: { version: 1, at: now, text },
-      retention: { maxEntries: 10, maxAgeMs: DAY },
-    });
-    // Not JSON, and as long as one value holds: kept byte for byte.
-    const text = "not json \u{1F600}".padEnd(65_278, "x");
-    assert.equal(new TextEncoder().encode(text).length, 65_280);
-    assert.deepEqual(await backend.insert(user, record, ctx(text)), { inserted: true });
-    assert.deepEqual(await backend.changes(user, record.handle, 0), [
-      { version: 1, at: now, text },
-    ]);
-    // One byte more: refused, and nothing of the write is left behind.
-    const other = { ...record, handle: "big_b" };
-    await rejectsWith(() => backend.insert(user, other, ctx(text + "x")), "backend_error");
-    assert.equal(await backend.read(user, other.handle), null);
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "xw"]), []);
-  } finally {
-    await backend.close();
-    kv.close();
-  }
+  using kv = await Deno.openKv(":memory:");
+  await using backend = closing(new DenoKvBackend(kv));
+  assert.equal(backend.maxEntryBytes, 65_280);
+  const user = freshUser(), now = Date.now();
+  const times = { createdAt: now, updatedAt: now, expiresAt: null, lastWriter: null };
+  const record: HandleRecord = {
+    handle: "big_a",
+    kind: "big",
+    state: "{}",
+    version: 1,
+    ...times,
+  };
+  const ctx = (text: string): WriteContext => ({
+    now,
+    graceMs: 0,
+    entry: { version: 1, at: now, text },
+    retention: { maxEntries: 10, maxAgeMs: DAY },
+  });
+  // Not JSON, and as long as one value holds: kept byte for byte.
+  const text = "not json \u{1F600}".padEnd(65_278, "x");
+  assert.equal(new TextEncoder().encode(text).length, 65_280);
+  assert.deepEqual(await backend.insert(user, record, ctx(text)), { inserted: true });
+  assert.deepEqual(await backend.changes(user, record.handle, 0), [
+    { version: 1, at: now, text },
+  ]);
+  // One byte more: refused, and nothing of the write is left behind.
+  const other = { ...record, handle: "big_b" };
+  await rejectsWith(() => backend.insert(user, other, ctx(text + "x")), "backend_error");
+  assert.equal(await backend.read(user, other.handle), null);
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "xw"]), []);
 });
 
 Deno.test("trash: revoke moves the head in one commit, restore moves it back, sweep purges it", async () => {
-  const kv = await Deno.openKv(":memory:");
+  using kv = await Deno.openKv(":memory:");
   const clock = new FakeClock();
   const backend = new DenoKvBackend(kv);
-  const store = new HandleStore(backend, { clock: clock.fn });
-  try {
-    const user = freshUser(), other = freshUser();
-    const h = await store.mint("big", stateOfBytes(300_000, "é"), { user, ttlDays: 30 });
-    await store.patch(h, [SetKey("", "n", 1)], { user, writer: "p" });
-    const before = await store.get(h, { user });
-    const chunks = await keysOf(kv, ["mcpstate", "u", user, "c"]);
-    const log = await logKeys(kv, user, h);
-    await store.revoke(h, { user });
-    // The head moved to the trash; chunks and changelog did not move.
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user, "h"]), []);
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user, "i"]), []);
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user, "t"]), [
-      ["mcpstate", "u", user, "t", h],
-    ]);
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user, "c"]), chunks);
-    assert.deepEqual(await logKeys(kv, user, h), log);
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "xh"]), []);
-    // Invisible to every primitive but untrash, and the handle stays taken.
-    assert.equal(await backend.read(user, h), null);
-    assert.deepEqual(await backend.changes(user, h, 0), []);
-    assert.deepEqual(await backend.list(user, { limit: 10 }), []);
-    assert.deepEqual(
-      await backend.listUsers!({ limit: 1000 }).then((u) => u.includes(user)),
-      false,
-    );
-    const ctx = { now: clock.now, graceMs: 0 };
-    assert.deepEqual(await backend.insert(user, { ...before, state: "{}" } as never, ctx), {
-      inserted: false,
-    });
-    assert.equal(await backend.untrash(other, h, ctx), null);
-    // Back exactly as it was, changelog included.
-    assert.deepEqual(await store.restore(h, { user }), before);
-    assert.deepEqual(await store.get(h, { user }), before);
-    // (The mint's entry of a 300 KB state is an omitted marker.)
-    assert.deepEqual((await backend.changes(user, h, 0)).map((e) => e.version), [1, 2]);
-    const r = await store.changesSince(h, 1, { user });
-    assert.ok(!r.truncated && r.changes[0]!.writer === "p");
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user, "t"]), []);
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "xt"]), []);
-    assert.equal((await store.list(user)).length, 1);
-    assert.equal((await keysOf(kv, ["mcpstate", "xh"])).length, 1);
+  await using store = new HandleStore(backend, { clock: clock.fn });
+  const user = freshUser(), other = freshUser();
+  const h = await store.mint("big", stateOfBytes(300_000, "é"), { user, ttlDays: 30 });
+  await store.patch(h, [SetKey("", "n", 1)], { user, writer: "p" });
+  const before = await store.get(h, { user });
+  const chunks = await keysOf(kv, ["mcpstate", "u", user, "c"]);
+  const log = await logKeys(kv, user, h);
+  await store.revoke(h, { user });
+  // The head moved to the trash; chunks and changelog did not move.
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user, "h"]), []);
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user, "i"]), []);
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user, "t"]), [
+    ["mcpstate", "u", user, "t", h],
+  ]);
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user, "c"]), chunks);
+  assert.deepEqual(await logKeys(kv, user, h), log);
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "xh"]), []);
+  // Invisible to every primitive but untrash, and the handle stays taken.
+  assert.equal(await backend.read(user, h), null);
+  assert.deepEqual(await backend.changes(user, h, 0), []);
+  assert.deepEqual(await backend.list(user, { limit: 10 }), []);
+  assert.deepEqual(
+    await backend.listUsers!({ limit: 1000 }).then((u) => u.includes(user)),
+    false,
+  );
+  const ctx = { now: clock.now, graceMs: 0 };
+  assert.deepEqual(await backend.insert(user, { ...before, state: "{}" } as never, ctx), {
+    inserted: false,
+  });
+  assert.equal(await backend.untrash(other, h, ctx), null);
+  // Back exactly as it was, changelog included.
+  assert.deepEqual(await store.restore(h, { user }), before);
+  assert.deepEqual(await store.get(h, { user }), before);
+  // (The mint's entry of a 300 KB state is an omitted marker.)
+  assert.deepEqual((await backend.changes(user, h, 0)).map((e) => e.version), [1, 2]);
+  const r = await store.changesSince(h, 1, { user });
+  assert.ok(!r.truncated && r.changes[0]!.writer === "p");
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user, "t"]), []);
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "xt"]), []);
+  assert.equal((await store.list(user)).length, 1);
+  assert.equal((await keysOf(kv, ["mcpstate", "xh"])).length, 1);
 
-    // Past the undo window: nothing to restore; sweep (of all users) purges everything.
-    await store.revoke(h, { user });
-    const g = await store.mint("small", { a: 1 }, { user: other });
-    await store.revoke(g, { user: other });
-    clock.advance(7 * DAY);
-    await rejectsWith(() => store.restore(h, { user }), "handle_not_found");
-    assert.equal(await store.sweep(), 0);
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user]), []);
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "u", other]), []);
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "xt"]), []);
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "xw"]), []);
+  // Past the undo window: nothing to restore; sweep (of all users) purges everything.
+  await store.revoke(h, { user });
+  const g = await store.mint("small", { a: 1 }, { user: other });
+  await store.revoke(g, { user: other });
+  clock.advance(7 * DAY);
+  await rejectsWith(() => store.restore(h, { user }), "handle_not_found");
+  assert.equal(await store.sweep(), 0);
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user]), []);
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "u", other]), []);
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "xt"]), []);
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "xw"]), []);
 
-    // Sweep of one user purges only that user's trash.
-    const a = await store.mint("small", { a: 1 }, { user });
-    const b = await store.mint("small", { b: 1 }, { user: other });
-    await store.revoke(a, { user });
-    await store.revoke(b, { user: other });
-    clock.advance(7 * DAY + 1);
-    await store.sweep(user);
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user]), []);
-    assert.equal((await keysOf(kv, ["mcpstate", "u", other, "t"])).length, 1);
-    assert.equal((await keysOf(kv, ["mcpstate", "xt"])).length, 1);
-  } finally {
-    await store.close();
-    kv.close();
-  }
+  // Sweep of one user purges only that user's trash.
+  const a = await store.mint("small", { a: 1 }, { user });
+  const b = await store.mint("small", { b: 1 }, { user: other });
+  await store.revoke(a, { user });
+  await store.revoke(b, { user: other });
+  clock.advance(7 * DAY + 1);
+  await store.sweep(user);
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user]), []);
+  assert.equal((await keysOf(kv, ["mcpstate", "u", other, "t"])).length, 1);
+  assert.equal((await keysOf(kv, ["mcpstate", "xt"])).length, 1);
 });
 
 Deno.test("trash: the largest inline head with the longest metadata fits; an import beside a trashed copy replaces it on the next revoke", async () => {
-  const kv = await Deno.openKv(":memory:");
+  using kv = await Deno.openKv(":memory:");
   const clock = new FakeClock();
   const backend = new DenoKvBackend(kv);
-  const store = new HandleStore(backend, { clock: clock.fn });
-  try {
-    const user = "ü".repeat(200);
-    const writer = "😀".repeat(128);
-    const h = await store.mint("k" + "-".repeat(31), stateOfBytes(63_488, "€"), {
-      user,
-      writer,
-      ttlDays: 1,
-      randomChars: 64,
-    });
-    const before = await store.get(h, { user });
-    await store.revoke(h, { user });
-    assert.deepEqual(await store.restore(h, { user }), before);
+  await using store = new HandleStore(backend, { clock: clock.fn });
+  const user = "ü".repeat(200);
+  const writer = "😀".repeat(128);
+  const h = await store.mint("k" + "-".repeat(31), stateOfBytes(63_488, "€"), {
+    user,
+    writer,
+    ttlDays: 1,
+    randomChars: 64,
+  });
+  const before = await store.get(h, { user });
+  await store.revoke(h, { user });
+  assert.deepEqual(await store.restore(h, { user }), before);
 
-    // importRecord() writes a live record beside a trashed copy, as the
-    // memory backend does; the next revoke drops the older trashed copy.
-    const x = await store.mint("note", stateOfBytes(200_000), { user: "imp" });
-    await store.patch(x, [SetKey("", "n", 1)], { user: "imp" });
-    await store.revoke(x, { user: "imp" });
-    const ctx = { now: clock.now, graceMs: 0 };
-    const imported = {
-      handle: x,
-      kind: "note",
-      state: '{"imported":true}',
-      version: 9,
-      createdAt: clock.now,
-      updatedAt: clock.now,
-      expiresAt: null,
-      lastWriter: "import",
-    };
-    assert.equal(await backend.importRecord!("imp", imported, ctx), "inserted");
-    assert.equal(await backend.untrash("imp", x, ctx), null);
-    await store.revoke(x, { user: "imp" });
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "u", "imp", "c"]), []);
-    assert.deepEqual(await logKeys(kv, "imp", x), []);
-    assert.deepEqual(await backend.untrash("imp", x, ctx), imported);
-  } finally {
-    await store.close();
-    kv.close();
-  }
+  // importRecord() writes a live record beside a trashed copy, as the
+  // memory backend does; the next revoke drops the older trashed copy.
+  const x = await store.mint("note", stateOfBytes(200_000), { user: "imp" });
+  await store.patch(x, [SetKey("", "n", 1)], { user: "imp" });
+  await store.revoke(x, { user: "imp" });
+  const ctx = { now: clock.now, graceMs: 0 };
+  const imported = {
+    handle: x,
+    kind: "note",
+    state: '{"imported":true}',
+    version: 9,
+    createdAt: clock.now,
+    updatedAt: clock.now,
+    expiresAt: null,
+    lastWriter: "import",
+  };
+  assert.equal(await backend.importRecord!("imp", imported, ctx), "inserted");
+  assert.equal(await backend.untrash("imp", x, ctx), null);
+  await store.revoke(x, { user: "imp" });
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "u", "imp", "c"]), []);
+  assert.deepEqual(await logKeys(kv, "imp", x), []);
+  assert.deepEqual(await backend.untrash("imp", x, ctx), imported);
 });
 
-async function run(args: string[], flags = ["--unstable-kv"]): Promise<string> {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-all", ...flags, child, ...args],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder().decode(out.stdout);
-  assert.equal(out.code, 0, `child failed: ${new TextDecoder().decode(out.stderr)}`);
-  return text;
+/**
+ * Starts `_denokv_child.ts` with `args` (see its module doc) and reads its
+ * output up to the line `until`.
+ */
+async function faultChild(args: string[], until: string): Promise<Child> {
+  const child = new Child(
+    new Deno.Command(Deno.execPath(), {
+      args: ["run", "--allow-all", "--unstable-kv", FAULTS, ...args],
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn(),
+  );
+  while (await child.line(`the child, before ${until}`) !== until) { /* an earlier line */ }
+  return child;
 }
 
-Deno.test("16 writers in 2 processes on one KV file all land", async () => {
+Deno.test("16 writers in 2 processes on one KV file with 100 KB (chunked) states all land; the losers release their chunk sets", async () => {
   const file = `${dir}/writers.kv`;
-  const user = freshUser();
-  const perWriter = 30;
-  let locked = 0;
-  for (const size of [0, 100_000]) {
-    let h: string;
-    {
-      await using store = await HandleStore.fromUrl(`denokv:///${file}`);
-      h = await store.mint("counter", { n: 0, log: [], pad: "p".repeat(size) }, { user });
-    }
-    const rounds = size ? 6 : perWriter;
-    const outs = await Promise.all(
-      ["A", "B"].map((tag) => run(["patch", file, user, h, "8", String(rounds), tag])),
-    );
-    for (const o of outs) assert.match(o, /done locked=\d+/);
-    locked += outs.reduce((n, o) => n + Number(/locked=(\d+)/.exec(o)?.[1]), 0);
-    await using store = await HandleStore.fromUrl(`denokv:///${file}`);
-    const s = await store.get<{ n: number; log: string[] }>(h, { user });
-    assert.equal(s.state.n, 16 * rounds);
-    assert.equal(s.state.log.length, 16 * rounds);
-    assert.equal(new Set(s.state.log).size, 16 * rounds);
-    assert.equal(s.version, 1 + 16 * rounds);
-  }
-  // Informational: how often the other process held the file's lock.
-  console.log(`"database is locked" answers retried: ${locked}`);
-  const kv = await Deno.openKv(file);
-  try {
-    // Losers released their chunk sets: only the head's is left.
-    assert.equal((await chunkSets(kv, user)).size, 1);
-    assert.deepEqual(await keysOf(kv, ["mcpstate", "xw"]), []);
-  } finally {
-    kv.close();
-  }
+  // Every writer has its own store (its own Deno.Kv), so they all race.
+  const { user } = await writersInTwoProcesses(`denokv:///${file}`, {
+    stores: [8, 8],
+    count: 6,
+    pad: 100_000,
+  });
+  using kv = await Deno.openKv(file);
+  // Only the head's chunk set is left.
+  assert.equal((await chunkSets(kv, user)).size, 1);
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "xw"]), []);
 });
 
 Deno.test("a writer killed between its chunk writes and the head swap leaves the previous version", async (t) => {
@@ -672,23 +588,9 @@ Deno.test("a writer killed between its chunk writes and the head swap leaves the
           await using store = await HandleStore.fromUrl(`denokv:///${file}`);
           h = await store.mint("big", before, { user });
         }
-        const proc = new Deno.Command(Deno.execPath(), {
-          args: ["run", "--allow-all", "--unstable-kv", child, "pause", file, user, h, stage, "z"],
-          stdout: "piped",
-          stderr: "null",
-        }).spawn();
-        const reader = proc.stdout.pipeThrough(new TextDecoderStream()).getReader();
-        let seen = "";
-        while (!seen.includes("paused")) {
-          const { value, done } = await reader.read();
-          if (done) break;
-          seen += value;
-        }
-        assert.match(seen, /paused/);
-        proc.kill("SIGKILL");
-        const status = await proc.status;
-        assert.equal(status.signal, "SIGKILL");
-        await reader.cancel().catch(() => {});
+        const child = await faultChild(["pause", file, user, h, stage, "z"], "paused");
+        child.kill();
+        assert.equal((await child.ended()).status.signal, "SIGKILL");
 
         const kv = await Deno.openKv(file);
         const backend = new DenoKvBackend(kv);
@@ -750,62 +652,27 @@ async function assertLogInStep(
   return appended.length;
 }
 
-Deno.test("a writer killed at any point leaves no write without its entry, no entry without its write", async (t) => {
-  const cases: [string, number][] = [["at the commit of its third write", 3], [
-    "at a random moment of a patch loop",
-    0,
-  ]];
-  for (const [name, stopAt] of cases) {
-    await t.step(`killed ${name}`, async () => {
-      const file = `${dir}/kill-log-${stopAt}.kv`;
-      const user = freshUser();
-      let h: string;
-      {
-        await using store = await HandleStore.fromUrl(`denokv:///${file}`);
-        h = await store.mint("log", { n: 0, log: [] }, { user });
-      }
-      const proc = new Deno.Command(Deno.execPath(), {
-        args: [
-          "run",
-          "--allow-all",
-          "--unstable-kv",
-          child,
-          "log",
-          file,
-          user,
-          h,
-          `${stopAt}`,
-          "k",
-        ],
-        stdout: "piped",
-        stderr: "null",
-      }).spawn();
-      const reader = proc.stdout.pipeThrough(new TextDecoderStream()).getReader();
-      const wanted = stopAt > 0 ? "paused" : "started";
-      let seen = "";
-      while (!seen.includes(wanted)) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        seen += value;
-      }
-      assert.match(seen, new RegExp(wanted));
-      if (stopAt === 0) await new Promise((r) => setTimeout(r, 20 + Math.random() * 200));
-      proc.kill("SIGKILL");
-      assert.equal((await proc.status).signal, "SIGKILL");
-      await reader.cancel().catch(() => {});
-
-      await using store = await HandleStore.fromUrl(`denokv:///${file}`);
-      const v = (await store.get(h, { user })).version;
-      if (stopAt > 0) assert.equal(v, stopAt);
-      else assert.ok(v >= 2);
-      // Retention keeps the last 100 entries: all of them are there, in step with the state.
-      const since = Math.max(1, v - 100);
-      assert.equal(await assertLogInStep(store, h, user, since), v - since);
-      // Writers go on from there, entry and all.
-      await store.patch(h, [Increment("", "n"), Append("log", "after")], { user });
-      assert.equal(await assertLogInStep(store, h, user, since + 1), v - since);
-    });
+Deno.test("a writer killed at the commit of its third write leaves no write without its entry, no entry without its write", async () => {
+  const file = `${dir}/kill-log.kv`;
+  const user = freshUser();
+  let h: string;
+  {
+    await using store = await HandleStore.fromUrl(`denokv:///${file}`);
+    h = await store.mint("log", { n: 0, log: [] }, { user });
   }
+  const child = await faultChild(["log", file, user, h, "3", "k"], "paused");
+  child.kill();
+  assert.equal((await child.ended()).status.signal, "SIGKILL");
+
+  await using store = await HandleStore.fromUrl(`denokv:///${file}`);
+  const v = (await store.get(h, { user })).version;
+  assert.equal(v, 3);
+  // Retention keeps the last 100 entries: all of them are there, in step with the state.
+  const since = Math.max(1, v - 100);
+  assert.equal(await assertLogInStep(store, h, user, since), v - since);
+  // Writers go on from there, entry and all.
+  await store.patch(h, [Increment("", "n"), Append("log", "after")], { user });
+  assert.equal(await assertLogInStep(store, h, user, since + 1), v - since);
 });
 
 Deno.test("a sweeper collecting orphans at age 0 never breaks concurrent large writes", async () => {
@@ -906,31 +773,6 @@ Deno.test("leases: one key beside the head that touches nothing else, read 10 ke
   }
 });
 
-/** Spawns the child in `args` mode; `line` waits for its next line of output. */
-function spawnChild(args: string[]): { proc: Deno.ChildProcess; line: () => Promise<string> } {
-  const proc = new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-all", "--unstable-kv", child, ...args],
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
-  const reader = proc.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let buf = "";
-  const line = async (): Promise<string> => {
-    for (;;) {
-      const i = buf.indexOf("\n");
-      if (i >= 0) {
-        const out = buf.slice(0, i);
-        buf = buf.slice(i + 1);
-        return out;
-      }
-      const { value, done } = await reader.read();
-      if (done) throw new Error(`the child ended before a line; got ${JSON.stringify(buf)}`);
-      buf += value;
-    }
-  };
-  return { proc, line };
-}
-
 Deno.test("a watcher hears versions another process writes to the KV file within a bounded time", async () => {
   const file = `${dir}/watch.kv`;
   const user = freshUser();
@@ -942,13 +784,18 @@ Deno.test("a watcher hears versions another process writes to the KV file within
   const it = store.watch<{ n: number }>(h, { user, signal: stop.signal, pollMs: 600_000 });
   try {
     assert.equal((await it.next()).value?.version, 1);
-    const { proc, line } = spawnChild(["write", file, user, h, "4", "300"]);
+    // Another process patches the handle 4 times, 300 ms apart.
+    const child = spawnChild(["patch", `denokv:///${file}`, user, h]);
+    assert.equal(await child.line("the writer process"), "ready");
     const wrote = new Map<number, number>();
-    const reading = (async () => {
+    const writing = (async () => {
       for (let i = 0; i < 4; i++) {
-        const [, v, at] = (await line()).split(" ");
+        await sleep(300);
+        await child.send("patch");
+        const [v, at] = (await child.line("the writer process")).split(" ");
         wrote.set(Number(v), Number(at));
       }
+      await child.succeeded();
     })();
     const seen: [number, number][] = [];
     while ((seen.at(-1)?.[0] ?? 1) < 5) {
@@ -957,8 +804,7 @@ Deno.test("a watcher hears versions another process writes to the KV file within
       assert.equal(r.value!.state.n, r.value!.version - 1);
       seen.push([r.value!.version, Date.now()]);
     }
-    await reading;
-    assert.equal((await proc.status).code, 0);
+    await writing;
     const lags = seen.map(([v, at]) => at - wrote.get(v)!);
     console.log(`versions seen ${seen.map(([v]) => v)}, ms after the child's commit: ${lags}`);
     for (const [i, [v]] of seen.entries()) assert.ok(i === 0 || v > seen[i - 1]![0]);
@@ -976,11 +822,11 @@ Deno.test("a lease holder killed with SIGKILL: its lease holds until it lapses, 
   await using store = await HandleStore.fromUrl(`denokv:///${file}`);
   const h = await store.mint("task", { a: 1 }, { user });
   const g = await store.mint("task", { b: 1 }, { user });
-  const { proc, line } = spawnChild(["lease", file, user, "laptop/killed", "1500", h, g]);
-  const [hAt, gAt] = (await line()).split(" ").slice(1).map(Number) as [number, number];
-  proc.kill("SIGKILL");
-  assert.equal((await proc.status).signal, "SIGKILL");
-  await proc.stdout.cancel().catch(() => {});
+  const child = spawnChild(["lease", `denokv:///${file}`, user, "laptop/killed", "1.5", h, g]);
+  const leased = await child.line("the lease holder");
+  const [hAt, gAt] = leased.split(" ").slice(1).map(Number) as [number, number];
+  child.kill();
+  assert.equal((await child.ended()).status.signal, "SIGKILL");
 
   const held = { holder: "laptop/killed", expiresAt: new Date(hAt) };
   assert.deepEqual((await store.get(h, { user })).activeLease, held);
@@ -1010,30 +856,6 @@ Deno.test("a lease holder killed with SIGKILL: its lease holds until it lapses, 
     assert.notEqual((await fresh.get(["mcpstate", "u", user, "l", h])).value, null);
   } finally {
     fresh.close();
-  }
-});
-
-Deno.test("two processes of four backends each race for 20 leases on one KV file: one holder each", async () => {
-  const file = `${dir}/lease-race.kv`;
-  const user = freshUser();
-  const hs: string[] = [];
-  {
-    await using store = await HandleStore.fromUrl(`denokv:///${file}`);
-    for (let i = 0; i < 20; i++) hs.push(await store.mint("task", {}, { user }));
-  }
-  const outs = await Promise.all(
-    ["A", "B"].map((tag) => run(["leases", file, user, tag, "4", ...hs])),
-  );
-  const won = new Map<string, string[]>();
-  for (const o of outs) {
-    for (const [holder, mine] of Object.entries(JSON.parse(o) as Record<string, string[]>)) {
-      for (const h of mine) won.set(h, [...(won.get(h) ?? []), holder]);
-    }
-  }
-  await using store = await HandleStore.fromUrl(`denokv:///${file}`);
-  for (const h of hs) {
-    assert.equal(won.get(h)?.length, 1, `${h}: ${won.get(h)}`);
-    assert.equal((await store.get(h, { user })).activeLease?.holder, won.get(h)![0]);
   }
 });
 
@@ -1120,49 +942,20 @@ Deno.test("denokv URLs: forms, KV Connect token handling and redaction (no live 
 });
 
 Deno.test("without --unstable-kv a denokv URL is a clear invalid_argument; importing needs no flag", async () => {
-  const out = JSON.parse(await run(["nokv"], []));
+  const child = spawnChild(["open", "denokv:///:memory:"], { unstableKv: false });
+  const out = JSON.parse(await child.line("the child without --unstable-kv"));
+  await child.succeeded();
   assert.equal(out.openKv, "undefined");
   assert.equal(out.code, "invalid_argument");
   assert.match(out.message, /--unstable-kv/);
   assert.match(out.message, /"unstable": \["kv"\]/);
 });
 
+Deno.test("denokv: processes creating one new file at the same moment all open it", async () => {
+  await createAtOnce(Array.from({ length: 10 }, (_, k) => `denokv:///${dir}/race-${k}.kv`), 150);
+});
+
 Deno.test("denokv tests: clean up", async () => {
   sharedKv.close();
   await Deno.remove(dir, { recursive: true });
-});
-
-Deno.test("denokv: processes creating one new file at the same moment all open it", async () => {
-  const mod = new URL("../mod.ts", import.meta.url).href;
-  const files = 10;
-  // Every child opens file k at the same wall-clock moment: start + k * 150 ms.
-  const start = Date.now() + 2_000;
-  const code = `import { HandleStore } from ${JSON.stringify(mod)};
-    for (let k = 0; k < ${files}; k++) {
-      while (Date.now() < ${start} + k * 150) await new Promise((r) => setTimeout(r, 1));
-      await using s = await HandleStore.fromUrl(\`denokv:///${dir}/race-\${k}.kv\`);
-      await s.mint("race", {}, { user: "u" });
-    }`;
-  const outs = await Promise.all(
-    Array.from({ length: 3 }, () =>
-      new Deno.Command(Deno.execPath(), {
-        args: ["eval", "--unstable-kv", code],
-        stdout: "null",
-        stderr: "piped",
-      }).output()),
-  );
-  for (const o of outs) assert.equal(o.code, 0, new TextDecoder().decode(o.stderr));
-  for (let k = 0; k < files; k++) {
-    await using check = await HandleStore.fromUrl(`denokv:///${dir}/race-${k}.kv`);
-    assert.equal((await check.list("u")).length, 3);
-  }
-});
-
-Deno.test("denokv: the live checks every backend runs, across two processes on one file", async (t) => {
-  await t.step("a watcher hears every version the other process writes", async () => {
-    await watcherHearsAnotherProcess(`denokv:///${dir}/live-watch.kv`);
-  });
-  await t.step("a lease outlives its holder's kill -9 until it lapses", async () => {
-    await leaseOutlivesKilledHolder(`denokv:///${dir}/live-lease.kv`);
-  });
 });

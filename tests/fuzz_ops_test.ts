@@ -34,64 +34,7 @@ import {
   SetKey,
 } from "../mod.ts";
 import { MemoryBackend } from "../src/backends/memory.ts";
-
-// ---------------------------------------------------------------- run settings
-
-function envValue(name: string): string | undefined {
-  const granted = Deno.permissions.querySync({ name: "env", variable: name }).state === "granted";
-  return granted ? Deno.env.get(name) : undefined;
-}
-
-const SEED_OVERRIDE = Number(envValue("MCPSTATE_FC_SEED") ?? NaN);
-const SCALE = Number(envValue("MCPSTATE_FC_SCALE") ?? 1) || 1;
-
-/** fast-check parameters: a fixed seed and a bounded number of runs. */
-function runs(seed: number, numRuns: number): { seed: number; numRuns: number } {
-  return {
-    seed: Number.isInteger(SEED_OVERRIDE) ? SEED_OVERRIDE : seed,
-    numRuns: Math.max(1, Math.round(numRuns * SCALE)),
-  };
-}
-
-async function storeUrls(): Promise<{ url: string; skip: string | null }[]> {
-  let skip: string | null = null;
-  try {
-    const store = await HandleStore.fromUrl("sqlite:///:memory:");
-    try {
-      const h = await store.mint("probe", { ok: true }, { user: "probe" });
-      await store.get(h, { user: "probe" });
-    } finally {
-      await store.close();
-    }
-  } catch (e) {
-    skip = e instanceof Error ? e.message : String(e);
-  }
-  return [{ url: "memory://", skip: null }, { url: "sqlite:///:memory:", skip }];
-}
-
-const URLS = await storeUrls();
-
-/** Registers `fn` once per backend (ignored, with the reason, where the backend isn't ready). */
-function storeTest(
-  name: string,
-  options: HandleStoreOptions,
-  fn: (store: HandleStore) => Promise<void>,
-): void {
-  for (const { url, skip } of URLS) {
-    Deno.test({
-      name: `${name} [${url}]${skip ? ` (not ready: ${skip.slice(0, 60)})` : ""}`,
-      ignore: skip !== null,
-      fn: async () => {
-        const store = await HandleStore.fromUrl(url, options);
-        try {
-          await fn(store);
-        } finally {
-          await store.close();
-        }
-      },
-    });
-  }
-}
+import { PROTO_NAMES, runs, storeTest } from "./_fc.ts";
 
 // ---------------------------------------------------------------- helpers
 
@@ -223,12 +166,7 @@ const KEYS = [
   "a.b",
   "a/b",
   "~",
-  "__proto__",
-  "constructor",
-  "prototype",
-  "toString",
-  "hasOwnProperty",
-  "valueOf",
+  ...PROTO_NAMES,
   "😀",
   "\ud800",
   "\u0000",
@@ -426,12 +364,7 @@ const OP_NAME_NOISE = [
 ];
 
 const EXTRA_FIELDS = [
-  "__proto__",
-  "constructor",
-  "prototype",
-  "toString",
-  "hasOwnProperty",
-  "valueOf",
+  ...PROTO_NAMES,
   "extra",
   "",
   "op_index",
@@ -744,9 +677,7 @@ function predict(stateText: string, ops: unknown): { code: string } | { text: st
   return { text };
 }
 
-storeTest("fuzz: a refused patch changes nothing in the store", {
-  maxStateBytes: CAP,
-}, async (store) => {
+storeTest("fuzz: a refused patch changes nothing in the store", async (store) => {
   const user = `u-${crypto.randomUUID()}`;
   const prop = (library: boolean) =>
     fc.asyncProperty(stateArb, opListArb(library), async (state, ops) => {
@@ -782,7 +713,7 @@ storeTest("fuzz: a refused patch changes nothing in the store", {
     });
   await fc.assert(prop(false), runs(7100007, 1000));
   await fc.assert(prop(true), runs(7100008, 800));
-});
+}, { maxStateBytes: CAP });
 
 /** Junk for every argument position. */
 const junkArb: fc.Arbitrary<unknown> = fc.oneof(
@@ -874,7 +805,7 @@ const STORE_CODES = [
   "stale_write",
 ];
 
-storeTest("fuzz: store arguments only ever raise structured errors", {}, async (store) => {
+storeTest("fuzz: store arguments only ever raise structured errors", async (store) => {
   const owner = `owner-${crypto.randomUUID()}`;
   let victim = await store.mint("victim", { list: [], n: 0 }, { user: owner });
   const read = async () => {
@@ -947,7 +878,6 @@ const surrogateStringArb = fc.string({
 
 storeTest(
   "fuzz: distinct user ids, writers and idempotency keys stay distinct, or are refused",
-  {},
   async (store) => {
     await fc.assert(
       fc.asyncProperty(surrogateStringArb, surrogateStringArb, async (a, b) => {
@@ -1122,7 +1052,6 @@ Deno.test("regression: HandleStore refuses a clock that isn't a function and int
 
 storeTest(
   "regression: user ids that differ only in lone surrogates are never one user",
-  {},
   async (store) => {
     const h = await settle(
       () => store.mint("note", { secret: 1 }, { user: "alice\ud800" }),

@@ -14,7 +14,7 @@
 
 import assert from "node:assert/strict";
 import { HandleStore, McpStateError } from "../mod.ts";
-import { FakeClock, freshUser } from "./contract.ts";
+import { FakeClock, freshUser } from "./_helpers.ts";
 
 const TINY = [1e-300, 5e-324, 1e-9, 5e-9];
 

@@ -1,15 +1,13 @@
-import type { Backend } from "../src/backend.ts";
+/**
+ * The memory backend: the contract suite on one `MemoryBackend` shared by
+ * every store the suite opens, as processes share a database.
+ *
+ * @module
+ */
+
 import { MemoryBackend } from "../src/backends/memory.ts";
-import { backendContract } from "./contract.ts";
+import { backendContract, sharedView } from "./contract/mod.ts";
 
 const shared = new MemoryBackend();
-/** One backend shared by every store the suite opens, as processes share a database. */
-const view = (): Backend =>
-  new Proxy(shared, {
-    get(target, name) {
-      if (name === "close") return () => Promise.resolve();
-      const v = Reflect.get(target, name, target);
-      return typeof v === "function" ? v.bind(target) : v;
-    },
-  });
-backendContract("memory", () => Promise.resolve(view()));
+Deno.test("contract: memory", (t) =>
+  backendContract(t, { open: () => Promise.resolve(sharedView(shared)) }));

@@ -1,12 +1,12 @@
 /**
  * The PostgreSQL backend against a real server: the contract suite (through a
- * URL and through an injected client), the restore contract behind export and
- * migrate, byte-exact states, index-only listing that leaves trashed rows out,
- * the changelog and trash rows themselves, 16 writers in 2 processes, a writer
- * process killed mid-write, instances migrating one schema at once, a
- * version-1 schema migrated in place, clear errors when the server is away,
- * and — last, because it briefly takes the server down — a restart in the
- * middle of a write loop. After every crash the changelog must match the
+ * URL, with its cross-process steps, and through an injected client),
+ * byte-exact states, index-only listing that leaves trashed rows out, the
+ * changelog, trash and lease rows themselves, the change feed (NOTIFY),
+ * instances migrating one schema at once, version-1 and version-2 schemas
+ * migrated in place, clear errors when the server is away, and — last,
+ * because they briefly take the server down — restarts in the middle of a
+ * write loop and of a watch. After every crash the changelog must match the
  * state: no write without its entry, no entry without its write.
  *
  * The server is `postgres://postgres@127.0.0.1:5432/test` unless
@@ -23,18 +23,12 @@ import { Append, HandleStore, Increment, McpStateError, SetKey } from "../mod.ts
 import { openBackend } from "../src/url.ts";
 import type { HandleRecord, WriteContext } from "../src/backend.ts";
 import { POSTGRES_SCHEMA_VERSION, PostgresBackend } from "../src/backends/postgres.ts";
-import { restoreContract } from "./_cli_restore_contract.ts";
-import { backendContract, freshUser, rejectsWith, within } from "./contract.ts";
-import {
-  leaseOutlivesKilledHolder,
-  leasePrimitivesHold,
-  watcherHearsAnotherProcess,
-} from "./_live_checks.ts";
+import { DAY, freshUser, recordOf, rejectsWith, sleep, within } from "./_helpers.ts";
+import { backendContract } from "./contract/mod.ts";
+import { leasePrimitivesHold } from "./contract/leases.ts";
 
 const BASE_URL = Deno.env.get("MCPSTATE_TEST_POSTGRES_URL") ??
   "postgres://postgres@127.0.0.1:5432/test";
-const REPO_ROOT = decodeURIComponent(new URL("..", import.meta.url).pathname);
-const DAY = 86_400_000;
 
 /** A schema name no other test (or test run) uses. */
 function schemaName(tag: string): string {
@@ -61,10 +55,6 @@ async function dropSchema(schema: string): Promise<void> {
   } finally {
     await sql.end();
   }
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 /**
@@ -101,7 +91,7 @@ async function waitFor(what: string, ok: () => boolean, timeoutMs: number): Prom
     if (performance.now() > deadline) {
       assert.fail(`Timed out after ${timeoutMs} ms waiting for ${what}`);
     }
-    await delay(20);
+    await sleep(20);
   }
 }
 
@@ -126,7 +116,11 @@ Deno.test("PostgreSQL is reachable (these tests fail without it; they never skip
 // The contract through a URL, as `HandleStore.fromUrl` users get it: every
 // store the suite opens is a new pool on the same schema.
 const contractSchema = schemaName("contract");
-backendContract("postgres", () => openBackend(urlFor(contractSchema)));
+Deno.test("contract: postgres", (t) =>
+  backendContract(t, {
+    open: () => openBackend(urlFor(contractSchema)),
+    url: urlFor(contractSchema),
+  }));
 Deno.test("contract: postgres (drop its schema)", () => dropSchema(contractSchema));
 
 // The contract through one injected client whose configuration would break a
@@ -138,24 +132,13 @@ const injected = postgres(BASE_URL, {
   types: { bigint: postgres.BigInt },
   transform: postgres.camel,
 });
-backendContract(
-  "postgres, injected client",
-  () => Promise.resolve(new PostgresBackend(injected, { schema: injectedSchema })),
-);
+Deno.test("contract: postgres, injected client", (t) =>
+  backendContract(t, {
+    open: () => Promise.resolve(new PostgresBackend(injected, { schema: injectedSchema })),
+  }));
 Deno.test("contract: postgres, injected client (end it, drop its schema)", async () => {
   await injected.end();
   await dropSchema(injectedSchema);
-});
-
-Deno.test("restore contract (listUsers and restore, behind export, import and migrate)", async (t) => {
-  const schema = schemaName("restore");
-  const backend = await PostgresBackend.fromUrl(urlFor(schema));
-  try {
-    await restoreContract(t, backend);
-  } finally {
-    await backend.close();
-    await dropSchema(schema);
-  }
 });
 
 Deno.test("the state column is text and keeps every byte; times and versions are numbers", async () => {
@@ -390,7 +373,7 @@ Deno.test("the changelog and the trash in the tables: entries live and die with 
           }
         }
       });
-      await delay(round * 3);
+      await sleep(round * 3);
       await deleting.revoke(x, { user });
       await Promise.all(writers);
       assert.deepEqual([await rowOf(x), await logOf(x)], [undefined, []]);
@@ -406,151 +389,6 @@ Deno.test("the changelog and the trash in the tables: entries live and die with 
     await deleting.close();
     await backend.close();
     await sql.end();
-    await dropSchema(schema);
-  }
-});
-
-Deno.test("16 writers in 2 processes patch one handle: every patch lands exactly once", async () => {
-  const schema = schemaName("procs");
-  const url = urlFor(schema);
-  const store = await HandleStore.fromUrl(url);
-  try {
-    const user = freshUser();
-    const handle = await store.mint("counter", { n: 0, log: [] }, { user });
-    const writers = 8, count = 25;
-    const children = ["a", "b"].map((tag) => {
-      const child = new Deno.Command(Deno.execPath(), {
-        args: [
-          "run",
-          "--allow-all",
-          "tests/_postgres_child.ts",
-          url,
-          user,
-          handle,
-          tag,
-          String(writers),
-          String(count),
-        ],
-        cwd: REPO_ROOT,
-        stdin: "piped",
-        stdout: "piped",
-        stderr: "piped",
-      }).spawn();
-      const out = { text: "" };
-      const done = (async () => {
-        for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
-          out.text += chunk;
-        }
-      })();
-      const err = new Response(child.stderr).text();
-      return { tag, child, out, done, err };
-    });
-    try {
-      await waitFor(
-        "both writer processes to be ready",
-        () => children.every((c) => c.out.text.includes("ready\n")),
-        30_000,
-      );
-      // Both processes start writing at the same moment.
-      for (const c of children) {
-        const w = c.child.stdin.getWriter();
-        await w.write(new TextEncoder().encode("go\n"));
-        await w.close();
-      }
-    } finally {
-      for (const c of children) {
-        const status = await c.child.status;
-        await c.done;
-        const err = await c.err;
-        assert.ok(status.success, `writer process ${c.tag} failed (${status.code}): ${err}`);
-      }
-    }
-    const s = await store.get<{ n: number; log: string[] }>(handle, { user });
-    const total = 2 * writers * count;
-    assert.equal(s.state.n, total);
-    assert.equal(s.state.log.length, total);
-    assert.equal(new Set(s.state.log).size, total);
-    for (const tag of ["a", "b"]) {
-      for (let w = 0; w < writers; w++) {
-        const mine = s.state.log.filter((x) => x.startsWith(`${tag}:${w}:`));
-        // One writer's patches land in the order it made them.
-        assert.deepEqual(mine, Array.from({ length: count }, (_, i) => `${tag}:${w}:${i}`));
-      }
-    }
-    assert.equal(s.version, total + 1);
-    await assertLogMatches(store, user, handle);
-  } finally {
-    await store.close();
-    await dropSchema(schema);
-  }
-});
-
-Deno.test("a writer process killed (SIGKILL) mid-write leaves no write without its entry", async () => {
-  const schema = schemaName("kill");
-  const url = urlFor(schema);
-  const store = await HandleStore.fromUrl(url);
-  try {
-    const user = freshUser();
-    const handle = await store.mint("counter", { n: 0, log: [] }, { user });
-    // Six writers, half of them with idempotency keys, patch without pause:
-    // whenever the kill lands, transactions are open at every stage.
-    const child = new Deno.Command(Deno.execPath(), {
-      args: [
-        "run",
-        "--allow-all",
-        "tests/_postgres_child.ts",
-        url,
-        user,
-        handle,
-        "k",
-        "6",
-        "forever",
-      ],
-      cwd: REPO_ROOT,
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "null",
-    }).spawn();
-    let killed = false;
-    try {
-      const out = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-      let text = "";
-      while (!text.includes("ready\n")) {
-        const { value, done } = await out.read();
-        if (done) assert.fail(`the writer process ended before it was ready: ${text}`);
-        text += value;
-      }
-      out.cancel().catch(() => {});
-      const go = child.stdin.getWriter();
-      await go.write(new TextEncoder().encode("go\n"));
-      await go.close();
-      // Past the default retention of 100 entries, so the trim runs too.
-      const deadline = performance.now() + 30_000;
-      while ((await store.get(handle, { user })).version < 150) {
-        if (performance.now() > deadline) assert.fail("the writer process made no progress");
-        await delay(10);
-      }
-      child.kill("SIGKILL");
-      killed = true;
-    } finally {
-      if (!killed) child.kill("SIGKILL");
-      assert.equal((await child.status).signal, "SIGKILL");
-    }
-    // The server rolls back the dead sessions' open transactions (a COMMIT
-    // already sent may still land): wait until the handle stops changing.
-    let last = -1;
-    for (;;) {
-      const { version } = await store.get(handle, { user });
-      if (version === last) break;
-      last = version;
-      await delay(200);
-    }
-    await assertLogMatches(store, user, handle);
-    const s = await store.get<{ n: number; log: string[] }>(handle, { user });
-    assert.equal(s.state.n, s.state.log.length);
-    assert.equal(new Set(s.state.log).size, s.state.log.length, "a patch was applied twice");
-  } finally {
-    await store.close();
     await dropSchema(schema);
   }
 });
@@ -802,16 +640,7 @@ Deno.test("the change feed: every write is heard at commit by each instance on t
       ...ctx,
       idempotency: { key, scope: h, fingerprint: "f", expiresAt: now + DAY },
     });
-    const record: HandleRecord = {
-      handle: h,
-      kind: "n",
-      state: "{}",
-      version: 1,
-      createdAt: now,
-      updatedAt: now,
-      expiresAt: null,
-      lastWriter: null,
-    };
+    const record = recordOf(h, { createdAt: now, updatedAt: now });
     const bump = (extra: Partial<HandleRecord> = {}) => (cur: HandleRecord | null) =>
       cur && {
         record: { ...cur, version: cur.version + 1, ...extra },
@@ -857,7 +686,7 @@ Deno.test("the change feed: every write is heard at commit by each instance on t
     await waitFor("the write of a long user id", () => longCalls > 0, 5_000);
     // Nothing written, nothing heard: stale writes, a collision, a throwing
     // change, leases.
-    await delay(200);
+    await sleep(200);
     const settled = calls;
     await b.save(user, h, { ...write, expectVersion: 99 }, ctx);
     await b.insert(user, record, ctx);
@@ -866,7 +695,7 @@ Deno.test("the change feed: every write is heard at commit by each instance on t
     }, ctx).catch(() => {});
     await b.acquireLease(user, h, { holder: "x", expiresAt: now + DAY }, now);
     await b.releaseLease(user, h, "x", now);
-    await delay(300);
+    await sleep(300);
     assert.equal(calls, settled);
     assert.equal(strays, 0, "another schema's instance heard of these writes");
     for (const off of offs) off();
@@ -874,24 +703,6 @@ Deno.test("the change feed: every write is heard at commit by each instance on t
     await Promise.all([a.close(), b.close(), c.close()]);
     await dropSchema(schema);
     await dropSchema(elsewhere);
-  }
-});
-
-Deno.test("a watcher sees every version another process writes, within 5 s each", async () => {
-  const schema = schemaName("watch");
-  try {
-    await watcherHearsAnotherProcess(urlFor(schema));
-  } finally {
-    await dropSchema(schema);
-  }
-});
-
-Deno.test("a lease outlives its holder's kill -9 until it lapses, then another holder takes it", async () => {
-  const schema = schemaName("lease_kill");
-  try {
-    await leaseOutlivesKilledHolder(urlFor(schema));
-  } finally {
-    await dropSchema(schema);
   }
 });
 
@@ -986,7 +797,7 @@ Deno.test("a PostgreSQL restart mid-write: acknowledged writes survive, the outa
         return true;
       } catch (error) {
         failures.push({ phase, error, ms: performance.now() - started });
-        await delay(20);
+        await sleep(20);
         return false;
       }
     };
@@ -1127,7 +938,7 @@ Deno.test("a PostgreSQL restart while watching: once the server is back, new wri
       } catch (e) {
         if (!(e instanceof McpStateError) || e.code !== "backend_error") throw e;
         if (performance.now() > deadline) throw e;
-        await delay(100);
+        await sleep(100);
       }
     }
   };
@@ -1153,7 +964,7 @@ Deno.test("a PostgreSQL restart while watching: once the server is back, new wri
     try {
       await pgCtl(cluster, "stop", "-m", "fast");
       await rejectsWith(() => watcher.get(h, { user }), "backend_error");
-      await delay(500);
+      await sleep(500);
     } finally {
       try {
         guard.kill();

@@ -41,65 +41,9 @@ import {
   type PatchOp,
   SetKey,
 } from "../mod.ts";
-
-// ---------------------------------------------------------------- run settings
-
-function envValue(name: string): string | undefined {
-  const granted = Deno.permissions.querySync({ name: "env", variable: name }).state === "granted";
-  return granted ? Deno.env.get(name) : undefined;
-}
-
-const SEED_OVERRIDE = Number(envValue("MCPSTATE_FC_SEED") ?? NaN);
-const SCALE = Number(envValue("MCPSTATE_FC_SCALE") ?? 1) || 1;
-
-/** fast-check parameters: a fixed seed and a bounded number of runs. */
-function runs(seed: number, numRuns: number): { seed: number; numRuns: number } {
-  return {
-    seed: Number.isInteger(SEED_OVERRIDE) ? SEED_OVERRIDE : seed,
-    numRuns: Math.max(1, Math.round(numRuns * SCALE)),
-  };
-}
+import { codeUnitOr, PROTO_NAMES, runs, storeTest } from "./_fc.ts";
 
 // ---------------------------------------------------------------- helpers
-
-/** The backends the store properties run on; SQLite only once it works. */
-async function storeUrls(): Promise<{ url: string; skip: string | null }[]> {
-  const out: { url: string; skip: string | null }[] = [{ url: "memory://", skip: null }];
-  let skip: string | null = null;
-  try {
-    const store = await HandleStore.fromUrl("sqlite:///:memory:");
-    try {
-      const h = await store.mint("probe", { ok: true }, { user: "probe" });
-      await store.get(h, { user: "probe" });
-    } finally {
-      await store.close();
-    }
-  } catch (e) {
-    skip = e instanceof Error ? e.message : String(e);
-  }
-  out.push({ url: "sqlite:///:memory:", skip });
-  return out;
-}
-
-const URLS = await storeUrls();
-
-/** Registers `fn` once per backend (ignored, with the reason, where the backend isn't ready). */
-function storeTest(name: string, fn: (store: HandleStore, url: string) => Promise<void>): void {
-  for (const { url, skip } of URLS) {
-    Deno.test({
-      name: `${name} [${url}]${skip ? ` (not ready: ${skip.slice(0, 60)})` : ""}`,
-      ignore: skip !== null,
-      fn: async () => {
-        const store = await HandleStore.fromUrl(url);
-        try {
-          await fn(store, url);
-        } finally {
-          await store.close();
-        }
-      },
-    });
-  }
-}
 
 function isObject(x: unknown): x is JsonObject {
   return typeof x === "object" && x !== null && !Array.isArray(x);
@@ -216,12 +160,7 @@ function assertOrdinaryObjects(v: unknown): void {
 // ---------------------------------------------------------------- arbitraries
 
 const PROTO_KEYS = [
-  "__proto__",
-  "constructor",
-  "prototype",
-  "toString",
-  "hasOwnProperty",
-  "valueOf",
+  ...PROTO_NAMES,
   "isPrototypeOf",
   "__defineGetter__",
 ];
@@ -256,11 +195,7 @@ const EDGE_KEYS = [
 ];
 
 /** Any code unit, lone surrogates included. */
-const codeUnit = fc.oneof(
-  fc.integer({ min: 0, max: 0xffff }).map((c) => String.fromCharCode(c)),
-  fc.integer({ min: 0xd800, max: 0xdfff }).map((c) => String.fromCharCode(c)),
-  fc.constantFrom("~", "/", ".", "0", "1"),
-);
+const codeUnit = codeUnitOr("~", "/", ".", "0", "1");
 
 const keyArb: fc.Arbitrary<string> = fc.oneof(
   fc.constantFrom(...PROTO_KEYS, ...EDGE_KEYS),

@@ -1,10 +1,11 @@
 /**
  * The Redis backend against real servers started by `tests/_redis.ts`: the
- * contract suite on a standalone server and on a 3+3 Redis Cluster, then the
+ * contract suite on a standalone server (whose writers in two processes must
+ * make Redis retry compare-and-sets) and on a 3+3 Redis Cluster, then the
  * faults — kill -9 with `appendfsync always`, a master failover with the
- * replica wait on, dropped connections — contention from two OS processes,
- * hostile user names and handles, the key layout with its TTLs, and the
- * change feed (pub/sub) and leases across instances, processes and restarts.
+ * replica wait on, dropped connections — hostile user names and handles, the
+ * key layout with its TTLs, and the change feed (pub/sub) and leases across
+ * instances and restarts.
  *
  * @module
  */
@@ -24,9 +25,18 @@ import { openBackend } from "../src/url.ts";
 import type { Backend, ChangeEntry, HandleRecord } from "../src/backend.ts";
 import { MemoryBackend } from "../src/backends/memory.ts";
 import { RedisBackend } from "../src/backends/redis.ts";
-import { backendContract, FakeClock, freshUser, rejectsWith, within } from "./contract.ts";
-import { leaseOutlivesKilledHolder, watcherHearsAnotherProcess } from "./_live_checks.ts";
-import { restoreContract } from "./_cli_restore_contract.ts";
+import {
+  byUtf8,
+  DAY,
+  eventually,
+  FakeClock,
+  freshUser,
+  recordOf,
+  rejectsWith,
+  sleep,
+  within,
+} from "./_helpers.ts";
+import { backendContract } from "./contract/mod.ts";
 import {
   freePort,
   type RedisClusterHandle,
@@ -35,9 +45,6 @@ import {
   startRedisCluster,
 } from "./_redis.ts";
 
-const DAY = 86_400_000;
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
 // One standalone server and one cluster, shared by the tests below, started on
 // first use and stopped by the last test of this file.
 let standalone: Promise<RedisServer> | undefined;
@@ -45,11 +52,27 @@ let cluster: Promise<RedisClusterHandle> | undefined;
 const server = () => standalone ??= startRedis();
 const redisCluster = () => cluster ??= startRedisCluster({ nodeTimeoutMs: 1000 });
 
-backendContract("redis", async () => openBackend((await server()).url));
-backendContract(
-  "redis cluster (3 masters + 3 replicas)",
-  async () => openBackend((await redisCluster()).url),
-);
+Deno.test("contract: redis", async (t) => {
+  const srv = await server();
+  await backendContract(t, {
+    open: () => openBackend(srv.url),
+    url: srv.url,
+    inspect: {
+      beforeWriters: async () => void await srv.cli("CONFIG", "RESETSTAT"),
+      afterWriters: async ({ patches }) => {
+        // More scripts ran than patches landed: the processes really did race.
+        const stats = await srv.cli("INFO", "commandstats");
+        const calls = Number(/cmdstat_evalsha:calls=(\d+)/.exec(stats)?.[1] ?? 0);
+        assert.ok(calls > patches, `only ${calls} scripts for ${patches} patches: none retried`);
+      },
+    },
+  });
+});
+
+Deno.test("contract: redis cluster (3 masters + 3 replicas)", async (t) => {
+  const c = await redisCluster();
+  await backendContract(t, { open: () => openBackend(c.url) });
+});
 
 /** The backend of each store {@link openStore} opened, for the engine-level checks. */
 const backends = new WeakMap<HandleStore, RedisBackend>();
@@ -68,17 +91,19 @@ function backendOf(store: HandleStore): RedisBackend {
   return backend;
 }
 
-/** Retries `fn` until it succeeds or `ms` pass. */
-async function eventually<T>(ms: number, fn: () => Promise<T>): Promise<T> {
-  const deadline = Date.now() + ms;
-  while (true) {
-    try {
-      return await fn();
-    } catch (e) {
-      if (Date.now() > deadline) throw e;
-      await sleep(50);
-    }
-  }
+/** Runs `run` as a step on the standalone server, then as one on the cluster, with its primaries. */
+async function onBoth(
+  t: Deno.TestContext,
+  run: (url: string, primaries: () => Promise<RedisServer[]>) => Promise<void>,
+): Promise<void> {
+  await t.step("standalone", async () => {
+    const srv = await server();
+    await run(srv.url, () => Promise.resolve([srv]));
+  });
+  await t.step("cluster", async () => {
+    const c = await redisCluster();
+    await run(c.url, () => c.masters());
+  });
 }
 
 /**
@@ -191,43 +216,22 @@ async function assertConsistent(primaries: RedisServer[], prefix: string): Promi
   return records;
 }
 
-Deno.test("redis: importRecord() and listUsers() for export, import and migrate", async (t) => {
-  for (const [name, url] of [["standalone", server], ["cluster", redisCluster]] as const) {
-    await t.step(name, async (t) => {
-      const backend = await RedisBackend.fromUrl((await url()).url);
-      try {
-        await restoreContract(t, backend);
-        const names = ["zed", "Émile", "adam", "\u{1F600}", "\u{FFFD}", "Zoë", "émile"];
-        const tag = crypto.randomUUID();
-        const ctx = { now: Date.now(), graceMs: 0 };
-        for (const u of names) {
-          await backend.insert(`${tag}${u}`, {
-            handle: "n_aaaaaaaa",
-            kind: "n",
-            state: "{}",
-            version: 1,
-            createdAt: 1,
-            updatedAt: 1,
-            expiresAt: null,
-            lastWriter: null,
-          }, ctx);
-        }
-        const listed = (await backend.listUsers({ limit: 100_000 })).filter((u) =>
-          u.startsWith(tag)
-        );
-        const byUtf8 = (a: string, b: string) => {
-          const x = new TextEncoder().encode(a), y = new TextEncoder().encode(b);
-          for (let i = 0; i < Math.min(x.length, y.length); i++) {
-            if (x[i] !== y[i]) return x[i]! - y[i]!;
-          }
-          return x.length - y.length;
-        };
-        assert.deepEqual(listed, names.map((u) => `${tag}${u}`).sort(byUtf8));
-      } finally {
-        await backend.close();
+Deno.test("redis: listUsers() gives users in the byte order of their UTF-8 names", async (t) => {
+  await onBoth(t, async (url) => {
+    const backend = await RedisBackend.fromUrl(url);
+    try {
+      const names = ["zed", "Émile", "adam", "\u{1F600}", "\u{FFFD}", "Zoë", "émile"];
+      const tag = crypto.randomUUID();
+      const ctx = { now: Date.now(), graceMs: 0 };
+      for (const u of names) {
+        await backend.insert(`${tag}${u}`, recordOf("n_aaaaaaaa"), ctx);
       }
-    });
-  }
+      const listed = (await backend.listUsers({ limit: 100_000 })).filter((u) => u.startsWith(tag));
+      assert.deepEqual(listed, names.map((u) => `${tag}${u}`).sort(byUtf8));
+    } finally {
+      await backend.close();
+    }
+  });
 });
 
 Deno.test("redis: malformed URLs are invalid_argument, an unreachable server backend_error, credentials redacted", async () => {
@@ -401,14 +405,7 @@ Deno.test("redis: hostile user names and handles cannot read or clobber other us
       await store.close();
     }
   };
-  await t.step("standalone", async () => {
-    const srv = await server();
-    await run(srv.url, () => Promise.resolve([srv]));
-  });
-  await t.step("cluster", async () => {
-    const c = await redisCluster();
-    await run(c.url, () => c.masters());
-  });
+  await onBoth(t, run);
 });
 
 Deno.test("redis: Redis reclaims expired records after the grace period; indexes are pruned; idempotency records expire in 24 h", async () => {
@@ -519,16 +516,10 @@ Deno.test("redis: the changelog lives and expires in the record's hash; revoke r
   assert.deepEqual(await backend.changes(user, h, 0), []);
   assert.equal(await backend.read(user, h), null);
   const now = clock.now;
-  const blocked = await backend.insert(user, {
-    handle: h,
-    kind: "doc",
-    state: "{}",
-    version: 1,
-    createdAt: now,
-    updatedAt: now,
-    expiresAt: null,
-    lastWriter: null,
-  }, { now, graceMs: 0 });
+  const blocked = await backend.insert(user, recordOf(h, { createdAt: now, updatedAt: now }), {
+    now,
+    graceMs: 0,
+  });
   assert.deepEqual(blocked, { inserted: false }, "a trashed handle blocks an insert of it");
   await assertConsistent([srv], prefix);
 
@@ -853,59 +844,6 @@ Deno.test("redis: a dropped connection is a clear backend_error, leaves no parti
   }
 });
 
-Deno.test("redis: 16 writers in 2 OS processes patching one handle all land, through real conflicts", async () => {
-  const srv = await server();
-  await using store = await HandleStore.fromUrl(srv.url);
-  const user = freshUser();
-  const h = await store.mint("counter", { n: 0, log: [] }, { user });
-  const startAt = Date.now() + 3000; // both processes start patching together
-  const child = (stores: number, tag: string) =>
-    new Deno.Command(Deno.execPath(), {
-      args: [
-        "run",
-        "--allow-all",
-        `${import.meta.dirname}/_redis_child.ts`,
-        srv.url,
-        user,
-        h,
-        "8",
-        "50",
-        String(stores),
-        tag,
-        String(startAt),
-      ],
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-  await srv.cli("CONFIG", "RESETSTAT");
-  // One process shares one connection among its 8 writers; the other gives each its own.
-  const outs = await Promise.all([child(1, "a"), child(8, "b")]);
-  for (const out of outs) {
-    assert.ok(out.success, new TextDecoder().decode(out.stderr));
-    assert.deepEqual(JSON.parse(new TextDecoder().decode(out.stdout)), { patches: 400 });
-  }
-  assert.ok(Date.now() > startAt, "the children did not wait for the start");
-  const s = await store.get<{ n: number; log: string[] }>(h, { user });
-  assert.equal(s.state.n, 800);
-  assert.equal(s.state.log.length, 800);
-  assert.equal(new Set(s.state.log).size, 800);
-  assert.equal(s.version, 801);
-  // Each landed patch appended its entry in its own compare-and-set, exactly
-  // once however often it was retried: the last 100 match the state.
-  const tail = await store.changesSince(h, 701, { user });
-  assert.ok(!tail.truncated);
-  assert.deepEqual(
-    tail.changes.map((c) => c.version),
-    Array.from({ length: 100 }, (_, i) => 702 + i),
-  );
-  const appended = tail.changes.map((c) => (c.ops as { value: string }[])[1]!.value);
-  assert.deepEqual(appended, s.state.log.slice(700));
-  // More scripts ran than patches landed: the processes really did race.
-  const stats = await srv.cli("INFO", "commandstats");
-  const calls = Number(/cmdstat_evalsha:calls=(\d+)/.exec(stats)?.[1] ?? 0);
-  assert.ok(calls > 800, `only ${calls} scripts for 800 patches: no compare-and-set was retried`);
-});
-
 Deno.test("redis: wait=N with too few replicas is a backend_error that names the count", async () => {
   const srv = await server();
   await using store = await HandleStore.fromUrl(`${srv.url}?wait=1&waitTimeout=50`);
@@ -1156,14 +1094,6 @@ Deno.test("redis: kill -9 and restart the server under a watcher: it survives, a
   }
 });
 
-Deno.test("redis: a lease outlives its holder's kill -9 until it lapses, then another holder takes it", async () => {
-  await leaseOutlivesKilledHolder((await server()).url);
-});
-
-Deno.test("redis: a watcher sees every version another process writes, within 5 s each", async () => {
-  await watcherHearsAnotherProcess((await server()).url);
-});
-
 Deno.test("redis: a lease is one key in the user's slot with a native TTL that Redis drops; it never touches the record", async (t) => {
   const run = async (url: string, primaries: () => Promise<RedisServer[]>) => {
     const prefix = `lease-${crypto.randomUUID()}:`;
@@ -1203,14 +1133,7 @@ Deno.test("redis: a lease is one key in the user's slot with a native TTL that R
     assert.equal(await backend.releaseLease(user, "\ud800", "h0", now), true);
     await assertConsistent(await primaries(), prefix);
   };
-  await t.step("standalone", async () => {
-    const srv = await server();
-    await run(srv.url, () => Promise.resolve([srv]));
-  });
-  await t.step("cluster", async () => {
-    const c = await redisCluster();
-    await run(c.url, () => c.masters());
-  });
+  await onBoth(t, run);
 });
 
 Deno.test("redis: stop the servers", async () => {

@@ -10,7 +10,7 @@ import {
   SetKey,
 } from "../mod.ts";
 import { MemoryBackend } from "../src/backends/memory.ts";
-import { FakeClock, pageThrough, rejectsWith } from "./contract.ts";
+import { FakeClock, pageThrough, rejectsWith } from "./_helpers.ts";
 import { Reads } from "./_counted.ts";
 
 Deno.test("a state built from shared subtrees is refused at once, not walked exponentially", async () => {

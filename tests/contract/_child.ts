@@ -1,0 +1,271 @@
+/**
+ * The one child program of the contract's cross-process steps: a real,
+ * separate OS process that opens any backend from its URL
+ * (`HandleStore.fromUrl`) and runs one workload on the data it shares with
+ * the test. {@link spawnChild} starts it.
+ *
+ * - `writers <url> <user> <handle> <tag> <writers> <stores> <count|forever> [pauseMs]`:
+ *   opens `stores` stores (each its own connection), prints `ready`, waits
+ *   for a line on stdin (so that every process starts writing at the same
+ *   moment), then runs `writers` concurrent loops, spread round-robin over
+ *   the stores, of `count` patches each on the handle, pausing `pauseMs`
+ *   after each when given. Writer `w` writes as `<tag>/<w>`, and its patch
+ *   `i` increments `n` and appends `<tag>/<w>:<i>` to `log`. Prints
+ *   `{"patches": <n>}` at the end. With `forever` the loops never end, every
+ *   other writer passes its entry as an idempotency key, and every
+ *   acknowledged patch prints `<entry> <version>`: the test kills the
+ *   process (SIGKILL) while its writes are in flight.
+ * - `patch <url> <user> <handle>`: prints `ready`, then for every line on
+ *   stdin increments `n` once (writer `child`) and prints
+ *   `<version> <epoch ms>`; exits 0 when stdin closes.
+ * - `lease <url> <user> <holder> <seconds> <handle>…`: takes a lease on each
+ *   handle for `holder`, prints `leased <expiresAt epoch ms>…` (one per
+ *   handle), then waits until the test kills it.
+ * - `leases <url> <user> <tag> <stores> <handle>…`: `stores` stores race to
+ *   lease every handle for 60 s, store `i` as holder `<tag>/<i>`, and print
+ *   the handles each holder got, as JSON.
+ * - `create-at <gapMs> <url>…`: prints `ready`, reads a moment (epoch ms)
+ *   from stdin, then opens the `k`-th URL at that moment plus `k * gapMs`
+ *   (busy-waiting for it) and mints a handle of kind `race` for user `u`
+ *   there.
+ * - `open <url>`: prints, as JSON, whether this process has Deno KV
+ *   (`openKv`: the `typeof Deno.openKv`) and what opening the URL gave:
+ *   `opened: true`, or the error's payload.
+ *
+ * Any error is printed to stderr and exits 1.
+ *
+ * @module
+ */
+
+import { fileURLToPath } from "node:url";
+import { Append, HandleStore, Increment, McpStateError } from "../../mod.ts";
+import { Lines, readAll, sleep } from "../_helpers.ts";
+
+const encoder = new TextEncoder();
+
+/** A running child process: its stdout line by line, its stdin, its end. */
+export class Child {
+  /** The process. */
+  readonly process: Deno.ChildProcess;
+  /** Its stdout, line by line. */
+  readonly stdout: Lines;
+  #stdin: WritableStreamDefaultWriter<Uint8Array>;
+  #stderr: Promise<string>;
+
+  /** @param process A process spawned with every stream piped. */
+  constructor(process: Deno.ChildProcess) {
+    this.process = process;
+    this.stdout = new Lines(process.stdout);
+    this.#stdin = process.stdin.getWriter();
+    this.#stderr = readAll(process.stderr);
+  }
+
+  /**
+   * The next line of the child's stdout.
+   *
+   * @param what What the line is, for the failure when the child ended instead.
+   */
+  async line(what: string): Promise<string> {
+    const line = await this.stdout.next();
+    if (line !== null) return line;
+    const { status, stderr } = await this.ended();
+    throw new Error(`${what}: the child process ended (exit ${status.code}) before: ${stderr}`);
+  }
+
+  /** Writes one line to the child's stdin. */
+  async send(line: string): Promise<void> {
+    await this.#stdin.write(encoder.encode(line + "\n"));
+  }
+
+  /** Closes the child's stdin. */
+  async closeStdin(): Promise<void> {
+    await this.#stdin.close().catch(() => {});
+  }
+
+  /** Kills the child with SIGKILL (when it still runs). */
+  kill(): void {
+    try {
+      this.process.kill("SIGKILL");
+    } catch { /* it has ended already */ }
+  }
+
+  /**
+   * Waits for the child to end, reading and dropping what is left of its
+   * stdout.
+   *
+   * @returns Its exit status and everything it wrote to stderr.
+   */
+  async ended(): Promise<{ status: Deno.CommandStatus; stderr: string }> {
+    await this.closeStdin();
+    const [status, stderr] = await Promise.all([
+      this.process.status,
+      this.#stderr,
+      this.stdout.drain(),
+    ]);
+    return { status, stderr };
+  }
+
+  /** Waits for the child to end and asserts that it exited 0; returns its stderr. */
+  async succeeded(): Promise<string> {
+    const { status, stderr } = await this.ended();
+    if (status.code !== 0) {
+      throw new Error(`the child process failed (exit ${status.code}): ${stderr}`);
+    }
+    return stderr;
+  }
+}
+
+/**
+ * Starts this program with `args` (see the module doc).
+ *
+ * @param args The mode and its arguments.
+ * @param options `unstableKv: false` runs it without `--unstable-kv`.
+ * @returns The running child.
+ */
+export function spawnChild(args: string[], options: { unstableKv?: boolean } = {}): Child {
+  const flags = options.unstableKv === false ? [] : ["--unstable-kv"];
+  return new Child(
+    new Deno.Command(Deno.execPath(), {
+      args: ["run", "--allow-all", ...flags, fileURLToPath(import.meta.url), ...args],
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn(),
+  );
+}
+
+/** Prints one line, whole, before anything else happens (a kill may follow). */
+function say(line: string): void {
+  const bytes = encoder.encode(line + "\n");
+  let off = 0;
+  while (off < bytes.length) off += Deno.stdout.writeSync(bytes.subarray(off));
+}
+
+/** `n` stores on `url`, each its own connection. */
+function openStores(url: string, n: number): Promise<HandleStore[]> {
+  return Promise.all(
+    Array.from({ length: n }, () => HandleStore.fromUrl(url, { reclaimIntervalMs: 0 })),
+  );
+}
+
+async function writers(args: string[]): Promise<void> {
+  const [url, user, handle, tag, writersArg, storesArg, countArg, pauseArg = "0"] = args;
+  if (!url || !user || !handle || !tag || !writersArg || !storesArg || !countArg) {
+    throw new Error("usage: writers <url> <user> <handle> <tag> <writers> <stores> <count>");
+  }
+  const forever = countArg === "forever";
+  const count = forever ? Infinity : Number(countArg);
+  const pauseMs = Number(pauseArg);
+  const stores = await openStores(url, Number(storesArg));
+  say("ready");
+  await new Lines(Deno.stdin.readable).next();
+  await Promise.all(Array.from({ length: Number(writersArg) }, async (_, w) => {
+    const store = stores[w % stores.length]!;
+    const writer = `${tag}/${w}`;
+    for (let i = 0; i < count; i++) {
+      const entry = `${writer}:${i}`;
+      const s = await store.patch(handle, [Increment("", "n"), Append("log", entry)], {
+        user,
+        writer,
+        ...(forever && w % 2 === 1 ? { idempotencyKey: entry } : {}),
+      });
+      if (forever) say(`${entry} ${s.version}`);
+      if (pauseMs > 0) await sleep(pauseMs);
+    }
+  }));
+  say(JSON.stringify({ patches: Number(writersArg) * count }));
+  await Promise.all(stores.map((s) => s.close()));
+}
+
+async function patch(args: string[]): Promise<void> {
+  const [url, user, handle] = args;
+  if (!url || !user || !handle) throw new Error("usage: patch <url> <user> <handle>");
+  const [store] = await openStores(url, 1);
+  say("ready");
+  const stdin = new Lines(Deno.stdin.readable);
+  while (await stdin.next() !== null) {
+    const s = await store!.patch(handle, [Increment("", "n")], { user, writer: "child" });
+    say(`${s.version} ${Date.now()}`);
+  }
+  await store!.close();
+}
+
+async function lease(args: string[]): Promise<void> {
+  const [url, user, holder, seconds, ...handles] = args;
+  if (!url || !user || !holder || !seconds || handles.length === 0) {
+    throw new Error("usage: lease <url> <user> <holder> <seconds> <handle>…");
+  }
+  const [store] = await openStores(url, 1);
+  const until: number[] = [];
+  for (const h of handles) {
+    const l = await store!.lease(h, { user, writer: holder, seconds: Number(seconds) });
+    if (!l.acquired) throw new Error(`the lease of ${h} is held by ${l.holder}`);
+    until.push(l.expiresAt.getTime());
+  }
+  say(`leased ${until.join(" ")}`);
+  setInterval(() => {}, 60_000); // until SIGKILL
+}
+
+async function leases(args: string[]): Promise<void> {
+  const [url, user, tag, storesArg, ...handles] = args;
+  if (!url || !user || !tag || !storesArg) {
+    throw new Error("usage: leases <url> <user> <tag> <stores> <handle>…");
+  }
+  const stores = await openStores(url, Number(storesArg));
+  const won = await Promise.all(stores.map(async (store, i) => {
+    const mine: string[] = [];
+    for (const h of handles) {
+      const l = await store.lease(h, { user, writer: `${tag}/${i}`, seconds: 60 });
+      if (l.acquired) mine.push(h);
+    }
+    return [`${tag}/${i}`, mine] as const;
+  }));
+  say(JSON.stringify(Object.fromEntries(won)));
+  await Promise.all(stores.map((s) => s.close()));
+}
+
+async function createAt(args: string[]): Promise<void> {
+  const [gapMs, ...urls] = args;
+  if (!gapMs) throw new Error("usage: create-at <gapMs> <url>…");
+  say("ready");
+  const start = await new Lines(Deno.stdin.readable).next();
+  for (const [k, url] of urls.entries()) {
+    while (Date.now() < Number(start) + k * Number(gapMs)) await sleep(1);
+    await using store = await HandleStore.fromUrl(url, { reclaimIntervalMs: 0 });
+    await store.mint("race", {}, { user: "u" });
+  }
+}
+
+async function open(args: string[]): Promise<void> {
+  const [url] = args;
+  if (!url) throw new Error("usage: open <url>");
+  const openKv = typeof (Deno as { openKv?: unknown }).openKv;
+  try {
+    await (await HandleStore.fromUrl(url)).close();
+    say(JSON.stringify({ openKv, opened: true }));
+  } catch (e) {
+    if (!(e instanceof McpStateError)) throw e;
+    say(JSON.stringify({ openKv, ...e.toPayload() }));
+  }
+}
+
+const MODES: Record<string, (args: string[]) => Promise<void>> = {
+  writers,
+  patch,
+  lease,
+  leases,
+  "create-at": createAt,
+  open,
+};
+
+if (import.meta.main) {
+  const [mode = "", ...args] = Deno.args;
+  try {
+    const run = MODES[mode];
+    if (!run) throw new Error(`unknown mode ${JSON.stringify(mode)}: ${Object.keys(MODES)}`);
+    await run(args);
+  } catch (e) {
+    console.error(e instanceof Error ? `${e.name}: ${e.message}` : String(e));
+    Deno.exit(1);
+  }
+}
