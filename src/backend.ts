@@ -5,7 +5,7 @@
  * or judge expiry; it stores what `HandleStore` hands it and makes each
  * primitive atomic with its engine's own means (a transaction, a Lua script,
  * an atomic commit with versionstamp checks, a row lock). The one contract
- * suite in `tests/contract.ts` is how a backend proves itself.
+ * suite in `tests/contract/` is how a backend proves itself.
  *
  * Times are epoch milliseconds. `state` is compact JSON text, already
  * validated and size-checked by the store: a backend stores it byte for byte.
