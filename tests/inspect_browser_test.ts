@@ -15,11 +15,11 @@
 
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { fileURLToPath } from "node:url";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 import { Append, DelKey, HandleStore, outline, SetKey } from "../mod.ts";
 import { machineName } from "../src/server/identity.ts";
 import { tempHome } from "./_cli_run.ts";
+import { spawnChild } from "./contract/_child.ts";
 import { chromiumPath, type RunningInspect, startInspect } from "./_inspect.ts";
 
 // The callbacks given to page.evaluate run in the page, where these are the DOM's.
@@ -29,7 +29,6 @@ declare const document: any;
 declare const navigator: any;
 
 const SHOTS = Deno.env.get("MCPSTATE_SCREENSHOTS");
-const CHILD = fileURLToPath(new URL("./_sqlite_child.ts", import.meta.url));
 const USER = "alice";
 
 const started = performance.now();
@@ -482,23 +481,17 @@ Deno.test("inspect browser: the trash restores with --write, and only with it", 
   });
 });
 
-/** Runs the SQLite child that patches `handle` once, as another OS process. */
+/** Increments `n` of `handle` once from another OS process (writer `child`). */
 async function writeFromAnotherProcess(handle: string): Promise<number> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-all", CHILD, "increment", dbUrl, USER, handle, "other", "1"],
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let out = "";
-  while (!out.includes("ready")) out += (await reader.read()).value ?? "";
-  const w = child.stdin.getWriter();
-  await w.write(new TextEncoder().encode("go\n"));
-  await w.close();
-  const { code } = await child.status;
-  await reader.cancel();
-  assert.equal(code, 0);
+  const child = spawnChild(["patch", dbUrl, USER, handle]);
+  try {
+    assert.equal(await child.line("the child's ready line"), "ready");
+    await child.send("go");
+    await child.line("the child's patch");
+    await child.succeeded();
+  } finally {
+    child.kill();
+  }
   return performance.now();
 }
 
@@ -512,7 +505,7 @@ Deno.test("inspect browser: a write from another process appears without a reloa
     const wrote = await writeFromAnotherProcess(counter);
     await page.waitForFunction(() => document.getElementById("version")?.textContent === "2");
     const handleMs = performance.now() - wrote;
-    assert.match(await page.locator('li[data-version="2"]').innerText(), /other:0/);
+    assert.match(await page.locator('li[data-version="2"]').innerText(), /child/);
     assert.equal(
       await page.evaluate(() => (window as unknown as { marker?: number }).marker),
       1,
