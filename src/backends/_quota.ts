@@ -61,12 +61,21 @@ export function checkQuota(
     throw new QuotaExceeded("bytes", maxBytes, before.bytes);
   }
   if (writesPerMinute !== undefined && before.writesThisMinute >= writesPerMinute) {
-    const left = MINUTE_MS - (now % MINUTE_MS);
     throw new QuotaExceeded(
       "writes_per_minute",
       writesPerMinute,
       before.writesThisMinute,
-      Math.max(1, Math.ceil(left / 1000)),
+      retryAfterSeconds(now),
     );
   }
+}
+
+/**
+ * Whole seconds from `now` until the next minute of the rate window starts (at least 1).
+ *
+ * @param now Epoch ms.
+ * @returns The seconds to wait.
+ */
+export function retryAfterSeconds(now: number): number {
+  return Math.max(1, Math.ceil((MINUTE_MS - (now % MINUTE_MS)) / 1000));
 }

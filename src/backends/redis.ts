@@ -77,6 +77,7 @@ import type {
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
+  Usage,
   WriteContext,
 } from "../backend.ts";
 import { BackendError, InvalidArgument } from "../errors.ts";
@@ -84,6 +85,7 @@ import { ByteCappedCache } from "./_cache.ts";
 import { compareTrashOrder } from "./_shared.ts";
 import { KeyedQueue } from "./_queue.ts";
 import { AGAIN, backoff, optimistic } from "./_retry.ts";
+import { writesAt } from "./_quota.ts";
 import {
   compareCodePoints,
   decodeHandle,
@@ -96,8 +98,10 @@ import {
   member,
   metaOf,
   metaText,
+  quotaArgs,
   recordOf,
   recordOfD,
+  refuseQuota,
   replayOf,
   type Reply,
   ttlOf,
@@ -286,14 +290,17 @@ export class RedisBackend implements Backend {
     }\t${ttlOf(record.expiresAt, ctx)}\t${idemArgs(ctx, k.enc)}\t${logHead(ctx.entry, ctx)}\t${
       metaText(record)
     }`;
-    const args = [record.state, head, ...logArgs(ctx.entry)];
+    const args = [record.state, head, ...logArgs(ctx.entry), ...quotaArgs(ctx)];
     const reply = await this.#conn.run(
       S.insert,
       ik ? [k.rec, k.idx, k.exp, k.trash, ik] : [k.rec, k.idx, k.exp, k.trash],
       args,
       wroteOne,
     );
-    if (Array.isArray(reply)) return replayOf(reply, record.handle);
+    if (Array.isArray(reply)) {
+      refuseQuota(reply, ctx);
+      return replayOf(reply, record.handle);
+    }
     if (reply !== 1) return { inserted: false };
     this.#guess(k.rec, { ...record });
     this.#feed.notify(user, record.handle);
@@ -323,7 +330,7 @@ export class RedisBackend implements Backend {
     const head = `${ctx.now}\t${ctx.graceMs}\t${write.expectVersion}\t${write.updatedAt}\t${e}\t${
       member(write.updatedAt, k.enc)
     }\t${idemArgs(ctx, k.enc)}\t${writerText(write.lastWriter)}`;
-    const args = [write.state, head];
+    const args = [write.state, head, ...quotaArgs(ctx)];
     const reply = await this.#conn.run(
       S.save,
       ik ? [k.rec, k.idx, k.exp, ik] : [k.rec, k.idx, k.exp],
@@ -340,6 +347,7 @@ export class RedisBackend implements Backend {
       this.#guess(k.rec, null);
       return replayOf(reply, handle);
     }
+    refuseQuota(reply, ctx);
     const current = this.#guess(k.rec, recordOfD(handle, reply[1]));
     return { ok: false, current: current && { ...current } };
   }
@@ -407,7 +415,12 @@ export class RedisBackend implements Backend {
       const head = `${ctx.now}\t${write}\t${idemArgs(ctx, k.enc)}\t${logHead(entry, ctx)}\t${
         next === null ? "" : metaText(next)
       }`;
-      const args = [next === null ? "" : next.state, head, ...logArgs(entry)];
+      const args = [
+        next === null ? "" : next.state,
+        head,
+        ...logArgs(entry),
+        ...(next === null ? [] : quotaArgs(ctx)),
+      ];
       const answer = await this.#conn.run(
         S.cas,
         ik ? [k.rec, k.idx, k.exp, ik] : [k.rec, k.idx, k.exp],
@@ -424,6 +437,7 @@ export class RedisBackend implements Backend {
         this.#guess(k.rec, null);
         return replayOf(reply, handle);
       }
+      refuseQuota(reply, ctx);
       current = this.#guess(k.rec, recordOfD(handle, reply[1]));
       confirmed = true;
       return AGAIN;
@@ -504,12 +518,14 @@ export class RedisBackend implements Backend {
   /** {@inheritDoc Backend.untrash} */
   async untrash(user: string, handle: string, ctx: WriteContext): Promise<HandleRecord | null> {
     const k = this.#k.of(user, handle);
-    const d = await this.#conn.run(
+    const reply = await this.#conn.run(
       S.untrash,
       [k.rec, k.idx, k.exp, k.trash],
-      [`${ctx.now}\t${ctx.graceMs}`],
-      (r) => r !== null,
-    ) as string | null;
+      [`${ctx.now}\t${ctx.graceMs}`, ...quotaArgs(ctx)],
+      (r) => typeof r === "string",
+    ) as string | Reply | null;
+    if (Array.isArray(reply)) refuseQuota(reply, ctx);
+    const d = reply as string | null;
     const record = recordOfD(handle, d);
     if (record !== null) {
       this.#guess(k.rec, { ...record });
@@ -652,6 +668,22 @@ export class RedisBackend implements Backend {
     const last = page[page.length - 1];
     this.#users = last === undefined ? undefined : { at: Date.now(), after: last, names: rest };
     return page;
+  }
+
+  /**
+   * {@inheritDoc Backend.usage}
+   *
+   * One script: the usage hash, counted from the user's index when absent
+   * (and kept from then on).
+   */
+  async usage(user: string, now: number): Promise<Usage> {
+    const [h, b, w] = await this.#conn.run(S.usage, [this.#k.of(user, "").idx], []) as Reply;
+    const [minute, writes] = (w ?? "0\t0").split("\t").map(Number);
+    return {
+      handles: Number(h),
+      bytes: Number(b),
+      writesThisMinute: writesAt(minute ?? 0, writes ?? 0, now),
+    };
   }
 
   /** {@inheritDoc Backend.importRecord} */
