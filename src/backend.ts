@@ -157,8 +157,10 @@ export interface WriteContext {
    * `backends/_quota.ts` against the user's usage before the write (a new
    * handle adds 1 handle, a state adds its size minus the old one's), which
    * throws `QuotaExceeded` and writes nothing; otherwise it writes, updates
-   * the usage and counts one write in the current minute. Absent: no check
-   * and no count (the usage of handles and bytes stays right regardless).
+   * the usage and counts one write in the current minute. On
+   * {@link Backend.remove} it is never a refusal; a backend may use it to
+   * keep the usage exact. Absent: no check and no count (the usage of
+   * handles and bytes stays right regardless).
    *
    * @since 0.5.0
    */

@@ -122,6 +122,7 @@ import type {
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
+  Usage,
   WriteContext,
 } from "../backend.ts";
 import { BackendError, InvalidArgument } from "../errors.ts";
@@ -160,6 +161,8 @@ import { KvIo } from "./denokv/_io.ts";
 import { Keys, sameKey } from "./denokv/_keys.ts";
 import { sweep } from "./denokv/_sweep.ts";
 import { openDenoKv } from "./denokv/_url.ts";
+import { planUsage, readUsageEntries, staleUsage, usageOf } from "./denokv/_usage.ts";
+import { utf8Length } from "../json.ts";
 
 export type {
   Backend,
@@ -306,6 +309,11 @@ export class DenoKvBackend implements Backend {
       if (replay) return replay;
       // A trashed handle stays taken until it is restored or purged.
       if (head.value !== null || trash.value !== null) return { inserted: false };
+      const usage = ctx.quota &&
+        await planUsage(this.#db, u, await readUsageEntries(this.#db, u), ctx.quota, {
+          handles: 1,
+          bytes: utf8Length(record.state),
+        }, ctx.now);
       const w = newId();
       const log = await planLog(this.#db, u, h, null, ctx.entry, ctx);
       const body = await bodyOf(this.#db, u, h, record.state);
@@ -318,6 +326,8 @@ export class DenoKvBackend implements Backend {
             op.check(head).check(trash);
             putHead(this.#db, op, u, h, null, record, body, w, log);
             op.set(this.#k.userName(u), user);
+            if (usage) usage(op);
+            else staleUsage(this.#db, op, u);
             idemPart?.add(op);
           });
           ok = res.ok || await landed(this.#db, u, h, w);
@@ -379,6 +389,11 @@ export class DenoKvBackend implements Backend {
           ) {
             return { ok: false, current: (await loadRecord(this.#db, u, h, handle, first)).record };
           }
+          const usage = ctx.quota &&
+            await planUsage(this.#db, u, await readUsageEntries(this.#db, u), ctx.quota, {
+              handles: 0,
+              bytes: utf8Length(write.state) - cur.z,
+            }, ctx.now);
           const next: HandleRecord = {
             handle,
             kind: cur.k,
@@ -400,6 +415,8 @@ export class DenoKvBackend implements Backend {
           const res = await this.#db.commit((op) => {
             op.check(first);
             after = putHead(this.#db, op, u, h, cur, next, body!, w, log);
+            if (usage) usage(op);
+            else staleUsage(this.#db, op, u);
             idemPart.add(op);
           });
           if (res.ok || await landed(this.#db, u, h, w)) {
@@ -445,6 +462,11 @@ export class DenoKvBackend implements Backend {
         const step = change(current && { ...current });
         const next = step?.record ?? null;
         if (!next && !ctx.idempotency) return { record: current, written: false };
+        const usage = next && ctx.quota &&
+          await planUsage(this.#db, u, await readUsageEntries(this.#db, u), ctx.quota, {
+            handles: first.value ? 0 : 1,
+            bytes: utf8Length(next.state) - (first.value?.z ?? 0),
+          }, ctx.now);
         const w = newId();
         let body: BodyRef | null = null;
         let copy: { d: string; n: number } | null = null;
@@ -470,7 +492,11 @@ export class DenoKvBackend implements Backend {
             let after: Deno.KvKey[] = [];
             const res = await this.#db.commit((op) => {
               op.check(first);
-              if (next) after = putHead(this.#db, op, u, h, first.value, next, body!, w, log!);
+              if (next) {
+                after = putHead(this.#db, op, u, h, first.value, next, body!, w, log!);
+                if (usage) usage(op);
+                else staleUsage(this.#db, op, u);
+              }
               idemPart.add(op);
             });
             ok = res.ok || (next !== null && await landed(this.#db, u, h, w));
@@ -508,6 +534,12 @@ export class DenoKvBackend implements Backend {
       if (replay) return replay;
       const old = head.value;
       if (!old) return { removed: false };
+      // Under quotas the usage is kept exact (a delete is never refused).
+      const usage = ctx.quota &&
+        await planUsage(this.#db, u, await readUsageEntries(this.#db, u), undefined, {
+          handles: -1,
+          bytes: -old.z,
+        }, ctx.now, false);
       const idemPart = await prepareIdem(this.#db, u, ctx, idem, null, null);
       let after: Deno.KvKey[] = [];
       const res = await this.#db.commit((op) => {
@@ -529,6 +561,8 @@ export class DenoKvBackend implements Backend {
           op.set(this.#k.trash(u, h), { h: old, t: until } satisfies Trashed);
           op.set(this.#k.trashExpiry(until, u, h), 0);
         }
+        if (usage) usage(op);
+        else staleUsage(this.#db, op, u);
         idemPart.add(op);
       });
       if (res.ok) {
@@ -564,8 +598,15 @@ export class DenoKvBackend implements Backend {
         return AGAIN;
       }
       const record = recordOf(handle, t.h, text);
+      const usage = ctx.quota &&
+        await planUsage(this.#db, u, await readUsageEntries(this.#db, u), ctx.quota, {
+          handles: 1,
+          bytes: t.h.z,
+        }, ctx.now);
       const res = await this.#db.commit((op) => {
         op.check(head).check(trash);
+        if (usage) usage(op);
+        else staleUsage(this.#db, op, u);
         op.delete(this.#k.trash(u, h));
         op.delete(this.#k.trashExpiry(t.t, u, h));
         op.set(this.#k.head(u, h), t.h);
@@ -709,6 +750,7 @@ export class DenoKvBackend implements Backend {
             op.check(head);
             after = putHead(this.#db, op, u, h, old, record, body, w, log);
             op.set(this.#k.userName(u), user);
+            staleUsage(this.#db, op, u);
           });
           ok = res.ok || await landed(this.#db, u, h, w);
           if (ok) this.#feed.changed(user, record.handle, res);
@@ -720,6 +762,16 @@ export class DenoKvBackend implements Backend {
       if (ok) return old ? "replaced" : "inserted";
       return AGAIN;
     }, this.#db.contended(record.handle));
+  }
+
+  /**
+   * {@inheritDoc Backend.usage}
+   *
+   * One read of the user's usage key; when it is unknown (a write without
+   * quotas, an import or a sweep marked it so), a read of the user's heads.
+   */
+  usage(user: string, now: number): Promise<Usage> {
+    return usageOf(this.#db, this.#k.user(user), now);
   }
 
   /** {@inheritDoc Backend.acquireLease} */
