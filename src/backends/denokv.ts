@@ -536,10 +536,18 @@ export class DenoKvBackend implements Backend {
       if (!old) return { removed: false };
       // Under quotas the usage is kept exact (a delete is never refused).
       const usage = ctx.quota &&
-        await planUsage(this.#db, u, await readUsageEntries(this.#db, u), undefined, {
-          handles: -1,
-          bytes: -old.z,
-        }, ctx.now, false);
+        await planUsage(
+          this.#db,
+          u,
+          await readUsageEntries(this.#db, u),
+          undefined,
+          {
+            handles: -1,
+            bytes: -old.z,
+          },
+          ctx.now,
+          false,
+        );
       const idemPart = await prepareIdem(this.#db, u, ctx, idem, null, null);
       let after: Deno.KvKey[] = [];
       const res = await this.#db.commit((op) => {

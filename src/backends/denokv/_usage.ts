@@ -11,7 +11,8 @@
  *   the other's write would have failed.
  * - Every other write of a record (one without quotas, an import, a sweep)
  *   sets the usage to `0` in its own commit, one blind mutation: a check
- *   running beside it fails its commit and counts again.
+ *   running beside it fails its commit and counts again. The marker expires
+ *   after 10 minutes (absent means unknown too), so it leaves nothing behind.
  *
  * @module
  */
@@ -41,9 +42,13 @@ export function rateKey(db: KvIo, u: Deno.KvKeyPart): Deno.KvKey {
   return [...db.keys.p, "u", u, "w"];
 }
 
-/** Marks the usage of `u` unknown in the commit `op` (a write without quotas). */
+/**
+ * Marks the usage of `u` unknown in the commit `op` (a write without
+ * quotas). The marker expires by itself: an absent key means unknown as
+ * well, and a check against either fails once another marker is set.
+ */
 export function staleUsage(db: KvIo, op: Deno.AtomicOperation, u: Deno.KvKeyPart): void {
-  op.set(usageKey(db, u), 0);
+  op.set(usageKey(db, u), 0, { expireIn: 10 * MINUTE_MS });
 }
 
 /** The usage and rate entries of a user, as one write read them. */
@@ -63,7 +68,11 @@ export async function readUsageEntries(db: KvIo, u: Deno.KvKeyPart): Promise<Usa
 }
 
 /** Handles and bytes from the entries read, counting the user's heads when unknown. */
-async function countsOf(db: KvIo, u: Deno.KvKeyPart, read: UsageRead): Promise<{ h: number; b: number }> {
+async function countsOf(
+  db: KvIo,
+  u: Deno.KvKeyPart,
+  read: UsageRead,
+): Promise<{ h: number; b: number }> {
   const v = read.q.value;
   if (v) return v;
   let h = 0, b = 0;
