@@ -175,6 +175,7 @@ export type {
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
+  QuotaLimits,
   Replayed,
   Retention,
   SaveOutcome,
@@ -182,6 +183,7 @@ export type {
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
+  Usage,
   WriteContext,
 } from "../backend.ts";
 

@@ -59,6 +59,7 @@ export type {
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
+  QuotaLimits,
   Replayed,
   Retention,
   SaveOutcome,
@@ -66,6 +67,7 @@ export type {
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
+  Usage,
   WriteContext,
 } from "../backend.ts";
 

@@ -141,6 +141,7 @@ export type {
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
+  QuotaLimits,
   Replayed,
   Retention,
   SaveOutcome,
@@ -148,6 +149,7 @@ export type {
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
+  Usage,
   WriteContext,
 } from "../backend.ts";
 

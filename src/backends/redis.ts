@@ -125,6 +125,7 @@ export type {
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
+  QuotaLimits,
   Replayed,
   Retention,
   SaveOutcome,
@@ -132,6 +133,7 @@ export type {
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
+  Usage,
   WriteContext,
 } from "../backend.ts";
 

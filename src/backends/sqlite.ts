@@ -104,6 +104,7 @@ export type {
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
+  QuotaLimits,
   Replayed,
   Retention,
   SaveOutcome,
@@ -111,6 +112,7 @@ export type {
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
+  Usage,
   WriteContext,
 } from "../backend.ts";
 
