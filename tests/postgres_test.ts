@@ -420,6 +420,7 @@ Deno.test("8 instances migrating one schema at the same moment all succeed, at o
       "idempotency",
       "leases",
       "meta",
+      "usage",
     ]);
     // Every instance works on the same tables.
     const user = freshUser();
