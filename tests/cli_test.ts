@@ -194,7 +194,9 @@ Deno.test("cli: list, get, delete and sweep on a SQLite file", async (t) => {
       ok(r);
       const lines = r.stdout.trimEnd().split("\n");
       assert.match(lines[0]!, /^HANDLE\s+KIND\s+VERSION\s+UPDATED\s+EXPIRES\s+WRITER$/);
-      assert.equal(lines.length, 3, "two live handles; the expired one is hidden");
+      assert.equal(lines.length, 4, "two live handles (the expired one is hidden), then the usage");
+      // The expired handle still counts: it is not reclaimed yet.
+      assert.match(lines[3]!, /^Usage: 3 handles, [\d,]+ bytes, 0 writes this minute$/);
       assert.ok(r.stdout.includes(research) && r.stdout.includes(note));
       assert.ok(!r.stdout.includes(expired) && !r.stdout.includes(bobs));
       assert.match(r.stdout, /laptop\/claude-code/);
