@@ -756,7 +756,7 @@ export class RedisBackend implements Backend {
   ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }> {
     const k = this.#k.of(user, handle);
     // One command: both keys sit in the user's slot.
-    const [d, l] = await this.#conn.run(S.readLeased, [k.rec, this.#k.lease(user, handle)], []) as [
+    const [d, l] = await this.#conn.run(S.readLeased, [k.rec, k.lease], []) as [
       string | null,
       string | null,
     ];
