@@ -120,11 +120,15 @@ function layoutOf(path: string, kept: string[], rowTables: string[]) {
     return {
       version: pragma(db, "user_version"),
       tables: tablesOf(db),
+      // Schema 5 drops the listing index by kind (checked on its own), and nothing else.
       old: JSON.stringify(
         db.prepare(
-          `SELECT name, rootpage, sql FROM sqlite_master WHERE tbl_name IN (${names}) ORDER BY name`,
+          `SELECT name, rootpage, sql FROM sqlite_master WHERE tbl_name IN (${names}) ` +
+            `AND name != '${DROPPED_IN_5}' ORDER BY name`,
         ).all(),
       ),
+      indexes: db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name")
+        .all().map((r) => r.name as string),
       rows: rowTables.map((t) => JSON.stringify(db.prepare(`SELECT * FROM ${t}`).all())),
       schema: pragma(db, "schema_version"),
     };
@@ -132,6 +136,9 @@ function layoutOf(path: string, kept: string[], rowTables: string[]) {
     db.close();
   }
 }
+
+/** The index schema 5 drops: a listing by kind walks the one listing index. */
+const DROPPED_IN_5 = "handles_by_user_kind_updated";
 
 /** A new database file in the layout of an earlier schema: WAL, then `schemas` in order. */
 function oldDatabase(tag: string, ...schemas: string[]): { path: string; db: DatabaseSync } {
@@ -164,7 +171,6 @@ Deno.test("sqlite: a new file is WAL, synchronous=FULL, busy timeout set, curren
   for (
     const name of [
       "handles_by_user_updated",
-      "handles_by_user_kind_updated",
       "handles_by_expiry",
       "trash_by_until",
       "leases_by_expiry",
@@ -172,6 +178,7 @@ Deno.test("sqlite: a new file is WAL, synchronous=FULL, busy timeout set, curren
   ) {
     assert.ok(indexes.includes(name), name);
   }
+  assert.ok(!indexes.includes(DROPPED_IN_5));
   assert.deepEqual(tablesOf(db), ["changes", "handles", "idempotency", "leases", "trash"]);
   await backend.close();
   await backend.close();
@@ -841,7 +848,8 @@ Deno.test("sqlite: a schema 3 database gains the leases table in place, without 
   const store = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
   const after = layout();
   assert.equal(after.version, SQLITE_SCHEMA_VERSION);
-  assert.equal(SQLITE_SCHEMA_VERSION, 4);
+  assert.equal(SQLITE_SCHEMA_VERSION, 5);
+  assert.ok(before.indexes.includes(DROPPED_IN_5) && !after.indexes.includes(DROPPED_IN_5));
   assert.deepEqual(after.tables, ["changes", "handles", "idempotency", "leases", "trash"]);
   assert.equal(after.old, before.old);
   assert.deepEqual(after.rows, before.rows);
@@ -855,6 +863,76 @@ Deno.test("sqlite: a schema 3 database gains the leases table in place, without 
   const since = await store.changesSince(h, 1, { user: "u" });
   assert.ok(!since.truncated && since.changes.length === 1);
   assert.equal((await store.restore("note_bbbbbbbb", { user: "u" })).version, 1);
+  await store.close();
+  await reopenChangesNothing(path, () => layout().schema);
+});
+
+/** The table schema 4 added to schema 3 (the leases), as it was written. */
+const SCHEMA_V4_TABLES = `
+CREATE TABLE leases (
+  user TEXT NOT NULL, handle TEXT NOT NULL, holder TEXT NOT NULL, expires_at INTEGER NOT NULL,
+  PRIMARY KEY (user, handle)
+);
+CREATE INDEX leases_by_expiry ON leases (expires_at);
+PRAGMA user_version = 4;
+`;
+
+Deno.test("sqlite: a schema 4 database drops the listing index by kind in place; listing by kind pages the same", async () => {
+  const { path, db: old } = oldDatabase("v4", SCHEMA_V2, SCHEMA_V3_TABLES, SCHEMA_V4_TABLES);
+  const now = Date.now();
+  const ins = old.prepare("INSERT INTO handles VALUES ('u', ?, ?, '{\"n\":1}', 2, ?, ?, ?, 'w')");
+  // 30 handles, two kinds, some expired, some sharing an updated_ms.
+  for (let i = 0; i < 30; i++) {
+    const expires = i % 7 === 0 ? now - 1000 : null;
+    ins.run(
+      `n_${String(i).padStart(8, "a")}`,
+      i % 3 ? "note" : "todo",
+      now - 5000,
+      now - (i >> 1),
+      expires,
+    );
+  }
+  old.prepare("INSERT INTO changes VALUES ('u', 'n_aaaaaaa1', 2, ?, '{\"version\":2}')").run(now);
+  old.prepare("INSERT INTO leases VALUES ('u', 'n_aaaaaaa1', 'w', ?)").run(now + DAY);
+  old.close();
+  const v4Tables = ["handles", "changes", "trash", "idempotency", "leases"];
+  const layout = () => layoutOf(path, v4Tables, v4Tables);
+  const before = layout();
+  assert.equal(before.version, 4);
+  const store = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
+  const after = layout();
+  assert.equal(after.version, 5);
+  assert.ok(before.indexes.includes(DROPPED_IN_5) && !after.indexes.includes(DROPPED_IN_5));
+  assert.equal(after.old, before.old);
+  assert.deepEqual(after.rows, before.rows);
+  // A listing by kind, page by page, is the filtered unpaged listing, newest first.
+  for (const kind of ["note", "todo"]) {
+    for (const includeExpired of [false, true]) {
+      const all = await store.list("u", { kind, includeExpired });
+      const paged: string[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await store.listPage("u", {
+          kind,
+          includeExpired,
+          limit: 4,
+          ...(cursor ? { cursor } : {}),
+        });
+        paged.push(...page.handles.map((h) => h.handle));
+        cursor = page.nextCursor ?? undefined;
+      } while (cursor);
+      assert.deepEqual(paged, all.map((h) => h.handle));
+      assert.ok(all.every((h) => h.kind === kind));
+      const expected = before.rows[0]!;
+      const rows = (JSON.parse(expected) as { handle: string; kind: string; expires_ms: number }[])
+        .filter((r) => r.kind === kind && (includeExpired || r.expires_ms === null));
+      assert.equal(all.length, rows.length);
+    }
+  }
+  const s = await store.save("n_aaaaaaa1", { n: 2 }, { user: "u", expectVersion: 2 });
+  assert.equal(s.version, 3);
+  const since = await store.changesSince("n_aaaaaaa1", 1, { user: "u" });
+  assert.ok(!since.truncated && since.changes.length === 2);
   await store.close();
   await reopenChangesNothing(path, () => layout().schema);
 });

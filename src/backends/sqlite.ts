@@ -312,13 +312,17 @@ export class SqliteBackend implements Backend {
       const step = change(current && { ...current });
       const next = step?.record ?? null;
       if (next) {
-        const values = recordValues(next);
-        if (current) {
-          this.#q.updateRow.run(...values, user, handle);
+        if (current && next.kind === current.kind && next.createdAt === current.createdAt) {
+          const { state, version, updatedAt: at, lastWriter: by } = next;
+          if (next.expiresAt === current.expiresAt) {
+            this.#q.stepKeep.run(state, version, at, by, user, handle);
+          } else this.#q.stepSet.run(state, version, at, next.expiresAt, by, user, handle);
+        } else if (current) {
+          this.#q.updateRow.run(...recordValues(next), user, handle);
         } else {
           // A record made from nothing has no history before it.
           this.#q.logDrop.run(user, handle);
-          this.#q.insertRow.run(user, handle, ...values);
+          this.#q.insertRow.run(user, handle, ...recordValues(next));
         }
         if (step?.entry) this.#q.append(user, handle, step.entry, ctx);
         this.#c.wrote(user, handle);
