@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { constants, DatabaseSync } from "node:sqlite";
-import { HandleStore, Increment, Merge, SetKey } from "../mod.ts";
+import { Append, HandleStore, Increment, Merge, SetKey } from "../mod.ts";
 import { openBackend } from "../src/url.ts";
 import type { ConditionalWrite, HandleRecord, WriteContext } from "../src/backend.ts";
 import { SQLITE_SCHEMA_VERSION, SqliteBackend } from "../src/backends/sqlite.ts";
@@ -158,12 +158,16 @@ async function reopenChangesNothing(path: string, schema: () => unknown): Promis
   integrityOk(path);
 }
 
-Deno.test("sqlite: a new file is WAL, synchronous=FULL, busy timeout set, current schema", async () => {
+Deno.test("sqlite: a new file is WAL, synchronous full through group commit, busy timeout set, current schema", async () => {
   const path = freshPath("fresh");
   const backend = await SqliteBackend.fromUrl(urlOf(path));
   const db = backend.database;
   assert.equal(pragma(db, "journal_mode"), "wal");
-  assert.equal(pragma(db, "synchronous"), 2); // FULL
+  // Group commit syncs the WAL itself before acknowledging (SQLite's own NORMAL);
+  // where it is off, SQLite's FULL does.
+  const group = Deno.build.os !== "darwin" && Deno.build.os !== "windows";
+  assert.equal(backend.groupCommit, group);
+  assert.equal(pragma(db, "synchronous"), group ? 1 : 2);
   assert.ok((pragma(db, "busy_timeout") as number) >= 5000);
   assert.equal(pragma(db, "user_version"), SQLITE_SCHEMA_VERSION);
   const indexes = db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name")
@@ -191,6 +195,7 @@ Deno.test("sqlite: ?synchronous=normal opens with synchronous=NORMAL and works",
   const store = new HandleStore(backend);
   try {
     assert.equal(pragma(backend.database, "synchronous"), 1);
+    assert.equal(backend.groupCommit, false);
     const h = await store.mint("n", { a: 1 }, { user: "u" });
     await store.patch(h, [SetKey("", "b", 2)], { user: "u" });
     assert.deepEqual((await store.get(h, { user: "u" })).state, { a: 1, b: 2 });
@@ -199,9 +204,122 @@ Deno.test("sqlite: ?synchronous=normal opens with synchronous=NORMAL and works",
   }
   const full = await SqliteBackend.fromUrl(urlOf(path, "?synchronous=FULL"));
   const again = new HandleStore(full);
-  assert.equal(pragma(full.database, "synchronous"), 2);
+  assert.equal(pragma(full.database, "synchronous"), full.groupCommit ? 1 : 2);
   assert.equal((await again.list("u")).length, 1);
   await again.close();
+});
+
+Deno.test("sqlite: group commit: writes that arrive during a sync share the next transaction, each with its own outcome, in order", async (t) => {
+  const path = freshPath("group");
+  // Asked for explicitly, so the steps run where it is off by default too.
+  const on = new SqliteBackend(new DatabaseSync(path), { closeDatabase: true, groupCommit: true });
+  assert.equal(on.groupCommit, true);
+  assert.equal(pragma(on.database, "synchronous"), 1);
+  const store = new HandleStore(on, { reclaimIntervalMs: 0 });
+  const user = freshUser();
+  /** The commit frames in the WAL (a frame whose "size after commit" is set, salts current). */
+  const walCommits = () => {
+    const wal = Deno.readFileSync(`${path}-wal`);
+    const v = new DataView(wal.buffer);
+    const pageSize = v.getUint32(8);
+    let n = 0;
+    for (let off = 32; off + 24 + pageSize <= wal.length; off += 24 + pageSize) {
+      if (v.getUint32(off + 8) !== v.getUint32(16) || v.getUint32(off + 12) !== v.getUint32(20)) {
+        break;
+      }
+      if (v.getUint32(off + 4) !== 0) n++;
+    }
+    return n;
+  };
+
+  await t.step(
+    "a stale save fails alone; the writes beside it land with their changelog",
+    async () => {
+      const hs = await Promise.all(
+        Array.from({ length: 12 }, (_, i) => store.mint("n", { i }, { user })),
+      );
+      const results = await Promise.allSettled(
+        hs.map((h, i) =>
+          store.save(h, { i, saved: true }, { user, expectVersion: i === 5 ? 7 : 1 })
+        ),
+      );
+      for (const [i, r] of results.entries()) {
+        if (i === 5) {
+          assert.equal(r.status, "rejected");
+          assert.equal((r as PromiseRejectedResult).reason.code, "stale_write");
+        } else assert.equal(r.status, "fulfilled", `save ${i}`);
+      }
+      for (const [i, h] of hs.entries()) {
+        const s = await store.get(h, { user });
+        assert.deepEqual([s.version, s.state], i === 5 ? [1, { i }] : [2, { i, saved: true }]);
+        const since = await store.changesSince(h, 0, { user });
+        assert.ok(!since.truncated);
+        assert.deepEqual(since.changes.map((c) => c.version), i === 5 ? [1] : [1, 2]);
+      }
+      integrityOk(path);
+    },
+  );
+
+  await t.step(
+    "writes to one handle keep their order; concurrent writes share commits",
+    async () => {
+      const h = await store.mint("n", { list: [] }, { user });
+      on.database.exec("PRAGMA wal_autocheckpoint = 0");
+      const before = walCommits();
+      await Promise.all(
+        Array.from({ length: 40 }, (_, i) => store.patch(h, [Append("list", i)], { user })),
+      );
+      const s = await store.get(h, { user });
+      assert.deepEqual(s.state.list, Array.from({ length: 40 }, (_, i) => i));
+      assert.equal(s.version, 41);
+      const other = new DatabaseSync(path, { readOnly: true });
+      assert.equal(
+        other.prepare("SELECT count(*) AS n FROM changes WHERE user = ? AND handle = ?").get(
+          user,
+          h,
+        )!.n as number,
+        41,
+      );
+      other.close();
+      // The first patch commits alone; the others queue during its sync and share commits.
+      const shared = walCommits() - before;
+      assert.ok(shared >= 2 && shared < 40, `${shared} commits for 40 patches`);
+      on.database.exec("PRAGMA wal_autocheckpoint = 1000");
+    },
+  );
+
+  await t.step(
+    "an acknowledged write is what a read then sees, and reads wait for its sync",
+    async () => {
+      const h = await store.mint("n", { n: 0 }, { user });
+      const order: string[] = [];
+      const write: ConditionalWrite = {
+        expectVersion: 1,
+        state: '{"n":1}',
+        updatedAt: Date.now(),
+        expiresAt: "keep",
+        lastWriter: null,
+      };
+      // The write commits at once; its read waits for the sync that makes it durable.
+      const saved = on.save(user, h, write, CTX).then(() => order.push("saved"));
+      const read = on.read(user, h).then((r) => order.push(`read v${r!.version}`));
+      await Promise.all([saved, read]);
+      assert.deepEqual(order, ["saved", "read v2"]);
+    },
+  );
+
+  await t.step("close waits for the writes already queued", async () => {
+    const h = await store.mint("n", { n: 0 }, { user });
+    const bump = (cur: HandleRecord | null) =>
+      cur && { record: { ...cur, version: cur.version + 1 } };
+    const writes = Array.from({ length: 10 }, () => on.update(user, h, bump, CTX));
+    await on.close();
+    await Promise.all(writes);
+    await store.close();
+    const again = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
+    assert.equal((await again.get(h, { user })).version, 11);
+    await again.close();
+  });
 });
 
 Deno.test("sqlite: URL forms ~, relative and absolute create the parent directory", async () => {

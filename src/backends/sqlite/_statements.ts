@@ -33,6 +33,9 @@ export class Statements {
   readonly begin: StatementSync;
   readonly commit: StatementSync;
   readonly rollback: StatementSync;
+  readonly savepoint: StatementSync;
+  readonly release: StatementSync;
+  readonly rollbackTo: StatementSync;
   readonly read: StatementSync;
   readonly insert: StatementSync;
   readonly saveKeep: StatementSync;
@@ -80,6 +83,9 @@ export class Statements {
     this.begin = p("BEGIN IMMEDIATE");
     this.commit = p("COMMIT");
     this.rollback = p("ROLLBACK");
+    this.savepoint = p("SAVEPOINT w");
+    this.release = p("RELEASE w");
+    this.rollbackTo = p("ROLLBACK TO w");
     this.read = returnArrays(p(`SELECT ${RECORD} FROM handles WHERE user = ? AND handle = ?`));
     this.insert = p(
       "INSERT INTO handles (user, handle, kind, state, version, created_ms, updated_ms, " +
