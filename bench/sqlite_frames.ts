@@ -11,6 +11,9 @@
  * fsync) per write. It does the JSON work it cannot avoid
  * (`JSON.stringify`, and for a patch a parse), nothing more.
  *
+ * The two take turns in blocks of 50 writes, so that both see the same load
+ * on a shared disk; ratios are per run.
+ *
  * Frames are counted from the growth of the `-wal` file with automatic
  * checkpoints off during the count: (bytes written) / (page size + 24).
  * SQLite writes a frame as two `pwrite` calls (header, page), so the
@@ -193,36 +196,55 @@ function pythonSubject(tag: string): Subject {
 type Op = "mint" | "save" | "patch";
 const OPS_LIST: Op[] = ["mint", "save", "patch"];
 
-/** Runs `OPS` writes of one op single-flight; returns ops/s and WAL frames per write. */
-async function measure(s: Subject, op: Op, offset: number): Promise<[number, number]> {
-  s.db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
-  s.db.exec("PRAGMA wal_autocheckpoint = 0");
-  const pageSize = s.db.prepare("PRAGMA page_size").get()!.page_size as number;
-  const size = () => {
+/** Writes per block: the subjects take turns, so that both see the same load on a shared disk. */
+const BLOCK = 50;
+
+/**
+ * Runs `OPS` writes of one op single-flight on each subject, in alternating
+ * blocks; returns each one's ops/s and WAL frames per write.
+ */
+async function measure(subjects: Subject[], op: Op, offset: number): Promise<[number, number][]> {
+  const sizes: number[] = [];
+  const ms = subjects.map(() => 0);
+  const pageSizes: number[] = [];
+  const size = (s: Subject) => {
     try {
       return Deno.statSync(s.walPath).size;
     } catch {
       return 0;
     }
   };
-  // One write first, so that the count starts after the WAL header.
-  await s[op](offset);
-  const before = size();
-  const t0 = performance.now();
-  for (let i = 1; i <= OPS; i++) await s[op](offset + i);
-  const ms = performance.now() - t0;
-  const frames = (size() - before) / (pageSize + 24) / OPS;
-  s.db.exec("PRAGMA wal_autocheckpoint = 1000");
-  s.db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
-  return [OPS / (ms / 1000), frames];
+  for (const s of subjects) {
+    s.db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    s.db.exec("PRAGMA wal_autocheckpoint = 0");
+    pageSizes.push(s.db.prepare("PRAGMA page_size").get()!.page_size as number);
+    // One write first, so that the count starts after the WAL header.
+    await s[op](offset);
+    sizes.push(size(s));
+  }
+  for (let done = 0; done < OPS; done += BLOCK) {
+    for (const [k, s] of subjects.entries()) {
+      const t0 = performance.now();
+      for (let i = 1; i <= BLOCK; i++) await s[op](offset + done + i);
+      ms[k]! += performance.now() - t0;
+    }
+  }
+  const n = Math.ceil(OPS / BLOCK) * BLOCK;
+  return subjects.map((s, k) => {
+    const frames = (size(s) - sizes[k]!) / (pageSizes[k]! + 24) / n;
+    s.db.exec("PRAGMA wal_autocheckpoint = 1000");
+    s.db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    return [n / (ms[k]! / 1000), frames];
+  });
 }
 
 const results = new Map<string, { rates: number[]; frames: number[] }>();
 for (let run = 0; run < RUNS; run++) {
   const subjects = [pythonSubject(`py-${run}`), await storeSubject(`store-${run}`)];
   for (const op of OPS_LIST) {
-    for (const s of subjects) {
-      const [rate, frames] = await measure(s, op, (run + 1) * 1_000_000);
+    const measured = await measure(subjects, op, (run + 1) * 1_000_000);
+    for (const [k, s] of subjects.entries()) {
+      const [rate, frames] = measured[k]!;
       const key = `${op}\t${s.name}`;
       const r = results.get(key) ?? { rates: [], frames: [] };
       r.rates.push(rate);
