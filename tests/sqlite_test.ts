@@ -308,6 +308,35 @@ Deno.test("sqlite: group commit: writes that arrive during a sync share the next
     },
   );
 
+  await t.step(
+    "writes that find the file locked past the busy timeout fail, nothing written",
+    async () => {
+      const h = await store.mint("n", { n: 0 }, { user });
+      const quick = new SqliteBackend(new DatabaseSync(path), {
+        closeDatabase: true,
+        groupCommit: true,
+        busyTimeoutMs: 50,
+      });
+      const holder = new DatabaseSync(path);
+      holder.exec("BEGIN IMMEDIATE");
+      const bump = (cur: HandleRecord | null) =>
+        cur && { record: { ...cur, version: cur.version + 1 } };
+      const results = await Promise.allSettled(
+        Array.from({ length: 5 }, () => quick.update(user, h, bump, CTX)),
+      );
+      holder.exec("ROLLBACK");
+      holder.close();
+      for (const r of results) {
+        assert.equal(r.status, "rejected");
+        assert.equal((r as PromiseRejectedResult).reason.code, "backend_error");
+      }
+      assert.equal((await store.get(h, { user })).version, 1);
+      await quick.update(user, h, bump, CTX);
+      assert.equal((await store.get(h, { user })).version, 2);
+      await quick.close();
+    },
+  );
+
   await t.step("close waits for the writes already queued", async () => {
     const h = await store.mint("n", { n: 0 }, { user });
     const bump = (cur: HandleRecord | null) =>

@@ -43,6 +43,8 @@ interface Queued {
   reject: (e: unknown) => void;
   /** Its outcome, once its transaction has run. */
   outcome?: { ok: true; value: unknown } | { ok: false; error: unknown };
+  /** Whether it has been answered. */
+  settled?: boolean;
 }
 
 /** Runs calls and transactions on one connection, and tells its listeners of the commits. */
@@ -122,7 +124,7 @@ export class Connection {
     if (this.#closed) return this.run(fn);
     return new Promise<T>((resolve, reject) => {
       this.#queue.push({ fn, resolve: resolve as (v: unknown) => void, reject });
-      if (!this.#syncing) this.#commitQueued();
+      if (!this.#syncing) this.#next();
     });
   }
 
@@ -145,9 +147,29 @@ export class Connection {
    * Runs every queued write in one transaction, each in its own savepoint,
    * then syncs the WAL and answers them; writes queued meanwhile go next.
    */
-  #commitQueued(): void {
+  /**
+   * {@link Connection.#commitQueued}, guarded: should a statement that ends a
+   * savepoint or the transaction throw, the transaction is rolled back and
+   * every write of the batch not yet answered gets the error.
+   */
+  #next(): void {
     const batch = this.#queue;
     this.#queue = [];
+    try {
+      this.#commitQueued(batch);
+    } catch (e) {
+      this.#written = [];
+      this.#unsynced = new Set();
+      try {
+        if (this.#db.isTransaction) this.#q.rollback.run();
+      } catch { /* the error below is the one to report */ }
+      const error = rolledBack(e);
+      for (const w of batch) if (!w.settled) (w.settled = true, w.reject(error));
+      if (!this.#syncing && this.#queue.length > 0) this.#next();
+    }
+  }
+
+  #commitQueued(batch: Queued[]): void {
     const keys = new Set<string>();
     const written: string[] = [];
     let open = false;
@@ -160,8 +182,10 @@ export class Connection {
           open = true;
         }
       } catch (e) {
-        fail(w, this.#driverError(e));
-        continue;
+        // The lock stayed taken past the busy timeout: the rest of the batch would wait as long.
+        const error = this.#driverError(e);
+        for (let j = i; j < batch.length; j++) fail(batch[j]!, error);
+        break;
       }
       this.#q.savepoint.run();
       const mark = this.#written.length;
@@ -204,7 +228,7 @@ export class Connection {
     if (!batch.some((w) => w.outcome?.ok)) {
       // Nothing committed: nothing to wait for.
       for (const w of batch) settle(w);
-      if (this.#queue.length > 0) this.#commitQueued();
+      if (this.#queue.length > 0) this.#next();
       return;
     }
     this.#unsynced = keys;
@@ -220,12 +244,15 @@ export class Connection {
           }): the write may or may not be on disk. Read the handle again before retrying.`,
           { cause: e },
         );
-        for (const w of batch) w.outcome?.ok ? w.reject(error) : settle(w);
+        for (const w of batch) {
+          if (w.outcome?.ok) w.outcome = { ok: false, error };
+          settle(w);
+        }
       },
     ).finally(() => {
       this.#syncing = undefined;
       this.#unsynced = new Set();
-      if (this.#queue.length > 0) this.#commitQueued();
+      if (this.#queue.length > 0) this.#next();
     });
     this.#syncing = syncing;
   }
@@ -337,6 +364,8 @@ export class Connection {
 
 /** Answers a queued write with its outcome. */
 function settle(w: Queued): void {
+  if (w.settled) return;
+  w.settled = true;
   const o = w.outcome;
   if (o?.ok) w.resolve(o.value);
   else w.reject(o?.error);
