@@ -81,6 +81,7 @@ export {
   type UserOption,
   type UsersOptions,
   type WatchOptions,
+  type WriteLeaseOption,
 } from "./src/store.ts";
 export * from "./src/ops.ts";
 export {
@@ -110,6 +111,7 @@ export type {
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
+  InsertOutcome,
   LeaseOutcome,
   LeaseRecord,
   ListQuery,

@@ -88,6 +88,7 @@ import type {
   ConditionalWrite,
   HandleMeta,
   HandleRecord,
+  InsertOutcome,
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
@@ -138,6 +139,7 @@ export type {
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
+  InsertOutcome,
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
@@ -152,6 +154,26 @@ export type {
   Usage,
   WriteContext,
 } from "../backend.ts";
+
+/**
+ * Adds the outcome of `ctx.lease` to a write's answer from the four lease
+ * columns of a leased statement: the lease taken, or else the one in force
+ * (left out when neither is there: another holder's lease lapsed or went
+ * between the statement's snapshot and its upsert, and the store then takes
+ * the lease by itself).
+ */
+function leasedOutcome<T extends object>(
+  out: T,
+  ctx: WriteContext,
+  cols: readonly unknown[],
+): T & { lease?: LeaseOutcome } {
+  if (!ctx.lease) return out;
+  if (cols[0] != null) return { ...out, lease: { acquired: true, lease: leaseOf(cols) } };
+  if (cols[2] != null && Number(cols[3]) > ctx.now) {
+    return { ...out, lease: { acquired: false, lease: leaseOf(cols.slice(2)) } };
+  }
+  return out;
+}
 
 /** Options of {@link PostgresBackend}. */
 export interface PostgresBackendOptions {
@@ -292,39 +314,46 @@ export class PostgresBackend implements Backend {
     user: string,
     record: HandleRecord,
     ctx: WriteContext,
-  ): Promise<{ inserted: boolean } | Replayed> {
-    const params = [user, ...recordParams(record)];
+  ): Promise<InsertOutcome | Replayed> {
+    const params: unknown[] = [user, ...recordParams(record)];
     // With an entry, one statement inserts the row and, only when it went in,
-    // the entry: both or neither.
-    const text = ctx.entry ? this.#q.insertLogged : this.#q.insert;
+    // the entry: both or neither. So with the lease.
+    const lease = ctx.lease;
+    const q = this.#q;
+    const text = ctx.entry
+      ? (lease ? q.insertLoggedLeased : q.insertLogged)
+      : (lease ? q.insertLeased : q.insert);
     if (ctx.entry) params.push(ctx.entry.version, ctx.entry.at, ctx.entry.text);
     params.push(payloadOf(user, record.handle));
+    if (lease) params.push(lease.holder, lease.expiresAt, ctx.now);
+    const insert = async (sql: Queryable): Promise<InsertOutcome | undefined> => {
+      const [row] = await sql.unsafe(text, params as never[]).values();
+      if (!row) return undefined;
+      return leasedOutcome({ inserted: true }, ctx, row.slice(1));
+    };
     if (ctx.quota) {
       return this.#guarded(user, ctx, async (tx, remember) => {
-        const res = await tx.unsafe(text, params);
-        if (res.count !== 1) throw new Rollback({ inserted: false });
+        const out = await insert(tx);
+        if (!out) throw new Rollback({ inserted: false });
         if (remember) await remember(record);
-        return { out: { inserted: true }, delta: { handles: 1, bytes: utf8Length(record.state) } };
+        return { out, delta: { handles: 1, bytes: utf8Length(record.state) } };
       });
     }
     if (!ctx.idempotency) {
-      return this.#pool.op(async (sql) => {
-        const res = await sql.unsafe(text, params);
-        return { inserted: res.count === 1 };
-      });
+      return this.#pool.op(async (sql) => (await insert(sql)) ?? { inserted: false });
     }
     return this.#idempotent(user, ctx, async (tx, remember) => {
-      const res = await tx.unsafe(text, params);
+      const out = await insert(tx);
       // A collision is not remembered: the store retries with a new handle.
-      if (res.count !== 1) throw new Rollback({ inserted: false });
+      if (!out) throw new Rollback({ inserted: false });
       await remember(record);
-      return { inserted: true };
+      return out;
     });
   }
 
   /** {@inheritDoc Backend.read} */
   read(user: string, handle: string): Promise<HandleRecord | null> {
-    return this.#pool.op(async (sql) => {
+    return this.#pool.read(async (sql) => {
       const [row] = await sql.unsafe(this.#q.read, [user, handle]).values();
       return row ? recordOf(row) : null;
     });
@@ -336,7 +365,7 @@ export class PostgresBackend implements Backend {
     handle: string,
     now: number,
   ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }> {
-    return this.#pool.op(async (sql) => {
+    return this.#pool.read(async (sql) => {
       const [row] = await sql.unsafe(this.#q.readLeased, [user, handle, now]).values();
       if (!row) return { record: null, lease: null };
       return { record: recordOf(row), lease: row[8] == null ? null : leaseOf(row.slice(8)) };
@@ -363,25 +392,30 @@ export class PostgresBackend implements Backend {
       ctx.now,
       payloadOf(user, handle),
     ];
+    const lease = ctx.lease;
+    if (lease) params.push(lease.holder, lease.expiresAt, ctx.now);
+    const text = lease ? this.#q.saveLeased : this.#q.save;
+    const saved = (row: readonly unknown[]): SaveOutcome =>
+      leasedOutcome({ ok: true as const, record: recordOf(row) }, ctx, row.slice(9));
     if (ctx.quota) {
       return this.#guarded(user, ctx, async (tx, remember) => {
         // The old size under the row lock, so that it is the state the save replaces.
         const [size] = await tx.unsafe(this.#u.size, [user, handle]).values();
-        const [row] = await tx.unsafe(this.#q.save, params).values();
+        const [row] = await tx.unsafe(text, params).values();
         if (!row) {
           const [cur] = await tx.unsafe(this.#q.read, [user, handle]).values();
           throw new Rollback<SaveOutcome>({ ok: false, current: cur ? recordOf(cur) : null });
         }
-        const record = recordOf(row);
-        if (remember) await remember(record);
+        const out = saved(row);
+        if (remember) await remember(out.ok ? out.record : null);
         const bytes = utf8Length(write.state) - Number(size?.[0] ?? 0);
-        return { out: { ok: true as const, record }, delta: { handles: 0, bytes } };
+        return { out, delta: { handles: 0, bytes } };
       });
     }
     if (!ctx.idempotency) {
       return this.#pool.op(async (sql) => {
-        const [row] = await sql.unsafe(this.#q.save, params).values();
-        if (row) return { ok: true, record: recordOf(row) };
+        const [row] = await sql.unsafe(text, params).values();
+        if (row) return saved(row);
         // The conditional UPDATE changed nothing, so this read needs no
         // transaction around it: as a new statement it sees the latest
         // committed row, including the winner's write it may have waited for.
@@ -390,14 +424,14 @@ export class PostgresBackend implements Backend {
       });
     }
     return this.#idempotent(user, ctx, async (tx, remember) => {
-      const [row] = await tx.unsafe(this.#q.save, params).values();
+      const [row] = await tx.unsafe(text, params).values();
       if (!row) {
         const [cur] = await tx.unsafe(this.#q.read, [user, handle]).values();
         throw new Rollback<SaveOutcome>({ ok: false, current: cur ? recordOf(cur) : null });
       }
-      const record = recordOf(row);
-      await remember(record);
-      return { ok: true, record };
+      const out = saved(row);
+      await remember(out.ok ? out.record : null);
+      return out;
     });
   }
 
@@ -440,8 +474,15 @@ export class PostgresBackend implements Backend {
         if (res.count !== 1) throw new Rollback<UpdateOutcome>({ record: null, written: false });
       }
       if (remember) writes.push(remember(record ?? current));
-      await Promise.all(writes); // pipelined on the transaction's connection
-      return { record: record ?? current, written: record !== null };
+      // The lease goes with the write, in the same transaction.
+      const lease = record !== null ? ctx.lease : undefined;
+      const held = lease &&
+        tx.unsafe(this.#q.acquireHeld, [user, handle, lease.holder, lease.expiresAt, ctx.now])
+          .values();
+      // Pipelined on the transaction's connection.
+      const [, [cols]] = await Promise.all([Promise.all(writes), held ?? Promise.resolve([])]);
+      const out = { record: record ?? current, written: record !== null };
+      return cols ? leasedOutcome(out, ctx, cols as unknown as unknown[]) : out;
     };
     if (ctx.quota) {
       return this.#guarded(user, ctx, async (tx, remember) => {
@@ -519,7 +560,7 @@ export class PostgresBackend implements Backend {
 
   /** {@inheritDoc Backend.changes} */
   changes(user: string, handle: string, afterVersion: number): Promise<ChangeEntry[]> {
-    return this.#pool.op(async (sql) => {
+    return this.#pool.read(async (sql) => {
       const rows = await sql.unsafe(this.#q.changes, [user, handle, afterVersion]).values();
       return rows.map((r) => ({ version: Number(r[0]), at: Number(r[1]), text: String(r[2]) }));
     });
@@ -530,7 +571,7 @@ export class PostgresBackend implements Backend {
     const { shape, values } = listFilters(q);
     let text = this.#lists.get(shape);
     if (text === undefined) this.#lists.set(shape, text = listSql(shape, this.#dialect));
-    return this.#pool.op(async (sql) => {
+    return this.#pool.read(async (sql) => {
       const rows = await sql.unsafe(text, [user, q.limit, ...values]).values();
       return rows.map(metaOf);
     });
@@ -549,7 +590,7 @@ export class PostgresBackend implements Backend {
   /** {@inheritDoc Backend.listTrash} */
   listTrash(user: string, q: TrashQuery): Promise<TrashedMeta[]> {
     const a = q.after;
-    return this.#pool.op(async (sql) => {
+    return this.#pool.read(async (sql) => {
       const params = [user, a?.trashUntil ?? null, a?.handle ?? "", q.limit];
       const rows = await sql.unsafe(this.#q.listTrash, params).values();
       return rows.map((r) => ({ ...metaOf(r), trashUntil: Number(r[7]) }));
@@ -558,7 +599,7 @@ export class PostgresBackend implements Backend {
 
   /** {@inheritDoc Backend.listUsers} */
   listUsers(query: { after?: string; limit: number }): Promise<string[]> {
-    return this.#pool.op(async (sql) => {
+    return this.#pool.read(async (sql) => {
       const rows = await sql.unsafe(this.#q.users, [query.after ?? "", query.limit]).values();
       return rows.map((r) => String(r[0]));
     });
@@ -631,7 +672,7 @@ export class PostgresBackend implements Backend {
 
   /** {@inheritDoc Backend.leases} */
   leases(user: string, handles: readonly string[], now: number): Promise<Map<string, LeaseRecord>> {
-    return this.#pool.op(async (sql) => {
+    return this.#pool.read(async (sql) => {
       const out = new Map<string, LeaseRecord>();
       if (handles.length === 0) return out;
       const rows = await sql.unsafe(this.#q.leases, [user, JSON.stringify(handles), now]).values();

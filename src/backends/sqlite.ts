@@ -61,6 +61,7 @@ import type {
   ConditionalWrite,
   HandleMeta,
   HandleRecord,
+  InsertOutcome,
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
@@ -101,6 +102,7 @@ export type {
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
+  InsertOutcome,
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
@@ -134,6 +136,18 @@ export interface SqliteBackendOptions {
    * `false` for an injected connection; `fromUrl` opens its own and sets it.
    */
   closeDatabase?: boolean;
+  /**
+   * Group commit, for a file with `synchronous: "full"`: writes that arrive
+   * while a commit is being synced share the next transaction (each in its
+   * own savepoint) and its one sync, and the sync runs off the event loop;
+   * each write is acknowledged once it is on disk, as with SQLite's own
+   * `synchronous=FULL`. The connection is switched to `synchronous=NORMAL`
+   * and the backend syncs the `-wal` file itself, so every write to the
+   * file must go through this backend. Default: on for a connection the
+   * backend owns (`closeDatabase`) on Linux and other Unix systems but
+   * macOS (whose `fsync` is not a full flush), off otherwise.
+   */
+  groupCommit?: boolean;
 }
 
 /** Keeps handles in one SQLite database file (or in memory). */
@@ -205,11 +219,19 @@ export class SqliteBackend implements Backend {
     if (!Number.isSafeInteger(busy) || busy < 0) {
       throw new InvalidArgument("busyTimeoutMs must be a whole number of milliseconds.");
     }
-    prepareDatabase(db, sync, busy);
+    const os = Deno.build.os;
+    const group = sync === "full" &&
+      (options.groupCommit ?? (this.#closeDb && os !== "darwin" && os !== "windows"));
+    prepareDatabase(db, group ? "normal" : sync, busy);
     prepareUsage(db);
     this.#q = new Statements(db);
     this.#u = new UsageStatements(db);
-    this.#c = new Connection(db, this.#q, busy);
+    this.#c = new Connection(db, this.#q, busy, group);
+  }
+
+  /** Whether writes are group-committed (see {@link SqliteBackendOptions.groupCommit}). */
+  get groupCommit(): boolean {
+    return this.#c.groupCommit;
   }
 
   /** The connection this backend runs on. */
@@ -222,7 +244,7 @@ export class SqliteBackend implements Backend {
     user: string,
     record: HandleRecord,
     ctx: WriteContext,
-  ): Promise<{ inserted: boolean } | Replayed> {
+  ): Promise<InsertOutcome | Replayed> {
     return this.#claim(user, ctx, () => {
       // A trashed handle stays taken until it is restored or swept.
       if (this.#q.inTrash.get(user, record.handle)) return { inserted: false };
@@ -238,13 +260,13 @@ export class SqliteBackend implements Backend {
         this.#q.remember(user, ctx, record);
         this.#c.wrote(user, record.handle);
       }
-      return { inserted };
+      return this.#withLease({ inserted }, user, record.handle, inserted, ctx);
     });
   }
 
   /** {@inheritDoc Backend.read} */
   read(user: string, handle: string): Promise<HandleRecord | null> {
-    return this.#c.run(() => this.#q.readRow(user, handle));
+    return this.#c.read(user, handle, () => this.#q.readRow(user, handle));
   }
 
   /** {@inheritDoc Backend.readLeased} */
@@ -253,7 +275,7 @@ export class SqliteBackend implements Backend {
     handle: string,
     now: number,
   ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }> {
-    return this.#c.run(() => {
+    return this.#c.read(user, handle, () => {
       const row = this.#q.readLeased.get(user, handle, now) as Row | undefined;
       if (!row) return { record: null, lease: null };
       const c = cells(row);
@@ -306,7 +328,7 @@ export class SqliteBackend implements Backend {
       if (ctx.quota) this.#u.apply(user, ctx, { handles: 0, bytes: utf8Length(write.state) - old });
       this.#q.remember(user, ctx, record);
       this.#c.wrote(user, handle);
-      return { ok: true, record };
+      return this.#withLease({ ok: true as const, record }, user, handle, true, ctx);
     });
   }
 
@@ -323,13 +345,17 @@ export class SqliteBackend implements Backend {
       const step = change(current && { ...current });
       const next = step?.record ?? null;
       if (next) {
-        const values = recordValues(next);
-        if (current) {
-          this.#q.updateRow.run(...values, user, handle);
+        if (current && next.kind === current.kind && next.createdAt === current.createdAt) {
+          const { state, version, updatedAt: at, lastWriter: by } = next;
+          if (next.expiresAt === current.expiresAt) {
+            this.#q.stepKeep.run(state, version, at, by, user, handle);
+          } else this.#q.stepSet.run(state, version, at, next.expiresAt, by, user, handle);
+        } else if (current) {
+          this.#q.updateRow.run(...recordValues(next), user, handle);
         } else {
           // A record made from nothing has no history before it.
           this.#q.logDrop.run(user, handle);
-          this.#q.insertRow.run(user, handle, ...values);
+          this.#q.insertRow.run(user, handle, ...recordValues(next));
         }
         if (step?.entry) this.#q.append(user, handle, step.entry, ctx);
         if (ctx.quota) {
@@ -340,7 +366,7 @@ export class SqliteBackend implements Backend {
       }
       const record = next ? { ...next, handle } : current;
       this.#q.remember(user, ctx, record);
-      return { record, written: next !== null };
+      return this.#withLease({ record, written: next !== null }, user, handle, next !== null, ctx);
     });
   }
 
@@ -380,8 +406,10 @@ export class SqliteBackend implements Backend {
 
   /** {@inheritDoc Backend.changes} */
   changes(user: string, handle: string, afterVersion: number): Promise<ChangeEntry[]> {
-    return this.#c.run(() =>
-      (this.#q.logRead.all(user, handle, afterVersion) as Row[]).map(entryOf)
+    return this.#c.read(
+      user,
+      handle,
+      () => (this.#q.logRead.all(user, handle, afterVersion) as Row[]).map(entryOf),
     );
   }
 
@@ -433,6 +461,10 @@ export class SqliteBackend implements Backend {
       );
       while (this.#c.tx(() => Number(this.#q.sweepIdem.run(now).changes)) >= SWEEP_BATCH);
       while (this.#c.tx(() => Number(this.#q.sweepLeases.run(now).changes)) >= SWEEP_BATCH);
+      return total;
+    }).then(async (total) => {
+      // Its own transactions, outside the group commit: on disk before it answers.
+      if (total > 0) await this.#c.durable();
       return total;
     });
   }
@@ -501,12 +533,27 @@ export class SqliteBackend implements Backend {
     lease: LeaseRecord,
     now: number,
   ): Promise<LeaseOutcome> {
-    return this.#c.write((): LeaseOutcome => {
-      const taken = this.#q.leaseTake.get(user, handle, lease.holder, lease.expiresAt, now);
-      // Nothing returned: another holder's lease is in force; the same transaction reads it.
-      const row = taken ?? this.#q.leaseOf.get(user, handle)!;
-      return { acquired: taken !== undefined, lease: leaseOf(row) };
-    });
+    return this.#c.write(() => this.#take(user, handle, lease, now));
+  }
+
+  /** Takes a lease inside the running write transaction. */
+  #take(user: string, handle: string, lease: LeaseRecord, now: number): LeaseOutcome {
+    const taken = this.#q.leaseTake.get(user, handle, lease.holder, lease.expiresAt, now);
+    // Nothing returned: another holder's lease is in force; the same transaction reads it.
+    const row = taken ?? this.#q.leaseOf.get(user, handle)!;
+    return { acquired: taken !== undefined, lease: leaseOf(row) };
+  }
+
+  /** A write's answer with `ctx.lease` taken in its transaction when the write `landed`. */
+  #withLease<T extends object>(
+    out: T,
+    user: string,
+    handle: string,
+    landed: boolean,
+    ctx: WriteContext,
+  ): T & { lease?: LeaseOutcome } {
+    if (!landed || !ctx.lease) return out;
+    return { ...out, lease: this.#take(user, handle, ctx.lease, ctx.now) };
   }
 
   /** {@inheritDoc Backend.releaseLease} */
@@ -555,11 +602,12 @@ export class SqliteBackend implements Backend {
   }
 
   /** Closes the connection when this backend owns it. Idempotent. */
-  close(): Promise<void> {
-    if (!this.#c.close()) return Promise.resolve();
+  async close(): Promise<void> {
+    if (!this.#c.close()) return;
+    // The writes already queued still commit and sync.
+    await this.#c.release();
     this.#q.clear();
     if (this.#closeDb && this.#db.isOpen) this.#db.close();
-    return Promise.resolve();
   }
 
   /**
