@@ -94,7 +94,7 @@ export interface Retention {
  * Per-user limits a write carries (see {@link WriteContext.quota}); an
  * absent field is no limit.
  *
- * @since 0.5.0
+ * @since 0.6.0
  */
 export interface QuotaLimits {
   /** At most this many live handles. */
@@ -114,7 +114,7 @@ export interface QuotaLimits {
  * counts the writes made with a {@link WriteContext.quota} in the current
  * minute of the store clock.
  *
- * @since 0.5.0
+ * @since 0.6.0
  */
 export interface Usage {
   /** Live (not trashed, not yet reclaimed) handles. */
@@ -162,7 +162,7 @@ export interface WriteContext {
    * keep the usage exact. Absent: no check and no count (the usage of
    * handles and bytes stays right regardless).
    *
-   * @since 0.5.0
+   * @since 0.6.0
    */
   quota?: QuotaLimits;
   /**
@@ -508,7 +508,7 @@ export interface Backend {
    * has it honours {@link WriteContext.quota} on every write; the store
    * refuses quotas on one that has not.
    *
-   * @since 0.5.0
+   * @since 0.6.0
    */
   usage?(user: string, now: number): Promise<Usage>;
   /** Releases connections and files. Idempotent. */

@@ -251,7 +251,7 @@ export type QuotaName = "handles" | "bytes" | "writes_per_minute";
  * A write would take the user over a quota (handles, bytes of state, or
  * writes per minute). Nothing was written.
  *
- * @since 0.5.0
+ * @since 0.6.0
  *
  * @example
  * ```ts

@@ -188,7 +188,7 @@ export interface HandleStoreOptions {
    * one is `QuotaExceeded` and writes nothing. Default: no quotas, and no
    * cost on writes.
    *
-   * @since 0.5.0
+   * @since 0.6.0
    */
   quotas?: QuotaOptions;
 }
@@ -199,7 +199,7 @@ export interface HandleStoreOptions {
  * usage in the same atomic write as the state. Deleting and shrinking are
  * never refused.
  *
- * @since 0.5.0
+ * @since 0.6.0
  */
 export interface QuotaOptions {
   /** At most this many live handles per user (trashed ones do not count). */
@@ -213,7 +213,7 @@ export interface QuotaOptions {
 /**
  * A user's usage, as {@link HandleStore.usage} reports it.
  *
- * @since 0.5.0
+ * @since 0.6.0
  */
 export type UsageInfo = Usage;
 
@@ -1923,7 +1923,7 @@ export class HandleStore implements AsyncDisposable {
   /**
    * The quotas this store enforces (`undefined`: none).
    *
-   * @since 0.5.0
+   * @since 0.6.0
    */
   get quotas(): QuotaOptions | undefined {
     return this.#quotas && { ...this.#quotas };
@@ -1940,7 +1940,7 @@ export class HandleStore implements AsyncDisposable {
    * @returns The usage.
    * @throws {InvalidArgument} for a malformed user, or a backend that keeps no usage.
    * @throws {BackendError} when the engine fails or the store is closed.
-   * @since 0.5.0
+   * @since 0.6.0
    *
    * @example
    * ```ts
