@@ -281,7 +281,7 @@ export class PostgresBackend implements Backend {
     // the entry: both or neither.
     const text = ctx.entry ? this.#q.insertLogged : this.#q.insert;
     if (ctx.entry) params.push(ctx.entry.version, ctx.entry.at, ctx.entry.text);
-    params.push(payloadOf(user, record.handle));
+    params.push(payloadOf(user, record.handle), record.schemaVersion ?? null);
     if (!ctx.idempotency) {
       return this.#pool.op(async (sql) => {
         const res = await sql.unsafe(text, params);
@@ -314,7 +314,7 @@ export class PostgresBackend implements Backend {
     return this.#pool.op(async (sql) => {
       const [row] = await sql.unsafe(this.#q.readLeased, [user, handle, now]).values();
       if (!row) return { record: null, lease: null };
-      return { record: recordOf(row), lease: row[8] == null ? null : leaseOf(row.slice(8)) };
+      return { record: recordOf(row), lease: row[9] == null ? null : leaseOf(row.slice(9)) };
     });
   }
 
@@ -337,6 +337,7 @@ export class PostgresBackend implements Backend {
       write.expectVersion,
       ctx.now,
       payloadOf(user, handle),
+      write.schemaVersion ?? null,
     ];
     if (!ctx.idempotency) {
       return this.#pool.op(async (sql) => {
@@ -383,6 +384,7 @@ export class PostgresBackend implements Backend {
       if (next && record && current) {
         const params: unknown[] = [user, ...recordParams(record)];
         if (next.entry) params.push(...entryParams(next.entry, ctx));
+        params.push(record.schemaVersion ?? null);
         writes.push(tx.unsafe(next.entry ? this.#q.writeLogged : this.#q.write, params as never[]));
         writes.push(tx.unsafe(this.#q.notify, [payloadOf(user, handle)]));
       } else if (next && record) {
@@ -390,7 +392,7 @@ export class PostgresBackend implements Backend {
         // taken (by a trashed row).
         const params: unknown[] = [user, ...recordParams(record)];
         if (next.entry) params.push(next.entry.version, next.entry.at, next.entry.text);
-        params.push(payloadOf(user, handle));
+        params.push(payloadOf(user, handle), record.schemaVersion ?? null);
         const res = await tx.unsafe(
           next.entry ? this.#q.insertLogged : this.#q.insert,
           params as never[],
@@ -516,7 +518,11 @@ export class PostgresBackend implements Backend {
         // one, and keeps writers off the handle until the changelog is gone.
         const [[prev], [row]] = await Promise.all([
           tx.unsafe(this.#q.lockAny, key).values(),
-          tx.unsafe(this.#q.importRecord, [user, ...recordParams(record)]).values(),
+          tx.unsafe(this.#q.importRecord, [
+            user,
+            ...recordParams(record),
+            record.schemaVersion ?? null,
+          ]).values(),
         ]);
         if (row === undefined) return "kept";
         // A new statement: it sees every entry committed before the lock.

@@ -85,6 +85,7 @@ import {
   recordValues,
   returnArrays,
   type Row,
+  schemaVersionOf,
 } from "./sqlite/_rows.ts";
 import { prepareDatabase } from "./sqlite/_schema.ts";
 import { LEASE_SCAN_MAX, Statements, SWEEP_BATCH } from "./sqlite/_statements.ts";
@@ -248,7 +249,7 @@ export class SqliteBackend implements Backend {
       const row = this.#q.readLeased.get(user, handle, now) as Row | undefined;
       if (!row) return { record: null, lease: null };
       const c = cells(row);
-      const lease = c[7] == null ? null : { holder: c[7] as string, expiresAt: c[8] as number };
+      const lease = c[8] == null ? null : { holder: c[8] as string, expiresAt: c[9] as number };
       return { record: recordOf(handle, row), lease };
     });
   }
@@ -267,6 +268,7 @@ export class SqliteBackend implements Backend {
           write.state,
           write.updatedAt,
           write.lastWriter,
+          write.schemaVersion ?? null,
           user,
           handle,
           write.expectVersion,
@@ -277,6 +279,7 @@ export class SqliteBackend implements Backend {
           write.updatedAt,
           write.expiresAt,
           write.lastWriter,
+          write.schemaVersion ?? null,
           user,
           handle,
           write.expectVersion,
@@ -292,6 +295,7 @@ export class SqliteBackend implements Backend {
         updatedAt: write.updatedAt,
         expiresAt: row.expires_ms as number | null,
         lastWriter: write.lastWriter,
+        ...schemaVersionOf(row.schema_version),
       };
       this.#q.remember(user, ctx, record);
       this.#c.wrote(user, handle);
