@@ -174,12 +174,8 @@ export function kindRules(
   checkOnRead: boolean,
 ): KindRules {
   const map = new Map<string, KindRule>();
-  for (const k of kinds) {
-    if (!(k instanceof Kind)) {
-      throw new InvalidArgument(
-        "kinds must be a list of Kind objects (from defineKind or store.kind).",
-      );
-    }
+  for (const item of kinds as readonly unknown[]) {
+    const k = asKind(item);
     if (map.has(k.name)) {
       throw new InvalidArgument(`The kind "${k.name}" is registered twice; keep one of them.`, {
         field: "kinds",
@@ -188,6 +184,30 @@ export function kindRules(
     map.set(k.name, ruleOf(k, checkOnRead));
   }
   return (kind) => map.get(kind);
+}
+
+/**
+ * A kind from this module, or one made by another copy of it (a kinds
+ * module that imports the library from elsewhere), rebuilt here.
+ */
+function asKind(x: unknown): Kind<unknown, unknown> {
+  if (x instanceof Kind) return x;
+  const k = x as Partial<Kind<unknown, unknown>> | null;
+  if (
+    typeof k !== "object" || k === null || typeof k.name !== "string" ||
+    typeof k.version !== "number" || !isStandardSchema(k.schema)
+  ) {
+    throw new InvalidArgument(
+      "kinds must be a list of Kind objects (from defineKind or store.kind).",
+      { field: "kinds" },
+    );
+  }
+  const json = k.jsonSchema;
+  return new Kind(k.name, k.schema, {
+    version: k.version,
+    upcast: k.upcast ?? {},
+    ...(json ? { jsonSchema: json } : {}),
+  });
 }
 
 /**
@@ -212,6 +232,8 @@ export class Kind<S = JsonObject, I = S> {
   readonly version: number;
   /** The Standard Schema every state of this kind must pass. */
   readonly schema: StandardSchemaV1<I, S>;
+  /** The steps from older schema versions (see {@link KindOptions.upcast}). */
+  readonly upcast: { readonly [fromVersion: number]: Upcast };
   readonly #jsonSchema: Record<string, unknown> | undefined;
   readonly #store: HandleStore | undefined;
   readonly #rule: KindRule;
@@ -279,7 +301,7 @@ export class Kind<S = JsonObject, I = S> {
     this.name = name;
     this.version = version;
     this.schema = schema;
-    UPCASTS.set(this as Kind<unknown, unknown>, upcast);
+    this.upcast = Object.freeze({ ...upcast });
     this.#jsonSchema = json;
     this.#store = store;
     this.#rule = ruleOf(this as Kind<unknown, unknown>, true);
@@ -439,14 +461,11 @@ export class Kind<S = JsonObject, I = S> {
   #options(): KindOptions {
     return {
       version: this.version,
-      upcast: UPCASTS.get(this as Kind<unknown, unknown>) ?? {},
+      upcast: this.upcast,
       ...(this.#jsonSchema === undefined ? {} : { jsonSchema: this.#jsonSchema }),
     };
   }
 }
-
-/** The upcast steps of each kind (kept beside it, out of its public shape). */
-const UPCASTS = new WeakMap<Kind<unknown, unknown>, { readonly [fromVersion: number]: Upcast }>();
 
 /**
  * The rule the store applies to the records of a kind.
@@ -457,7 +476,7 @@ const UPCASTS = new WeakMap<Kind<unknown, unknown>, { readonly [fromVersion: num
  */
 function ruleOf<S, I>(kind: Kind<S, I>, checkOnRead: boolean): KindRule {
   const { name, version, schema } = kind;
-  const steps = UPCASTS.get(kind as Kind<unknown, unknown>) ?? {};
+  const steps = kind.upcast;
   const done = (r: StandardResult<S>): S => {
     if (r.issues) throw new InvalidState(name, issuesOf(r.issues));
     return r.value;
