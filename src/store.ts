@@ -91,7 +91,8 @@ export interface HandleInfo {
   lastWriter: string | null;
   /**
    * The schema version of the kind (see {@link HandleStore.kind}) the state
-   * was last written under; absent when it was written without one.
+   * was last written under; absent when it was written without one, and in
+   * listings (`list`, `listPage`, `trash`), which read metadata only.
    *
    * @since 0.5.0
    */
@@ -1277,7 +1278,8 @@ export class HandleStore implements AsyncDisposable {
     const leases = page.length === 0
       ? undefined
       : await this.#call(() => this.#leasesOf(user, page.map((r) => r.handle), this.#clock()));
-    const handles = page.map((r) => withLease(infoOf(r), leases));
+    // A listing never shows a schema version: SQL engines list from an index without it.
+    const handles = page.map((r) => withLease(infoOf(r, false), leases));
     const kept = maxBytes === undefined ? handles.length : fitPage(handles, more, maxBytes);
     if (kept < handles.length) {
       return { handles: handles.slice(0, kept), nextCursor: encodeCursor(page[kept - 1]!) };
@@ -1385,7 +1387,10 @@ export class HandleStore implements AsyncDisposable {
     const page = more ? live.slice(0, limit) : live;
     const last = page[page.length - 1];
     return {
-      handles: page.map((r) => ({ ...infoOf(r), restorableUntil: new Date(r.trashUntil) })),
+      handles: page.map((r) => ({
+        ...infoOf(r, false),
+        restorableUntil: new Date(r.trashUntil),
+      })),
       nextCursor: more && last
         ? "t" + encodeCursor({ updatedAt: last.trashUntil, handle: last.handle })
         : null,
@@ -2239,7 +2244,7 @@ function checkHolder(writer: unknown): string {
   return holder;
 }
 
-function infoOf(r: HandleMeta): HandleInfo {
+function infoOf(r: HandleMeta, schemaVersion = true): HandleInfo {
   return {
     handle: r.handle,
     kind: r.kind,
@@ -2248,7 +2253,7 @@ function infoOf(r: HandleMeta): HandleInfo {
     updatedAt: new Date(r.updatedAt),
     expiresAt: r.expiresAt === null ? null : new Date(r.expiresAt),
     lastWriter: r.lastWriter,
-    ...(r.schemaVersion == null ? {} : { schemaVersion: r.schemaVersion }),
+    ...(r.schemaVersion == null || !schemaVersion ? {} : { schemaVersion: r.schemaVersion }),
   };
 }
 

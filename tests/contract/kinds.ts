@@ -70,6 +70,9 @@ export default group("kinds", [], [
       const paths = await research.read(h, { user, paths: ["/sources/2"] });
       assert.deepEqual(paths.values, { "/sources/2": "c" });
 
+      // Listings read metadata only, and show no schema version on any backend.
+      const listed = await store.list(user);
+      assert.deepEqual(listed.map((i) => [i.handle, i.schemaVersion]), [[h, undefined]]);
       // A handle minted without a kind has no schema version, on the wire neither.
       const plain = await store.mint("note", { text: "t" }, { user });
       const p = await store.get(plain, { user });
