@@ -79,6 +79,7 @@ export {
   type UserOption,
   type UsersOptions,
   type WatchOptions,
+  type WriteLeaseOption,
 } from "./src/store.ts";
 export * from "./src/ops.ts";
 export {
@@ -117,6 +118,7 @@ export type {
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
+  InsertOutcome,
   LeaseOutcome,
   LeaseRecord,
   ListQuery,

@@ -13,6 +13,14 @@
  * write's transaction; for `save`, a locked read-modify-write instead of one
  * conditional `UPDATE`) reads as the ratio of the two store rows.
  *
+ * Under concurrency (`postgres save x16`, as configured): 16 saves of 16
+ * handles in flight (one iteration = 16 saves) against 16 raw conditional
+ * `UPDATE`s in flight and 16 single-flight saves in a row, each side on its
+ * pool as opened by default (postgres.js: at most 10 connections).
+ * `postgres server write`: a save as the MCP server makes it, with its
+ * writer's lease taken in the save's own step, beside the same save followed
+ * by `store.lease` (a read and an upsert, as before).
+ *
  * The server is `MCPSTATE_TEST_POSTGRES_URL` or
  * `postgres://postgres@127.0.0.1:5432/test`; the benchmark works in the
  * schema `mcpstate_bench`, dropped and created afresh at the start of each run.
@@ -58,6 +66,16 @@ const viaStoreAsync = await store.mint("bench", state1k(), { user });
 const viaRawAsync = await store.mint("bench", state1k(), { user });
 const viaStoreOff = await store.mint("bench", state1k(), { user });
 const viaStoreAsyncOff = await store.mint("bench", state1k(), { user });
+const many = await Promise.all(
+  Array.from({ length: 16 }, () => store.mint("bench", state1k(), { user })),
+);
+const rawMany = await Promise.all(
+  Array.from({ length: 16 }, () => store.mint("bench", state1k(), { user })),
+);
+const leased = await Promise.all(
+  Array.from({ length: 2 }, () => store.mint("bench", state1k(), { user })),
+);
+const versions = new Map<string, number>([...many, ...rawMany, ...leased].map((h) => [h, 1]));
 const lister = "bench-lister";
 for (let i = 0; i < 200; i++) await store.mint(i % 2 ? "odd" : "even", state1k(), { user: lister });
 
@@ -185,6 +203,77 @@ writeGroups(
   storeAsyncOff,
   viaStoreAsyncOff,
 );
+
+/** One raw conditional UPDATE of `h` at its next version. */
+async function rawSave(h: string): Promise<void> {
+  const v = versions.get(h)!;
+  const s = state1k();
+  s.n = v;
+  const [row] = await raw.unsafe(
+    `UPDATE ${T} SET state = $3, version = version + 1, updated_at = $4, last_writer = NULL
+     WHERE user_id = $1 AND handle = $2 AND version = $5::bigint
+       AND (expires_at IS NULL OR expires_at > $4::bigint)
+     RETURNING ${RECORD}`,
+    [user, h, JSON.stringify(s), Date.now(), v],
+  ).values();
+  if (!row) throw new Error("The raw conditional update lost.");
+  versions.set(h, v + 1);
+}
+
+/** One store.save of `h` at its next version, with `extra` options. */
+async function storeSave(
+  h: string,
+  extra: { writer?: string; lease?: { seconds: number } } = {},
+): Promise<void> {
+  const v = versions.get(h)!;
+  const s = state1k();
+  s.n = v;
+  await store.save(h, s, { user, expectVersion: v, ...extra });
+  versions.set(h, v + 1);
+}
+
+Deno.bench({
+  name: "raw conditional UPDATE x16",
+  group: "postgres save x16",
+  baseline: true,
+  async fn() {
+    await Promise.all(rawMany.map(rawSave));
+  },
+});
+
+Deno.bench({
+  name: "store.save x16",
+  group: "postgres save x16",
+  async fn() {
+    await Promise.all(many.map((h) => storeSave(h)));
+  },
+});
+
+Deno.bench({
+  name: "store.save x16 one at a time",
+  group: "postgres save x16",
+  async fn() {
+    for (const h of many) await storeSave(h);
+  },
+});
+
+Deno.bench({
+  name: "store.save, then store.lease",
+  group: "postgres server write",
+  baseline: true,
+  async fn() {
+    await storeSave(leased[0]!);
+    await store.lease(leased[0]!, { user, writer: "bench/host", seconds: 60 });
+  },
+});
+
+Deno.bench({
+  name: "store.save with lease",
+  group: "postgres server write",
+  async fn() {
+    await storeSave(leased[1]!, { writer: "bench/host", lease: { seconds: 60 } });
+  },
+});
 
 Deno.bench({
   name: "raw indexed metadata SELECT, 51 rows",

@@ -6,7 +6,13 @@
  * - `get`: `store.get` vs a raw `GET` of the same bytes.
  * - `save`: `store.save` vs one raw `EVALSHA` of a trivial compare-and-set;
  *   both serialize the same 1 KiB state object on each call.
- * - `… x16`: the same with 16 operations in flight (one iteration = 16 ops).
+ * - `… x16`: the same with 16 operations in flight (one iteration = 16 ops);
+ *   `save x16` also with `history: false` (the conditional write alone, one
+ *   script, as the raw baseline is) and single-flight saves run 16 times in a
+ *   row (`x16 one at a time`), so the gain from pipelining reads as a ratio.
+ * - `server write`: a save as the MCP server makes it, with its writer's
+ *   lease: taken in the save's own script (`lease` option) beside the same
+ *   save followed by `store.lease` (a read and a lease script, as before).
  * - `patch`: uncontended `store.patch`, 1 and 16 in flight.
  * - `history`: what the changelog costs: `store.save` and `store.patch` with
  *   the default history (the save is then a read-modify-write step that
@@ -74,14 +80,20 @@ const saveHandles = await Promise.all(
   Array.from({ length: 16 }, () => store.mint("bench", kib(), { user })),
 );
 const plainHandles = await Promise.all(
-  Array.from({ length: 2 }, () => plain.mint("bench", kib(), { user })),
+  Array.from({ length: 17 }, () => plain.mint("bench", kib(), { user })),
 );
-const versions = new Map<string, number>([...saveHandles, ...plainHandles].map((h) => [h, 1]));
+const leasedHandles = await Promise.all(
+  Array.from({ length: 2 }, () => store.mint("bench", kib(), { user })),
+);
+const versions = new Map<string, number>(
+  [...saveHandles, ...plainHandles, ...leasedHandles].map((h) => [h, 1]),
+);
 async function save(h: string, s = store): Promise<void> {
   const v = versions.get(h)!;
   await s.save(h, kib(v), { user, expectVersion: v });
   versions.set(h, v + 1);
 }
+const writer = "bench/host";
 
 // patch
 const patchHandles = await Promise.all(
@@ -128,6 +140,26 @@ Deno.bench(
   x16((i) => rawCas(`raw:cas:${i}`)),
 );
 Deno.bench("store.save x16", { group: "save x16" }, x16((i) => save(saveHandles[i]!)));
+Deno.bench(
+  "store.save x16, history off",
+  { group: "save x16" },
+  x16((i) => save(plainHandles[i]!, plain)),
+);
+Deno.bench("store.save x16 one at a time", { group: "save x16" }, async () => {
+  for (let i = 0; i < 16; i++) await save(saveHandles[i]!);
+});
+
+Deno.bench("store.save, then store.lease", { group: "server write", baseline: true }, async () => {
+  const h = leasedHandles[0]!;
+  await save(h);
+  await store.lease(h, { user, writer, seconds: 60 });
+});
+Deno.bench("store.save with lease", { group: "server write" }, async () => {
+  const h = leasedHandles[1]!;
+  const v = versions.get(h)!;
+  await store.save(h, kib(v), { user, expectVersion: v, writer, lease: { seconds: 60 } });
+  versions.set(h, v + 1);
+});
 
 Deno.bench("store.patch", { group: "patch" }, async () => {
   await store.patch(patchHandles[0]!, [Increment("", "n")], { user });
@@ -147,7 +179,7 @@ Deno.bench("store.save, history on", { group: "history: save" }, async () => {
   await save(saveHandles[1]!);
 });
 Deno.bench("store.patch, history off", { group: "history: patch", baseline: true }, async () => {
-  await plain.patch(plainHandles[1]!, [Increment("", "n")], { user });
+  await plain.patch(plainHandles[16]!, [Increment("", "n")], { user });
 });
 Deno.bench("store.patch, history on", { group: "history: patch" }, async () => {
   await store.patch(patchHandles[1]!, [Increment("", "n")], { user });

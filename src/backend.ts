@@ -124,6 +124,19 @@ export interface WriteContext {
    * can bring it back. Absent: delete at once.
    */
   trashUntil?: number;
+  /**
+   * {@link Backend.insert}, {@link Backend.save} and {@link Backend.update}:
+   * an advisory lease for the writer, to take in the same atomic step as the
+   * write, only when the write lands (`inserted`, `ok`, `written`), by the
+   * rule of {@link Backend.acquireLease} with `now` = {@link WriteContext.now}.
+   * A backend that does answers the outcome as the result's `lease`; one
+   * that leaves `lease` out of its answer (it did not take it, or the write
+   * did not land) lets the store call {@link Backend.acquireLease} after.
+   * A replay takes no lease.
+   *
+   * @since 0.6.0
+   */
+  lease?: LeaseRecord;
 }
 
 /**
@@ -167,8 +180,21 @@ export interface ConditionalWrite {
 
 /** Result of {@link Backend.save}: the written record, or the current one (`null`: none). */
 export type SaveOutcome =
-  | { ok: true; record: HandleRecord }
+  | { ok: true; record: HandleRecord; lease?: LeaseOutcome }
   | { ok: false; current: HandleRecord | null };
+
+/**
+ * Result of {@link Backend.insert}: whether the record went in and, when it
+ * did and the backend took `ctx.lease` with it, the lease's outcome.
+ *
+ * @since 0.6.0
+ */
+export interface InsertOutcome {
+  /** Whether the record was inserted. */
+  inserted: boolean;
+  /** The outcome of `ctx.lease`, when it was taken in the same step. */
+  lease?: LeaseOutcome;
+}
 
 /**
  * What a {@link Change} asks to write: the next record (same handle, `version`
@@ -196,6 +222,13 @@ export interface UpdateOutcome {
   record: HandleRecord | null;
   /** Whether anything was written. */
   written: boolean;
+  /**
+   * The outcome of `ctx.lease`, when it was taken in the same step (only
+   * with `written: true`).
+   *
+   * @since 0.6.0
+   */
+  lease?: LeaseOutcome;
 }
 
 /** A page request for {@link Backend.list}. */
@@ -265,7 +298,7 @@ export interface Backend {
    * expired, trashed or not); never overwrites. Appends `ctx.entry` with it.
    */
   insert(user: string, record: HandleRecord, ctx: WriteContext): Promise<
-    { inserted: boolean } | Replayed
+    InsertOutcome | Replayed
   >;
   /** Reads a record, expired or not; `null` when absent. */
   read(user: string, handle: string): Promise<HandleRecord | null>;

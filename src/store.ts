@@ -13,10 +13,12 @@ import type {
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
+  LeaseOutcome,
   LeaseRecord,
   Replayed,
   Retention,
   Step,
+  UpdateOutcome,
   WriteContext,
 } from "./backend.ts";
 import { isReplayed } from "./backend.ts";
@@ -313,6 +315,23 @@ export interface UserOption {
   user: string;
 }
 
+/**
+ * The advisory lease a write takes for its writer (see
+ * {@link HandleStore.lease}), in the same step as the write on every
+ * built-in backend: one round trip with the write instead of two after it.
+ * It is taken only when the write lands; another holder's lease in force is
+ * left alone and answered as the result's `activeLease`. It never fails a
+ * write that landed.
+ *
+ * @since 0.6.0
+ */
+export interface WriteLeaseOption {
+  /** How long the lease lasts: more than 0 and at most 86,400 seconds. */
+  seconds: number;
+  /** Who holds it; default the write's `writer` (one of the two is needed). */
+  holder?: string;
+}
+
 /** Options of {@link HandleStore.mint}. */
 export interface MintOptions extends UserOption {
   /** Lifetime in days (0 < ttlDays ≤ 36525); absent or `null`: never expires. */
@@ -323,6 +342,13 @@ export interface MintOptions extends UserOption {
   idempotencyKey?: string;
   /** Random characters after `${kind}_`: 8 (default) to 64. 26 gives 130 bits. */
   randomChars?: number;
+  /**
+   * Take this lease on the new handle with the mint (a new handle has no
+   * other holder, so it is always taken).
+   *
+   * @since 0.6.0
+   */
+  lease?: WriteLeaseOption;
 }
 
 /** Options of {@link HandleStore.save}. */
@@ -347,6 +373,8 @@ export interface SaveOptions extends UserOption {
    * @since 0.5.0
    */
   onConflict?: "fail" | "merge";
+  /** See {@link PatchOptions.lease}. */
+  lease?: WriteLeaseOption;
 }
 
 /**
@@ -370,6 +398,13 @@ export interface PatchOptions extends UserOption {
   writer?: string;
   /** See {@link MintOptions.idempotencyKey}. */
   idempotencyKey?: string;
+  /**
+   * Take this lease with the write; the result's `activeLease` is then the
+   * lease in force after it (the caller's, or another holder's).
+   *
+   * @since 0.6.0
+   */
+  lease?: WriteLeaseOption;
 }
 
 /** Options of {@link HandleStore.touch}. */
@@ -380,6 +415,8 @@ export interface TouchOptions extends UserOption {
   writer?: string;
   /** See {@link MintOptions.idempotencyKey}. */
   idempotencyKey?: string;
+  /** See {@link PatchOptions.lease}. */
+  lease?: WriteLeaseOption;
 }
 
 /** Options of {@link HandleStore.revoke}. */
@@ -754,6 +791,7 @@ export class HandleStore implements AsyncDisposable {
     if (rule) state = await rule.check(state) as JsonObject;
     const text = encodeState(state, this.#maxBytes);
     const now = this.#clock();
+    const lease = writeLease(options.lease, writer, now);
     const ctx = await this.#context(options.idempotencyKey, "", [
       "mint",
       kind,
@@ -761,6 +799,7 @@ export class HandleStore implements AsyncDisposable {
       ttl ?? null,
       writer,
     ]);
+    if (lease) ctx.lease = lease;
     if (this.#retention) {
       ctx.entry = this.#entry(1, now, writer, "mint", { patch: diffOf({}, state) });
       ctx.retention = this.#retention;
@@ -778,8 +817,15 @@ export class HandleStore implements AsyncDisposable {
         ...(rule ? { schemaVersion: rule.version } : {}),
       };
       const res = await this.#call(() => this.#backend.insert(user, record, ctx));
-      if (isReplayed(res)) return this.#replayed(res, ctx).handle;
-      if (res.inserted) return record.handle;
+      if (isReplayed(res)) {
+        const handle = this.#replayed(res, ctx).handle;
+        await this.#leaseAfter(user, handle, ctx, undefined, true);
+        return handle;
+      }
+      if (res.inserted) {
+        await this.#leaseAfter(user, record.handle, ctx, res.lease, false);
+        return record.handle;
+      }
     }
     throw new BackendError("Could not mint a unique handle after 8 attempts; try again.");
   }
@@ -954,6 +1000,7 @@ export class HandleStore implements AsyncDisposable {
     const stamp = rule ? { schemaVersion: rule.version } : {};
     const text = encodeState(state, this.#maxBytes);
     const now = this.#clock();
+    const lease = writeLease(options.lease, writer, now);
     const ctx = await this.#context(options.idempotencyKey, handle, [
       "save",
       text,
@@ -963,6 +1010,7 @@ export class HandleStore implements AsyncDisposable {
       // A merging save is another call than a failing one (the fingerprint of a failing one is unchanged).
       ...(merge ? ["merge"] : []),
     ]);
+    if (lease) ctx.lease = lease;
     const expiresAt = (cur: HandleRecord) =>
       ttl === undefined ? cur.expiresAt : ttl === null ? null : now + ttl;
     if (this.#retention) {
@@ -1014,10 +1062,12 @@ export class HandleStore implements AsyncDisposable {
         }
         if (isReplayed(res)) {
           const snap = snapshotOf<S>(this.#replayed(res, ctx));
+          await this.#leaseAfter(user, handle, ctx, undefined, true, snap);
           // A merged save lands past expectVersion + 1; a plain one exactly on it.
           return snap.version > expect + 1 ? { ...snap, merged: true, baseVersion: expect } : snap;
         }
         const info = infoOf(this.#live(res.record, handle, now));
+        await this.#leaseAfter(user, handle, ctx, res.lease, false, info);
         if (merged?.version !== info.version) return { ...info, state };
         return { ...info, state: merged.state as S, merged: true, baseVersion: expect };
       }
@@ -1032,9 +1082,17 @@ export class HandleStore implements AsyncDisposable {
         ...stamp,
       }, ctx)
     );
-    if (isReplayed(res)) return snapshotOf<S>(this.#replayed(res, ctx));
-    // `state` was just validated and encoded: return it instead of parsing the text back.
-    if (res.ok) return { ...infoOf(res.record), state };
+    if (isReplayed(res)) {
+      const snap = snapshotOf<S>(this.#replayed(res, ctx));
+      await this.#leaseAfter(user, handle, ctx, undefined, true, snap);
+      return snap;
+    }
+    if (res.ok) {
+      const info = infoOf(res.record);
+      await this.#leaseAfter(user, handle, ctx, res.lease, false, info);
+      // `state` was just validated and encoded: return it instead of parsing the text back.
+      return { ...info, state };
+    }
     const current = this.#live(res.current, handle, now);
     // Without a changelog there is no way back to the caller's version: nothing to merge with.
     throw await this.#stale(user, handle, expect, current, merge ? UNAVAILABLE : undefined);
@@ -1137,8 +1195,10 @@ export class HandleStore implements AsyncDisposable {
     }
     const writer = checkWriter(options.writer);
     const now = this.#clock();
+    const lease = writeLease(options.lease, writer, now);
     const ctx = await this.#context(options.idempotencyKey, handle, ["patch", parsed, writer]);
     if (this.#retention) ctx.retention = this.#retention;
+    if (lease) ctx.lease = lease;
     const rules = rulesIn(options);
     const res = await this.#call(() =>
       this.#backend.update(user, handle, (cur) => {
@@ -1179,8 +1239,7 @@ export class HandleStore implements AsyncDisposable {
         );
       }, ctx)
     );
-    if (isReplayed(res)) return snapshotOf<S>(this.#replayed(res, ctx));
-    return snapshotOf<S>(this.#live(res.record, handle, now));
+    return await this.#written<S>(user, handle, res, ctx, now);
   }
 
   /**
@@ -1201,8 +1260,10 @@ export class HandleStore implements AsyncDisposable {
     const ttl = checkTtl(options.ttlDays, true);
     const writer = checkWriter(options.writer);
     const now = this.#clock();
+    const lease = writeLease(options.lease, writer, now);
     const ctx = await this.#context(options.idempotencyKey, handle, ["touch", ttl, writer]);
     if (this.#retention) ctx.retention = this.#retention;
+    if (lease) ctx.lease = lease;
     const expiresAt = ttl == null ? null : now + ttl;
     const res = await this.#call(() =>
       this.#backend.update(user, handle, (cur) => {
@@ -1214,8 +1275,7 @@ export class HandleStore implements AsyncDisposable {
         );
       }, ctx)
     );
-    if (isReplayed(res)) return snapshotOf<S>(this.#replayed(res, ctx));
-    return snapshotOf<S>(this.#live(res.record, handle, now));
+    return await this.#written<S>(user, handle, res, ctx, now);
   }
 
   /**
@@ -1528,16 +1588,7 @@ export class HandleStore implements AsyncDisposable {
     const user = checkUser(options);
     checkHandle(handle);
     const holder = checkHolder(options.writer);
-    const seconds = options.seconds;
-    if (
-      typeof seconds !== "number" || !Number.isFinite(seconds) || seconds <= 0 ||
-      seconds > MAX_LEASE_SECONDS
-    ) {
-      throw new InvalidArgument(
-        `seconds must be a number greater than 0 and at most ${MAX_LEASE_SECONDS} (one day).`,
-        { field: "seconds" },
-      );
-    }
+    const seconds = checkLeaseSeconds(options.seconds);
     const acquire = this.#backend.acquireLease?.bind(this.#backend);
     if (!acquire) throw noLeases();
     const now = this.#clock();
@@ -2047,6 +2098,60 @@ export class HandleStore implements AsyncDisposable {
     this.#backend.sweep(null, now - this.#graceMs, now).catch(() => {});
   }
 
+  /** The snapshot after an update step (patch, touch), with the write's lease. */
+  async #written<S>(
+    user: string,
+    handle: string,
+    res: UpdateOutcome | Replayed,
+    ctx: WriteContext,
+    now: number,
+  ): Promise<Snapshot<S>> {
+    if (isReplayed(res)) {
+      const snap = snapshotOf<S>(this.#replayed(res, ctx));
+      await this.#leaseAfter(user, handle, ctx, undefined, true, snap);
+      return snap;
+    }
+    const snap = snapshotOf<S>(this.#live(res.record, handle, now));
+    await this.#leaseAfter(user, handle, ctx, res.lease, false, snap);
+    return snap;
+  }
+
+  /**
+   * After a write landed (or was replayed): the lease it asked for in
+   * `ctx.lease`. `taken` is the outcome when the backend took it with the
+   * write; otherwise (a backend that does not, a write that changed nothing,
+   * a replay) it is taken now, after a check that the handle is still live
+   * for a replay. Sets `info.activeLease` to the lease in force. Never throws:
+   * the lease is advisory, and the write already landed.
+   */
+  async #leaseAfter(
+    user: string,
+    handle: string,
+    ctx: WriteContext,
+    taken: LeaseOutcome | undefined,
+    replayed: boolean,
+    info?: HandleInfo,
+  ): Promise<void> {
+    const lease = ctx.lease;
+    if (!lease) return;
+    let out = taken;
+    if (!out) {
+      const b = this.#backend;
+      if (!b.acquireLease) return;
+      try {
+        out = await this.#call(async () => {
+          if (replayed) this.#live(await b.read(user, handle), handle, this.#clock());
+          return await b.acquireLease!(user, handle, lease, ctx.now);
+        });
+      } catch {
+        return;
+      }
+    }
+    if (info) {
+      info.activeLease = { holder: out.lease.holder, expiresAt: new Date(out.lease.expiresAt) };
+    }
+  }
+
   async #call<T>(fn: () => Promise<T>): Promise<T> {
     if (this.#closed) throw new BackendError("The store is closed; open a new one.");
     try {
@@ -2231,6 +2336,35 @@ function noLeases(): InvalidArgument {
   return new InvalidArgument(
     "This store's backend keeps no leases; use a backend that does (every built-in one does).",
   );
+}
+
+/** A lease's length in seconds: more than 0, at most a day. */
+function checkLeaseSeconds(seconds: unknown): number {
+  if (
+    typeof seconds !== "number" || !Number.isFinite(seconds) || seconds <= 0 ||
+    seconds > MAX_LEASE_SECONDS
+  ) {
+    throw new InvalidArgument(
+      `seconds must be a number greater than 0 and at most ${MAX_LEASE_SECONDS} (one day).`,
+      { field: "seconds" },
+    );
+  }
+  return seconds;
+}
+
+/** The lease a write asks for (`undefined`: none), checked before anything is written. */
+function writeLease(
+  option: WriteLeaseOption | undefined,
+  writer: string | null,
+  now: number,
+): LeaseRecord | undefined {
+  if (option === undefined) return undefined;
+  if (typeof option !== "object" || option === null) {
+    throw new InvalidArgument("lease must be an object: { seconds, holder? }.", { field: "lease" });
+  }
+  const holder = checkHolder(option.holder ?? writer);
+  const seconds = checkLeaseSeconds(option.seconds);
+  return { holder, expiresAt: now + Math.max(1, Math.round(seconds * 1000)) };
 }
 
 function checkHolder(writer: unknown): string {

@@ -173,5 +173,7 @@ export async function saveByUpdate(
     throw e;
   }
   if (isReplayed(out)) return out;
-  return { ok: true, record: out.record! };
+  return out.lease
+    ? { ok: true, record: out.record!, lease: out.lease }
+    : { ok: true, record: out.record! };
 }

@@ -114,6 +114,7 @@ import type {
   ConditionalWrite,
   HandleMeta,
   HandleRecord,
+  InsertOutcome,
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
@@ -169,6 +170,7 @@ export type {
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
+  InsertOutcome,
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
@@ -298,10 +300,13 @@ export class DenoKvBackend implements Backend {
     user: string,
     record: HandleRecord,
     ctx: WriteContext,
-  ): Promise<{ inserted: boolean } | Replayed> {
+  ): Promise<InsertOutcome | Replayed> {
     const u = this.#k.user(user), h = this.#k.handle(record.handle);
     return await optimistic(async () => {
-      const [head, idem, trash] = await readHeadsAndTrash(this.#db, u, h, ctx);
+      const [[head, idem, trash], lz] = await Promise.all([
+        readHeadsAndTrash(this.#db, u, h, ctx),
+        this.#leaseEntry(user, record.handle, ctx),
+      ]);
       const replay = await replayOf(this.#db, u, idem, ctx);
       if (replay) return replay;
       // A trashed handle stays taken until it is restored or purged.
@@ -311,6 +316,7 @@ export class DenoKvBackend implements Backend {
       const body = await bodyOf(this.#db, u, h, record.state);
       let idemPart: IdemPart | undefined;
       let ok = false;
+      let lease: LeaseOutcome | undefined;
       try {
         if (body) {
           idemPart = await prepareIdem(this.#db, u, ctx, idem, record, body);
@@ -319,6 +325,7 @@ export class DenoKvBackend implements Backend {
             putHead(this.#db, op, u, h, null, record, body, w, log);
             op.set(this.#k.userName(u), user);
             idemPart?.add(op);
+            lease = this.#takeLease(op, user, record.handle, lz, ctx);
           });
           ok = res.ok || await landed(this.#db, u, h, w);
           if (ok) this.#feed.changed(user, record.handle, res);
@@ -329,7 +336,7 @@ export class DenoKvBackend implements Backend {
           await dropCopy(this.#db, u, idemPart?.copy ?? null);
         }
       }
-      if (ok) return { inserted: true };
+      if (ok) return lease ? { inserted: true, lease } : { inserted: true };
       return AGAIN;
     }, this.#db.contended(record.handle));
   }
@@ -370,7 +377,10 @@ export class DenoKvBackend implements Backend {
       let body: BodyRef | null = null;
       try {
         return await optimistic(async () => {
-          const [first, idem] = await readHeads(this.#db, u, h, ctx);
+          const [[first, idem], lz] = await Promise.all([
+            readHeads(this.#db, u, h, ctx),
+            this.#leaseEntry(user, handle, ctx),
+          ]);
           const replay = await replayOf(this.#db, u, idem, ctx);
           if (replay) return replay;
           const cur = first.value;
@@ -400,16 +410,18 @@ export class DenoKvBackend implements Backend {
           // A write without an entry would leave a gap: the log is dropped.
           const log = await planLog(this.#db, u, h, cur, undefined, ctx);
           let after: Deno.KvKey[] = [];
+          let lease: LeaseOutcome | undefined;
           const res = await this.#db.commit((op) => {
             op.check(first);
             after = putHead(this.#db, op, u, h, cur, next, body!, w, log);
             idemPart.add(op);
+            lease = this.#takeLease(op, user, handle, lz, ctx);
           });
           if (res.ok || await landed(this.#db, u, h, w)) {
             body = null;
             this.#feed.changed(user, handle, res);
             if (res.ok) await afterCommit(this.#db, after, res.versionstamp);
-            return { ok: true, record: next };
+            return lease ? { ok: true, record: next, lease } : { ok: true, record: next };
           }
           await dropCopy(this.#db, u, idemPart.copy);
           if ("set" in body && body.set) {
@@ -438,7 +450,10 @@ export class DenoKvBackend implements Backend {
     return this.#turn(user, handle, async (): Promise<UpdateOutcome | Replayed> => {
       const u = this.#k.user(user), h = this.#k.handle(handle);
       return await optimistic(async () => {
-        const [read, idem] = await readHeads(this.#db, u, h, ctx);
+        const [[read, idem], lz] = await Promise.all([
+          readHeads(this.#db, u, h, ctx),
+          this.#leaseEntry(user, handle, ctx),
+        ]);
         const replay = await replayOf(this.#db, u, idem, ctx);
         if (replay) return replay;
         // The head whose state was read; the commit checks it.
@@ -471,16 +486,21 @@ export class DenoKvBackend implements Backend {
             // Read under the same head versionstamp the commit checks.
             const log = next ? await planLog(this.#db, u, h, first.value, step?.entry, ctx) : null;
             let after: Deno.KvKey[] = [];
+            let lease: LeaseOutcome | undefined;
             const res = await this.#db.commit((op) => {
               op.check(first);
-              if (next) after = putHead(this.#db, op, u, h, first.value, next, body!, w, log!);
+              if (next) {
+                after = putHead(this.#db, op, u, h, first.value, next, body!, w, log!);
+                lease = this.#takeLease(op, user, handle, lz, ctx);
+              }
               idemPart.add(op);
             });
             ok = res.ok || (next !== null && await landed(this.#db, u, h, w));
             if (ok) {
               if (next) this.#feed.changed(user, handle, res);
               if (res.ok) await afterCommit(this.#db, after, res.versionstamp);
-              return { record: result && { ...result }, written: next !== null };
+              const out = { record: result && { ...result }, written: next !== null };
+              return lease ? { ...out, lease } : out;
             }
           }
         } finally {
@@ -723,6 +743,43 @@ export class DenoKvBackend implements Backend {
       if (ok) return old ? "replaced" : "inserted";
       return AGAIN;
     }, this.#db.contended(record.handle));
+  }
+
+  /** The lease entry a write reads when it takes `ctx.lease` (`null`: none asked). */
+  #leaseEntry(
+    user: string,
+    handle: string,
+    ctx: WriteContext,
+  ): Promise<Deno.KvEntryMaybe<LeaseRecord> | null> {
+    if (!ctx.lease) return Promise.resolve(null);
+    return this.#db.get<LeaseRecord>(this.#k.lease(user, handle));
+  }
+
+  /**
+   * Adds `ctx.lease` to a write's commit when it can be taken (the rule of
+   * {@link DenoKvBackend.acquireLease}, checked against the entry `lz` read
+   * before), and answers its outcome; `undefined` when none was asked.
+   */
+  #takeLease(
+    op: Deno.AtomicOperation,
+    user: string,
+    handle: string,
+    lz: Deno.KvEntryMaybe<LeaseRecord> | null,
+    ctx: WriteContext,
+  ): LeaseOutcome | undefined {
+    const lease = ctx.lease;
+    if (!lease || !lz) return undefined;
+    const l = lz.value;
+    // Checked either way, so the answer is the lease as the write committed it.
+    op.check(lz);
+    if (l && l.holder !== lease.holder && l.expiresAt > ctx.now) {
+      return { acquired: false, lease: { holder: l.holder, expiresAt: l.expiresAt } };
+    }
+    const value: LeaseRecord = { holder: lease.holder, expiresAt: lease.expiresAt };
+    op.set(this.#k.lease(user, handle), value, {
+      expireIn: Math.max(1, Math.round(value.expiresAt - ctx.now)),
+    });
+    return { acquired: true, lease: { ...value } };
   }
 
   /** {@inheritDoc Backend.acquireLease} */

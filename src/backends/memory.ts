@@ -20,6 +20,7 @@ import type {
   ConditionalWrite,
   HandleMeta,
   HandleRecord,
+  InsertOutcome,
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
@@ -53,6 +54,7 @@ export type {
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
+  InsertOutcome,
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
@@ -138,7 +140,7 @@ export class MemoryBackend implements Backend {
     user: string,
     record: HandleRecord,
     ctx: WriteContext,
-  ): Promise<{ inserted: boolean } | Replayed> {
+  ): Promise<InsertOutcome | Replayed> {
     return this.#claim(user, ctx, () => {
       const records = this.#records(user);
       if (records.has(record.handle) || this.#trash.has(JSON.stringify([user, record.handle]))) {
@@ -148,7 +150,9 @@ export class MemoryBackend implements Backend {
       this.#append(user, record.handle, ctx.entry, ctx);
       this.#remember(user, ctx, record);
       this.#listeners.notify(user, record.handle);
-      return { inserted: true };
+      return ctx.lease
+        ? { inserted: true, lease: this.#take(user, record.handle, ctx.lease, ctx.now) }
+        : { inserted: true };
     });
   }
 
@@ -190,7 +194,9 @@ export class MemoryBackend implements Backend {
       const record = next ?? current;
       this.#remember(user, ctx, record);
       if (next) this.#listeners.notify(user, handle);
-      return { record: record && { ...record }, written: next !== null };
+      const out: UpdateOutcome = { record: record && { ...record }, written: next !== null };
+      if (next && ctx.lease) out.lease = this.#take(user, handle, ctx.lease, ctx.now);
+      return out;
     });
   }
 
@@ -322,13 +328,17 @@ export class MemoryBackend implements Backend {
     lease: LeaseRecord,
     now: number,
   ): Promise<LeaseOutcome> {
+    return Promise.resolve(this.#take(user, handle, lease, now));
+  }
+
+  #take(user: string, handle: string, lease: LeaseRecord, now: number): LeaseOutcome {
     const key = JSON.stringify([user, handle]);
     const cur = this.#leases.get(key);
     if (cur && cur.holder !== lease.holder && cur.expiresAt > now) {
-      return Promise.resolve({ acquired: false, lease: { ...cur } });
+      return { acquired: false, lease: { ...cur } };
     }
     this.#leases.set(key, { ...lease });
-    return Promise.resolve({ acquired: true, lease: { ...lease } });
+    return { acquired: true, lease: { ...lease } };
   }
 
   /** {@inheritDoc Backend.releaseLease} */

@@ -88,6 +88,7 @@ import type {
   ConditionalWrite,
   HandleMeta,
   HandleRecord,
+  InsertOutcome,
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
@@ -128,6 +129,7 @@ export type {
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
+  InsertOutcome,
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
@@ -140,6 +142,26 @@ export type {
   UpdateOutcome,
   WriteContext,
 } from "../backend.ts";
+
+/**
+ * Adds the outcome of `ctx.lease` to a write's answer from the four lease
+ * columns of a leased statement: the lease taken, or else the one in force
+ * (left out when neither is there: another holder's lease lapsed or went
+ * between the statement's snapshot and its upsert, and the store then takes
+ * the lease by itself).
+ */
+function leasedOutcome<T extends object>(
+  out: T,
+  ctx: WriteContext,
+  cols: readonly unknown[],
+): T & { lease?: LeaseOutcome } {
+  if (!ctx.lease) return out;
+  if (cols[0] != null) return { ...out, lease: { acquired: true, lease: leaseOf(cols) } };
+  if (cols[2] != null && Number(cols[3]) > ctx.now) {
+    return { ...out, lease: { acquired: false, lease: leaseOf(cols.slice(2)) } };
+  }
+  return out;
+}
 
 /** Options of {@link PostgresBackend}. */
 export interface PostgresBackendOptions {
@@ -275,25 +297,33 @@ export class PostgresBackend implements Backend {
     user: string,
     record: HandleRecord,
     ctx: WriteContext,
-  ): Promise<{ inserted: boolean } | Replayed> {
-    const params = [user, ...recordParams(record)];
+  ): Promise<InsertOutcome | Replayed> {
+    const params: unknown[] = [user, ...recordParams(record)];
     // With an entry, one statement inserts the row and, only when it went in,
-    // the entry: both or neither.
-    const text = ctx.entry ? this.#q.insertLogged : this.#q.insert;
+    // the entry: both or neither. So with the lease.
+    const lease = ctx.lease;
+    const q = this.#q;
+    const text = ctx.entry
+      ? (lease ? q.insertLoggedLeased : q.insertLogged)
+      : (lease ? q.insertLeased : q.insert);
     if (ctx.entry) params.push(ctx.entry.version, ctx.entry.at, ctx.entry.text);
-    params.push(payloadOf(user, record.handle), record.schemaVersion ?? null);
+    params.push(payloadOf(user, record.handle));
+    if (lease) params.push(lease.holder, lease.expiresAt, ctx.now);
+    params.push(record.schemaVersion ?? null); // always the last parameter
+    const insert = async (sql: Queryable): Promise<InsertOutcome | undefined> => {
+      const [row] = await sql.unsafe(text, params as never[]).values();
+      if (!row) return undefined;
+      return leasedOutcome({ inserted: true }, ctx, row.slice(1));
+    };
     if (!ctx.idempotency) {
-      return this.#pool.op(async (sql) => {
-        const res = await sql.unsafe(text, params);
-        return { inserted: res.count === 1 };
-      });
+      return this.#pool.op(async (sql) => (await insert(sql)) ?? { inserted: false });
     }
     return this.#idempotent(user, ctx, async (tx, remember) => {
-      const res = await tx.unsafe(text, params);
+      const out = await insert(tx);
       // A collision is not remembered: the store retries with a new handle.
-      if (res.count !== 1) throw new Rollback({ inserted: false });
+      if (!out) throw new Rollback({ inserted: false });
       await remember(record);
-      return { inserted: true };
+      return out;
     });
   }
 
@@ -337,12 +367,17 @@ export class PostgresBackend implements Backend {
       write.expectVersion,
       ctx.now,
       payloadOf(user, handle),
-      write.schemaVersion ?? null,
     ];
+    const lease = ctx.lease;
+    if (lease) params.push(lease.holder, lease.expiresAt, ctx.now);
+    params.push(write.schemaVersion ?? null); // always the last parameter
+    const text = lease ? this.#q.saveLeased : this.#q.save;
+    const saved = (row: readonly unknown[]): SaveOutcome =>
+      leasedOutcome({ ok: true as const, record: recordOf(row) }, ctx, row.slice(10));
     if (!ctx.idempotency) {
       return this.#pool.op(async (sql) => {
-        const [row] = await sql.unsafe(this.#q.save, params).values();
-        if (row) return { ok: true, record: recordOf(row) };
+        const [row] = await sql.unsafe(text, params).values();
+        if (row) return saved(row);
         // The conditional UPDATE changed nothing, so this read needs no
         // transaction around it: as a new statement it sees the latest
         // committed row, including the winner's write it may have waited for.
@@ -351,14 +386,14 @@ export class PostgresBackend implements Backend {
       });
     }
     return this.#idempotent(user, ctx, async (tx, remember) => {
-      const [row] = await tx.unsafe(this.#q.save, params).values();
+      const [row] = await tx.unsafe(text, params).values();
       if (!row) {
         const [cur] = await tx.unsafe(this.#q.read, [user, handle]).values();
         throw new Rollback<SaveOutcome>({ ok: false, current: cur ? recordOf(cur) : null });
       }
-      const record = recordOf(row);
-      await remember(record);
-      return { ok: true, record };
+      const out = saved(row);
+      await remember(out.ok ? out.record : null);
+      return out;
     });
   }
 
@@ -400,8 +435,15 @@ export class PostgresBackend implements Backend {
         if (res.count !== 1) throw new Rollback<UpdateOutcome>({ record: null, written: false });
       }
       if (remember) writes.push(remember(record ?? current));
-      await Promise.all(writes); // pipelined on the transaction's connection
-      return { record: record ?? current, written: record !== null };
+      // The lease goes with the write, in the same transaction.
+      const lease = record !== null ? ctx.lease : undefined;
+      const held = lease &&
+        tx.unsafe(this.#q.acquireHeld, [user, handle, lease.holder, lease.expiresAt, ctx.now])
+          .values();
+      // Pipelined on the transaction's connection.
+      const [, [cols]] = await Promise.all([Promise.all(writes), held ?? Promise.resolve([])]);
+      const out = { record: record ?? current, written: record !== null };
+      return cols ? leasedOutcome(out, ctx, cols as unknown as unknown[]) : out;
     };
     if (!ctx.idempotency) return this.#pool.op((sql) => this.#pool.begin(sql, (tx) => step(tx)));
     return this.#idempotent(user, ctx, step);

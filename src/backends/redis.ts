@@ -68,6 +68,7 @@ import type {
   ConditionalWrite,
   HandleMeta,
   HandleRecord,
+  InsertOutcome,
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
@@ -110,6 +111,39 @@ import { type Keys, KeySpace } from "./redis/_keys.ts";
 import { S } from "./redis/_scripts.ts";
 import { DEFAULT_PREFIX, openClient, parseRedisUrl, scopeOf } from "./redis/_url.ts";
 
+/** The lease argument of a write script: `expiresAt`, tab, holder; `""` for none. */
+function leaseArg(ctx: WriteContext): string {
+  const l = ctx.lease;
+  return l ? `${l.expiresAt}\t${l.holder}` : "";
+}
+
+/** The other holder's lease of a `{'L', …, lease}` reply; `undefined` for any other reply. */
+function heldOf(reply: unknown): string | undefined {
+  return Array.isArray(reply) && reply[0] === "L" ? reply[reply.length - 1] as string : undefined;
+}
+
+/** Whether a write script wrote: `1`, or `{'L', …}` (written, another's lease kept). */
+const wroteLeased = (reply: unknown): boolean => wroteOne(reply) || heldOf(reply) !== undefined;
+
+/**
+ * Adds the outcome of `ctx.lease` to a write's answer: taken (`held` is
+ * `null` or `undefined`), or another holder's lease `held` in force.
+ */
+function withLease<T extends object>(
+  out: T,
+  ctx: WriteContext,
+  held: string | null | undefined,
+): T & { lease?: LeaseOutcome } {
+  const l = ctx.lease;
+  if (!l) return out;
+  return {
+    ...out,
+    lease: typeof held === "string"
+      ? { acquired: false, lease: leaseOf(held) }
+      : { acquired: true, lease: { ...l } },
+  };
+}
+
 export type {
   Backend,
   Change,
@@ -118,6 +152,7 @@ export type {
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
+  InsertOutcome,
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
@@ -278,26 +313,28 @@ export class RedisBackend implements Backend {
     user: string,
     record: HandleRecord,
     ctx: WriteContext,
-  ): Promise<{ inserted: boolean } | Replayed> {
+  ): Promise<InsertOutcome | Replayed> {
     const k = this.#k.of(user, record.handle);
     const ik = this.#k.idem(k, ctx);
+    const lk = k.lease;
     const head = `${ctx.now}\t${member(record.updatedAt, k.enc)}\t${
       expiresText(record.expiresAt)
     }\t${ttlOf(record.expiresAt, ctx)}\t${idemArgs(ctx, k.enc)}\t${logHead(ctx.entry, ctx)}\t${
       metaText(record)
     }`;
-    const args = [record.state, head, ...logArgs(ctx.entry)];
+    const args = [record.state, head, leaseArg(ctx), ...logArgs(ctx.entry)];
     const reply = await this.#conn.run(
       S.insert,
-      ik ? [k.rec, k.idx, k.exp, k.trash, ik] : [k.rec, k.idx, k.exp, k.trash],
+      ik ? [k.rec, k.idx, k.exp, k.trash, lk, ik] : [k.rec, k.idx, k.exp, k.trash, lk],
       args,
-      wroteOne,
+      wroteLeased,
     );
-    if (Array.isArray(reply)) return replayOf(reply, record.handle);
-    if (reply !== 1) return { inserted: false };
+    const held = heldOf(reply);
+    if (held === undefined && Array.isArray(reply)) return replayOf(reply, record.handle);
+    if (held === undefined && reply !== 1) return { inserted: false };
     this.#guess(k.rec, { ...record });
     this.#feed.notify(user, record.handle);
-    return { inserted: true };
+    return withLease({ inserted: true }, ctx, held);
   }
 
   /** {@inheritDoc Backend.read} */
@@ -319,22 +356,25 @@ export class RedisBackend implements Backend {
   ): Promise<SaveOutcome | Replayed> {
     const k = this.#k.of(user, handle);
     const ik = this.#k.idem(k, ctx);
+    const lk = k.lease;
     const e = write.expiresAt === "keep" ? "keep" : expiresText(write.expiresAt);
     const head = `${ctx.now}\t${ctx.graceMs}\t${write.expectVersion}\t${write.updatedAt}\t${e}\t${
       member(write.updatedAt, k.enc)
     }\t${idemArgs(ctx, k.enc)}\t${writerText(write.lastWriter)}\t${write.schemaVersion ?? "keep"}`;
-    const args = [write.state, head];
+    const args = [write.state, head, leaseArg(ctx)];
     const reply = await this.#conn.run(
       S.save,
-      ik ? [k.rec, k.idx, k.exp, ik] : [k.rec, k.idx, k.exp],
+      ik ? [k.rec, k.idx, k.exp, lk, ik] : [k.rec, k.idx, k.exp, lk],
       args,
-      (r) => typeof r === "string",
+      (r) => typeof r === "string" || (Array.isArray(r) && r[0] === "L"),
     ) as string | Reply;
-    if (typeof reply === "string") {
-      const record = recordOf(handle, write.state, reply);
+    if (typeof reply === "string" || reply[0] === "L") {
+      const m = typeof reply === "string" ? reply : reply[1]!;
+      const held = typeof reply === "string" ? null : reply[2]!;
+      const record = recordOf(handle, write.state, m);
       this.#guess(k.rec, record);
       this.#feed.notify(user, handle);
-      return { ok: true, record: { ...record } };
+      return withLease({ ok: true as const, record: { ...record } }, ctx, held);
     }
     if (reply[0] === "R") {
       this.#guess(k.rec, null);
@@ -407,17 +447,21 @@ export class RedisBackend implements Backend {
       const head = `${ctx.now}\t${write}\t${idemArgs(ctx, k.enc)}\t${logHead(entry, ctx)}\t${
         next === null ? "" : metaText(next)
       }`;
-      const args = [next === null ? "" : next.state, head, ...logArgs(entry)];
+      const lease = next === null ? "" : leaseArg(ctx);
+      const args = [next === null ? "" : next.state, head, lease, ...logArgs(entry)];
+      const lk = k.lease;
       const answer = await this.#conn.run(
         S.cas,
-        ik ? [k.rec, k.idx, k.exp, ik] : [k.rec, k.idx, k.exp],
+        ik ? [k.rec, k.idx, k.exp, lk, ik] : [k.rec, k.idx, k.exp, lk],
         args,
-        wroteOne,
+        wroteLeased,
       );
-      if (answer === 1) {
+      const held = heldOf(answer);
+      if (answer === 1 || held !== undefined) {
         const record = next ?? current;
         this.#guess(k.rec, record && { ...record });
-        return { record: record && { ...record }, written: next !== null };
+        const out = { record: record && { ...record }, written: next !== null };
+        return next === null ? out : withLease(out, ctx, held ?? null);
       }
       const reply = answer as Reply;
       if (reply[0] === "R") {
@@ -712,7 +756,7 @@ export class RedisBackend implements Backend {
   ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }> {
     const k = this.#k.of(user, handle);
     // One command: both keys sit in the user's slot.
-    const [d, l] = await this.#conn.run(S.readLeased, [k.rec, this.#k.lease(user, handle)], []) as [
+    const [d, l] = await this.#conn.run(S.readLeased, [k.rec, k.lease], []) as [
       string | null,
       string | null,
     ];

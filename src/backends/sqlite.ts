@@ -61,6 +61,7 @@ import type {
   ConditionalWrite,
   HandleMeta,
   HandleRecord,
+  InsertOutcome,
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
@@ -99,6 +100,7 @@ export type {
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
+  InsertOutcome,
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
@@ -215,7 +217,7 @@ export class SqliteBackend implements Backend {
     user: string,
     record: HandleRecord,
     ctx: WriteContext,
-  ): Promise<{ inserted: boolean } | Replayed> {
+  ): Promise<InsertOutcome | Replayed> {
     return this.#claim(user, ctx, () => {
       // A trashed handle stays taken until it is restored or swept.
       if (this.#q.inTrash.get(user, record.handle)) return { inserted: false };
@@ -230,7 +232,7 @@ export class SqliteBackend implements Backend {
         this.#q.remember(user, ctx, record);
         this.#c.wrote(user, record.handle);
       }
-      return { inserted };
+      return this.#withLease({ inserted }, user, record.handle, inserted, ctx);
     });
   }
 
@@ -299,7 +301,7 @@ export class SqliteBackend implements Backend {
       };
       this.#q.remember(user, ctx, record);
       this.#c.wrote(user, handle);
-      return { ok: true, record };
+      return this.#withLease({ ok: true as const, record }, user, handle, true, ctx);
     });
   }
 
@@ -329,7 +331,7 @@ export class SqliteBackend implements Backend {
       }
       const record = next ? { ...next, handle } : current;
       this.#q.remember(user, ctx, record);
-      return { record, written: next !== null };
+      return this.#withLease({ record, written: next !== null }, user, handle, next !== null, ctx);
     });
   }
 
@@ -479,12 +481,27 @@ export class SqliteBackend implements Backend {
     lease: LeaseRecord,
     now: number,
   ): Promise<LeaseOutcome> {
-    return this.#c.write((): LeaseOutcome => {
-      const taken = this.#q.leaseTake.get(user, handle, lease.holder, lease.expiresAt, now);
-      // Nothing returned: another holder's lease is in force; the same transaction reads it.
-      const row = taken ?? this.#q.leaseOf.get(user, handle)!;
-      return { acquired: taken !== undefined, lease: leaseOf(row) };
-    });
+    return this.#c.write(() => this.#take(user, handle, lease, now));
+  }
+
+  /** Takes a lease inside the running write transaction. */
+  #take(user: string, handle: string, lease: LeaseRecord, now: number): LeaseOutcome {
+    const taken = this.#q.leaseTake.get(user, handle, lease.holder, lease.expiresAt, now);
+    // Nothing returned: another holder's lease is in force; the same transaction reads it.
+    const row = taken ?? this.#q.leaseOf.get(user, handle)!;
+    return { acquired: taken !== undefined, lease: leaseOf(row) };
+  }
+
+  /** A write's answer with `ctx.lease` taken in its transaction when the write `landed`. */
+  #withLease<T extends object>(
+    out: T,
+    user: string,
+    handle: string,
+    landed: boolean,
+    ctx: WriteContext,
+  ): T & { lease?: LeaseOutcome } {
+    if (!landed || !ctx.lease) return out;
+    return { ...out, lease: this.#take(user, handle, ctx.lease, ctx.now) };
   }
 
   /** {@inheritDoc Backend.releaseLease} */

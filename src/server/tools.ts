@@ -29,6 +29,7 @@ import type { JsonObject } from "../json.ts";
 import { getPath, parsePath, type PatchOp } from "../ops.ts";
 import { checkReadArgs, jsonSize, MIN_READ_BYTES, outline, toPointer } from "../outline.ts";
 import {
+  type ActiveLease,
   type HandleInfo,
   leasePayload,
   type Snapshot,
@@ -672,25 +673,22 @@ export function registerStateTools(
   const typed = <T extends object>(o: T): T => withRules(o, rules);
 
   /**
-   * After a write: takes the writer's short lease. When another holder's
-   * lease is in force, answers it as `{ active_lease }` so the model learns
-   * that someone else is at work; a lease that can't be taken never fails
-   * the write that already landed.
+   * The writer's short lease, taken by the write itself (in the same step on
+   * every built-in backend); none without a writer or with leases off.
    */
-  const implicitLease = async (
-    handle: string,
-    user: string,
+  const writeLease = (writer: string | undefined): { lease?: { seconds: number } } =>
+    leaseSeconds === 0 || !writer ? {} : { lease: { seconds: leaseSeconds } };
+  /**
+   * After a write: when another holder's lease is in force, answers it as
+   * `{ active_lease }` so the model learns that someone else is at work.
+   */
+  const otherLease = (
+    info: { activeLease?: ActiveLease },
     writer: string | undefined,
-  ): Promise<Record<string, unknown>> => {
-    if (leaseSeconds === 0 || !writer) return {};
-    try {
-      const l = await store.lease(handle, { user, writer, seconds: leaseSeconds });
-      return l.acquired ? {} : { active_lease: leasePayload(l) };
-    } catch (e) {
-      if (!(e instanceof McpStateError) || e.code === "backend_error") onInternal(e, "lease");
-      return {};
-    }
-  };
+  ): Record<string, unknown> =>
+    info.activeLease && info.activeLease.holder !== writer
+      ? { active_lease: leasePayload(info.activeLease) }
+      : {};
 
   const checkHandle = (handle: string): void => {
     // In the shared bucket only long handles exist; never confirm a short guess.
@@ -790,9 +788,11 @@ export function registerStateTools(
           ...(key === undefined ? {} : { idempotencyKey: key }),
           ...(args.ttl_days === undefined ? {} : { ttlDays: args.ttl_days }),
           ...(anonymous ? { randomChars: ANONYMOUS_RANDOM_CHARS } : {}),
+          ...writeLease(writer),
         }),
       );
-      return { handle, version: 1, ...await implicitLease(handle, user, writer) };
+      // A new handle has no other holder: the writer's lease was taken.
+      return { handle, version: 1 };
     }
     checkHandle(args.handle);
     if (args.expect_version === undefined) throw new ExpectVersionRequired(args.handle);
@@ -807,6 +807,7 @@ export function registerStateTools(
         // null and absent both keep the expiry; state_touch removes it.
         ...(args.ttl_days === undefined ? {} : { ttlDays: args.ttl_days }),
         ...(args.on_conflict === undefined ? {} : { onConflict: args.on_conflict }),
+        ...writeLease(writer),
       }),
     ).catch((e) => {
       if (e instanceof StaleWrite && readBudget !== undefined) withinBudget(e, readBudget);
@@ -816,7 +817,7 @@ export function registerStateTools(
       handle: snap.handle,
       version: snap.version,
       ...(snap.merged ? { merged: true, base_version: snap.baseVersion } : {}),
-      ...await implicitLease(snap.handle, user, writer),
+      ...otherLease(snap, writer),
     };
   });
 
@@ -914,9 +915,11 @@ export function registerStateTools(
         user,
         ...(writer === undefined ? {} : { writer }),
         ...(args.idempotency_key === undefined ? {} : { idempotencyKey: args.idempotency_key }),
+        ...writeLease(writer),
       }),
     );
-    return { ...toPayload(snap), ...await implicitLease(snap.handle, user, writer) };
+    const { activeLease: _, ...rest } = snap;
+    return { ...toPayload(rest), ...otherLease(snap, writer) };
   });
 
   offer("state_touch", {
@@ -933,8 +936,10 @@ export function registerStateTools(
       ttlDays: args.ttl_days ?? null,
       ...(writer === undefined ? {} : { writer }),
       ...(args.idempotency_key === undefined ? {} : { idempotencyKey: args.idempotency_key }),
+      ...writeLease(writer),
     });
-    return { ...toPayload(infoOnly(snap)), ...await implicitLease(snap.handle, user, writer) };
+    const { activeLease: _, ...rest } = infoOnly(snap);
+    return { ...toPayload(rest), ...otherLease(snap, writer) };
   });
 
   offer("state_delete", {

@@ -128,6 +128,114 @@ export default group("leases", ["leases"], [
     },
   ),
   step(
+    "a write's lease: taken in the write's own backend call, another holder's left alone",
+    async ({ backend, clock }) => {
+      for (const history of [true, false]) {
+        const calls: string[] = [];
+        await using store = new HandleStore(countingView(backend, calls), {
+          clock: clock.fn,
+          ...(history ? {} : { history: false }),
+        });
+        const user = freshUser();
+        const mine = (seconds = 60) => ({
+          holder: "laptop/a",
+          expiresAt: new Date(clock.now + seconds * 1000),
+        });
+        const lease = { seconds: 60 };
+        const once = async <T>(op: string, write: () => Promise<T>): Promise<T> => {
+          calls.length = 0;
+          const out = await write();
+          assert.deepEqual(calls, [op], `history ${history}: one ${op}, no other call`);
+          return out;
+        };
+        const w = { user, writer: "laptop/a", lease };
+        const h = await once("insert", () => store.mint("task", { n: 0 }, w));
+        assert.deepEqual((await store.get(h, { user })).activeLease, mine());
+        clock.advance(1000);
+        const saved = await once(
+          history ? "update" : "save",
+          () => store.save(h, { n: 1 }, { ...w, expectVersion: 1 }),
+        );
+        assert.deepEqual([saved.version, saved.activeLease], [2, mine()]);
+        clock.advance(1000);
+        const patched = await once("update", () => store.patch(h, [Increment("", "n")], w));
+        assert.deepEqual([patched.version, patched.state, patched.activeLease], [
+          3,
+          { n: 2 },
+          mine(),
+        ]);
+        const touched = await once("update", () => store.touch(h, { ...w, ttlDays: 1 }));
+        assert.deepEqual([touched.version, touched.activeLease], [4, mine()]);
+        assert.deepEqual((await store.get(h, { user })).activeLease, mine());
+        // Another holder's lease in force: the write lands, the lease is
+        // answered and left as it was.
+        const theirs = { holder: "phone/b", expiresAt: new Date(clock.now + 30_000) };
+        await store.release(h, { user, writer: "laptop/a" });
+        await store.lease(h, { user, writer: "phone/b", seconds: 30 });
+        clock.advance(1000);
+        const s2 = await once(
+          history ? "update" : "save",
+          () => store.save(h, { n: 5 }, { ...w, expectVersion: 4 }),
+        );
+        assert.deepEqual([s2.version, s2.lastWriter, s2.activeLease], [5, "laptop/a", theirs]);
+        const p2 = await once("update", () => store.patch(h, [Increment("", "n")], w));
+        assert.deepEqual([p2.version, p2.activeLease], [6, theirs]);
+        const got = await store.get(h, { user });
+        assert.deepEqual([got.version, got.state, got.activeLease], [6, { n: 6 }, theirs]);
+        // A stale save writes nothing and takes no lease.
+        await rejectsWith(() => store.save(h, { n: 0 }, { ...w, expectVersion: 1 }), "stale_write");
+        assert.deepEqual((await store.get(h, { user })).activeLease, theirs);
+        // Once theirs lapses, the next write takes the lease.
+        clock.advance(30_000);
+        const p3 = await once("update", () => store.patch(h, [Increment("", "n")], w));
+        assert.deepEqual([p3.version, p3.activeLease], [7, mine()]);
+        // A patch that changes nothing still leaves the writer holding the lease.
+        clock.advance(1000);
+        const same = await store.patch(h, [Increment("", "n", 0)], w);
+        assert.deepEqual([same.version, same.activeLease], [7, mine()]);
+        // Without the option, nothing is leased and results carry no lease.
+        const plain = await store.patch(h, [Increment("", "n")], { user, writer: "c" });
+        assert.equal(plain.activeLease, undefined);
+        const other = await store.mint("task", {}, { user });
+        assert.equal((await store.get(other, { user })).activeLease, undefined);
+      }
+    },
+  ),
+  step(
+    "a write's lease: bad lease input is refused before anything is written",
+    async ({ store }) => {
+      const user = freshUser();
+      const h = await store.mint("task", { n: 0 }, { user });
+      const bad: unknown[] = [
+        { seconds: 0 },
+        { seconds: 86_401 },
+        { seconds: "60" },
+        null,
+        { seconds: 5, holder: "" },
+        { seconds: 5 }, // no writer, no holder
+      ];
+      for (const lease of bad) {
+        const o = { user, lease: lease as { seconds: number } };
+        await rejectsWith(() => store.mint("task", {}, o), "invalid_argument");
+        await rejectsWith(
+          () => store.save(h, { n: 9 }, { ...o, expectVersion: 1 }),
+          "invalid_argument",
+        );
+        await rejectsWith(() => store.patch(h, [Increment("", "n")], o), "invalid_argument");
+      }
+      const s = await store.get(h, { user });
+      assert.deepEqual([s.version, s.activeLease], [1, undefined]);
+      assert.equal((await store.list(user)).length, 1);
+      // A holder other than the writer label.
+      const p = await store.patch(h, [Increment("", "n")], {
+        user,
+        writer: "w",
+        lease: { seconds: 5, holder: "laptop/x" },
+      });
+      assert.equal(p.activeLease?.holder, "laptop/x");
+    },
+  ),
+  step(
     "a lease outlives its holder's kill -9 until it lapses, then another holder takes it",
     ({ target }) => leaseOutlivesKilledHolder(target.url!),
     ["crossProcess"],
@@ -198,6 +306,28 @@ async function leaseOutlivesKilledHolder(url: string): Promise<void> {
     "w",
     "test/b",
   ]);
+}
+
+/**
+ * A view of `backend` that records the name of every primitive called
+ * through it (its `close` does nothing: the data outlives the view).
+ *
+ * @param backend The backend.
+ * @param calls Where the names go, in call order.
+ * @returns The view.
+ */
+function countingView(backend: Backend, calls: string[]): Backend {
+  return new Proxy(backend, {
+    get(target, name) {
+      if (name === "close") return () => Promise.resolve();
+      const v = Reflect.get(target, name, target);
+      if (typeof v !== "function") return v;
+      return (...args: unknown[]) => {
+        calls.push(String(name));
+        return v.apply(target, args);
+      };
+    },
+  });
 }
 
 /** How a test looks inside a backend's engine for {@link leasePrimitivesHold}. */

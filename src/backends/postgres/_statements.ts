@@ -23,6 +23,58 @@ export function statements(s: string, channel: string) {
   const h = `${s}.handles`, c = `${s}.changes`, i = `${s}.idempotency`, l = `${s}.leases`;
   const live = "trashed_until IS NULL";
   const notify = (param: string) => `pg_notify('${channel}', ${param})`;
+  // A write's lease, taken in the write's own statement when a row of
+  // `from` says the write landed (the rule of `acquire`): a CTE taking
+  // parameters $n (holder), $n+1 (expiresAt) and $n+2 (now), and the four
+  // columns that answer it — the lease taken (holder, expires_at; NULL when
+  // another's is in force), then the lease that was in force before.
+  const leaseCte = (from: string, n: number) =>
+    `,
+    lz AS (INSERT INTO ${l} AS old (user_id, handle, holder, expires_at)
+           SELECT $1, $2, $${n}, $${n + 1}::bigint FROM ${from}
+           ON CONFLICT (user_id, handle) DO UPDATE
+             SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+             WHERE old.holder = EXCLUDED.holder OR old.expires_at <= $${n + 2}::bigint
+           RETURNING holder, expires_at)`;
+  const leaseCols = `(SELECT holder FROM lz), (SELECT expires_at FROM lz),
+    (SELECT holder FROM ${l} WHERE user_id = $1 AND handle = $2),
+    (SELECT expires_at FROM ${l} WHERE user_id = $1 AND handle = $2)`;
+  // A record's schema version is always the statement's last parameter
+  // (after the lease's, when it takes one).
+  const insert = (leased: boolean) =>
+    `WITH ins AS (
+       INSERT INTO ${h} (user_id, ${RECORD_COLUMNS})
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $${leased ? 14 : 11}::bigint)
+       ON CONFLICT (user_id, handle) DO NOTHING
+       RETURNING 1
+     )${leased ? leaseCte("ins", 11) : ""}
+     SELECT ${notify("$10")}${leased ? `, ${leaseCols}` : ""} FROM ins`;
+  const insertLogged = (leased: boolean) =>
+    `WITH ins AS (
+       INSERT INTO ${h} (user_id, ${RECORD_COLUMNS})
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $${leased ? 17 : 14}::bigint)
+       ON CONFLICT (user_id, handle) DO NOTHING
+       RETURNING user_id, handle
+     ),
+     log AS (
+       INSERT INTO ${c} (user_id, handle, version, at, text)
+       SELECT user_id, handle, $10::bigint, $11::bigint, $12::text FROM ins
+       ON CONFLICT (user_id, handle, version) DO UPDATE
+         SET at = EXCLUDED.at, text = EXCLUDED.text
+     )${leased ? leaseCte("ins", 14) : ""}
+     SELECT ${notify("$13")}${leased ? `, ${leaseCols}` : ""} FROM ins`;
+  const save = (leased: boolean) =>
+    `WITH s AS (
+       UPDATE ${h}
+       SET state = $3, version = version + 1, updated_at = $4,
+           expires_at = CASE WHEN $5::boolean THEN expires_at ELSE $6::bigint END,
+           last_writer = $7,
+           schema_version = COALESCE($${leased ? 14 : 11}::bigint, schema_version)
+       WHERE user_id = $1 AND handle = $2 AND version = $8::bigint AND ${live}
+         AND (expires_at IS NULL OR expires_at > $9::bigint)
+       RETURNING ${RECORD_COLUMNS}
+     )${leased ? leaseCte("s", 11) : ""}
+     SELECT ${RECORD_COLUMNS}, ${notify("$10")}${leased ? `, ${leaseCols}` : ""} FROM s`;
   const sweep = (byUser: string) =>
     `WITH idem AS (DELETE FROM ${i} WHERE expires_at <= $2::bigint),
      expired AS (DELETE FROM ${h} WHERE expires_at <= $1::bigint AND ${live}${byUser}
@@ -46,38 +98,14 @@ export function statements(s: string, channel: string) {
     lockAny: `SELECT trashed_until IS NOT NULL FROM ${h} WHERE user_id = $1 AND handle = $2
               FOR UPDATE`,
     // A trashed row holds its handle too: the primary key stops the insert.
-    insert: `WITH ins AS (
-               INSERT INTO ${h} (user_id, ${RECORD_COLUMNS})
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $11::bigint)
-               ON CONFLICT (user_id, handle) DO NOTHING
-               RETURNING 1
-             )
-             SELECT ${notify("$10")} FROM ins`,
+    insert: insert(false),
+    insertLeased: insert(true),
     // The entry goes in only with the row. An entry left by an older instance
     // that deleted a row without its changelog is overwritten, never in the way.
-    insertLogged: `WITH ins AS (
-                     INSERT INTO ${h} (user_id, ${RECORD_COLUMNS})
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $14::bigint)
-                     ON CONFLICT (user_id, handle) DO NOTHING
-                     RETURNING user_id, handle
-                   ),
-                   log AS (
-                     INSERT INTO ${c} (user_id, handle, version, at, text)
-                     SELECT user_id, handle, $10::bigint, $11::bigint, $12::text FROM ins
-                     ON CONFLICT (user_id, handle, version) DO UPDATE
-                       SET at = EXCLUDED.at, text = EXCLUDED.text
-                   )
-                   SELECT ${notify("$13")} FROM ins`,
-    save: `WITH s AS (
-             UPDATE ${h}
-             SET state = $3, version = version + 1, updated_at = $4,
-                 expires_at = CASE WHEN $5::boolean THEN expires_at ELSE $6::bigint END,
-                 last_writer = $7, schema_version = COALESCE($11::bigint, schema_version)
-             WHERE user_id = $1 AND handle = $2 AND version = $8::bigint AND ${live}
-               AND (expires_at IS NULL OR expires_at > $9::bigint)
-             RETURNING ${RECORD_COLUMNS}
-           )
-           SELECT ${RECORD_COLUMNS}, ${notify("$10")} FROM s`,
+    insertLogged: insertLogged(false),
+    insertLoggedLeased: insertLogged(true),
+    save: save(false),
+    saveLeased: save(true),
     write: `UPDATE ${h}
             SET kind = $3, state = $4, version = $5, created_at = $6, updated_at = $7,
                 expires_at = $8, last_writer = $9, schema_version = $10::bigint
@@ -176,6 +204,8 @@ export function statements(s: string, channel: string) {
                 WHERE old.holder = EXCLUDED.holder OR old.expires_at <= $5::bigint
               RETURNING holder, expires_at`,
     leaseOf: `SELECT holder, expires_at FROM ${l} WHERE user_id = $1 AND handle = $2`,
+    // `acquire` answering as a leased write does (in `update`'s transaction).
+    acquireHeld: `WITH w AS (SELECT 1)${leaseCte("w", 3)} SELECT ${leaseCols}`,
     release: `DELETE FROM ${l} WHERE user_id = $1 AND handle = $2 AND holder = $3
               RETURNING expires_at > $4::bigint`,
     leases: `SELECT handle, holder, expires_at FROM ${l}

@@ -20,6 +20,8 @@ export interface Keys {
   exp: string;
   /** The trashed record hash. */
   trash: string;
+  /** The lease string. */
+  lease: string;
   /** The encoded handle. */
   enc: string;
 }
@@ -55,6 +57,7 @@ export class KeySpace {
       idx: `${base}i`,
       exp: `${base}x`,
       trash: `${base}t:${enc}`,
+      lease: `${base}l:${enc}`,
       enc,
     };
   }

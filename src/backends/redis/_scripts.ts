@@ -135,6 +135,20 @@ local function announce(key)
   local base, h = string.match(key, '^(.*}:)r:(.*)$')
   redis.call('PUBLISH', base .. 'c', h)
 end
+-- Takes the lease lv (expiresAt, tab, holder; '' = none asked) on key lk by
+-- the rule of ACQUIRE: false when taken (or none asked), else the other
+-- holder's lease in force.
+local function takelease(lk, lv, now)
+  if lv == '' then return false end
+  local e, h = string.match(lv, '^([^\t]*)\t(.*)$')
+  local cur = redis.call('GET', lk)
+  if cur then
+    local ce, ch = string.match(cur, '^([^\t]*)\t(.*)$')
+    if ch ~= h and tonumber(ce) > now then return cur end
+  end
+  redis.call('SET', lk, lv, 'PX', math.max(tonumber(e) - now, 1))
+  return false
+end
 local function conflict(key, cur)
   if not cur then return {'C'} end
   return {'C', redis.call('HGET', key, 'd')}
@@ -227,37 +241,44 @@ end
 `;
 
 /**
- * insert. KEYS: record, index, expiry, trash[, idempotency].
+ * insert. KEYS: record, index, expiry, trash, lease[, idempotency].
  * ARGV: s, then tab-joined now, x, e, ttl, fp, till, ittl, h, entry version
  * ("" = no entry), entry at, maxEntries, cutoff (entries older go), m; then
- * the entry (at, tab, text) when there is one.
- * Replies 1 (inserted), 0 (the handle exists, live or trashed) or a replay.
+ * the lease to take with the record ("" = none); then the entry (at, tab,
+ * text) when there is one.
+ * Replies 1 (inserted, and the lease taken), `{'L', lease in force}`
+ * (inserted; another holder's lease left alone), 0 (the handle exists, live
+ * or trashed) or a replay.
  */
 export const INSERT: string = PRELUDE + `
 local a = split(ARGV[2], 13)
-local r = replay(KEYS[5], tonumber(a[1]))
+local r = replay(KEYS[6], tonumber(a[1]))
 if r then return r end
 if redis.call('EXISTS', KEYS[1], KEYS[4]) > 0 then return 0 end
 local ttl = tonumber(a[4])
-local log = a[9] ~= '' and append(KEYS[1], false, tonumber(a[9]), a[10], ARGV[3], a[11], a[12])
+local log = a[9] ~= '' and append(KEYS[1], false, tonumber(a[9]), a[10], ARGV[4], a[11], a[12])
 putrec(KEYS[1], ARGV[1], a[13], a[2], a[3], ttl, false, log)
 reindex(KEYS[2], KEYS[3], false, a[2], a[3], ttl)
-remember(KEYS[5], a[5], a[6], a[7], a[8], KEYS[5] and a[13] .. '\\n' .. ARGV[1])
+remember(KEYS[6], a[5], a[6], a[7], a[8], KEYS[6] and a[13] .. '\\n' .. ARGV[1])
 announce(KEYS[1])
+local held = takelease(KEYS[5], ARGV[3], tonumber(a[1]))
+if held then return {'L', held} end
 return 1
 `;
 
 /**
  * save: the conditional write (of a store without history: it drops the
- * changelog). KEYS: record, index, expiry[, idempotency].
+ * changelog). KEYS: record, index, expiry, lease[, idempotency].
  * ARGV: s, then tab-joined now, graceMs, expectVersion, updatedAt, e (a time,
- * "" or "keep"), x, fp, till, ittl, h, w, sv (the schema version, or "keep").
- * Replies the new `m` (a string), `{'C'[, d]}` or a replay.
+ * "" or "keep"), x, fp, till, ittl, h, w, sv (the schema version, or "keep"); then the
+ * lease to take with the write ("" = none).
+ * Replies the new `m` (a string; the lease taken), `{'L', m, lease in force}`
+ * (written; another holder's lease left alone), `{'C'[, d]}` or a replay.
  */
 export const SAVE: string = PRELUDE + `
 local a = split(ARGV[2], 12)
 local now = tonumber(a[1])
-local r = replay(KEYS[4], now)
+local r = replay(KEYS[5], now)
 if r then return r end
 local cur = getrec(KEYS[1])
 if not cur or tonumber(cur.v) ~= tonumber(a[3])
@@ -276,23 +297,27 @@ if sv ~= '' then m = m .. '\\t' .. sv end
 putrec(KEYS[1], ARGV[1], m, a[6], e, ttl, cur.e)
 droplog(KEYS[1], cur.l)
 reindex(KEYS[2], KEYS[3], cur, a[6], e, ttl)
-remember(KEYS[4], a[7], a[8], a[9], a[10], KEYS[4] and m .. '\\n' .. ARGV[1])
+remember(KEYS[5], a[7], a[8], a[9], a[10], KEYS[5] and m .. '\\n' .. ARGV[1])
 announce(KEYS[1])
+local held = takelease(KEYS[4], ARGV[3], now)
+if held then return {'L', m, held} end
 return m
 `;
 
 /**
- * update's compare-and-set. KEYS: record, index, expiry[, idempotency].
+ * update's compare-and-set. KEYS: record, index, expiry, lease[, idempotency].
  * ARGV: s, then tab-joined now, mode ('W' write / 'N' nothing to write),
  * expectVersion ("" = absent), expectCreatedAt, x, e, ttl, fp, till, ittl,
  * h, entry version ("" = no entry), entry at, maxEntries, cutoff, m; then the
- * entry (at, tab, text) when there is one. Mode 'N' only checks that the
- * record is still the one read and stores the idempotency result; a write
- * without an entry drops the changelog. Replies 1, `{'C'[, d]}` or a replay.
+ * lease to take with a write ("" = none); then the entry (at, tab, text) when
+ * there is one. Mode 'N' only checks that the record is still the one read
+ * and stores the idempotency result; a write without an entry drops the
+ * changelog. Replies 1 (a write also took the lease), `{'L', lease in force}`
+ * (written; another holder's lease left alone), `{'C'[, d]}` or a replay.
  */
 export const CAS: string = PRELUDE + `
 local a = split(ARGV[2], 16)
-local r = replay(KEYS[4], tonumber(a[1]))
+local r = replay(KEYS[5], tonumber(a[1]))
 if r then return r end
 local cur = getrec(KEYS[1])
 if a[3] == '' then
@@ -304,18 +329,20 @@ if a[2] == 'W' then
   local ttl = tonumber(a[7])
   local log = false
   if a[12] ~= '' then
-    log = append(KEYS[1], cur and cur.l, tonumber(a[12]), a[13], ARGV[3], a[14], a[15])
+    log = append(KEYS[1], cur and cur.l, tonumber(a[12]), a[13], ARGV[4], a[14], a[15])
   elseif cur then
     droplog(KEYS[1], cur.l)
   end
   putrec(KEYS[1], ARGV[1], a[16], a[5], a[6], ttl, cur and cur.e, log)
   reindex(KEYS[2], KEYS[3], cur, a[5], a[6], ttl)
-  remember(KEYS[4], a[8], a[9], a[10], a[11], KEYS[4] and a[16] .. '\\n' .. ARGV[1])
+  remember(KEYS[5], a[8], a[9], a[10], a[11], KEYS[5] and a[16] .. '\\n' .. ARGV[1])
   announce(KEYS[1])
+  local held = takelease(KEYS[4], ARGV[3], tonumber(a[1]))
+  if held then return {'L', held} end
 elseif cur then
-  remember(KEYS[4], a[8], a[9], a[10], a[11], redis.call('HGET', KEYS[1], 'd'))
+  remember(KEYS[5], a[8], a[9], a[10], a[11], redis.call('HGET', KEYS[1], 'd'))
 else
-  remember(KEYS[4], a[8], a[9], a[10], a[11], false)
+  remember(KEYS[5], a[8], a[9], a[10], a[11], false)
 end
 return 1
 `;
