@@ -2707,8 +2707,27 @@ function diffOf(before: unknown, after: unknown): Operation[] {
   return createPatch(before, after, boundedDiff);
 }
 
+/**
+ * Whether two JSON values (valid, as a stored or a checked state holds them)
+ * have the same JSON text, keys in the same order: what comparing their
+ * `JSON.stringify` says, without writing either.
+ */
 function sameJson(a: unknown, b: unknown): boolean {
-  return a === b || JSON.stringify(a) === JSON.stringify(b);
+  if (a === b) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
+  if (Array.isArray(a)) {
+    if (!Array.isArray(b) || a.length !== b.length) return false;
+    for (let i = 0; i < a.length; i++) if (!sameJson(a[i], b[i])) return false;
+    return true;
+  }
+  if (Array.isArray(b)) return false;
+  const ka = Object.keys(a), kb = Object.keys(b);
+  if (ka.length !== kb.length) return false;
+  for (let i = 0; i < ka.length; i++) {
+    const k = ka[i]!;
+    if (k !== kb[i] || !sameJson((a as JsonObject)[k], (b as JsonObject)[k])) return false;
+  }
+  return true;
 }
 
 /**

@@ -240,6 +240,38 @@ Deno.test("stateAt(): every retained version comes back, through patches, saves 
   await assert.rejects(() => store.stateAt(h, 1, { user: "other" }), /not_found|No state/);
 });
 
+Deno.test("stateAt(): saves of long lists (the bounded diff) come back exactly, with key-order-only and nested edits", async () => {
+  await using store = new HandleStore(new MemoryBackend());
+  const user = "u";
+  const item = (i: number) => ({ id: i, text: `note ${i}`, tags: ["a", { deep: [i] }] });
+  let state: JsonObject = { items: Array.from({ length: 200 }, (_, i) => item(i)) };
+  const h = await store.mint("doc", state, { user });
+  const seen = [JSON.stringify(state)];
+  const edits: ((items: unknown[]) => unknown[])[] = [
+    // The same values, one element's keys in another order: a different JSON text.
+    (xs) =>
+      xs.map((x, i) => (i === 50 ? { text: `note 50`, id: 50, tags: ["a", { deep: [50] }] } : x)),
+    (xs) => xs.map((x, i) => (i === 3 ? { ...item(3), tags: ["a", { deep: [3, 4] }] } : x)),
+    (xs) => [...xs.slice(0, 100), item(1000), item(1001), ...xs.slice(100)],
+    (xs) => xs.slice(0, -5),
+    (xs) => [{}, ...xs.slice(1)],
+    (xs) => xs.map((x, i) => (i % 7 === 0 ? [x] : x)),
+  ];
+  for (const edit of edits) {
+    state = { items: edit(state.items as unknown[]) };
+    await store.save(h, state, { user, expectVersion: seen.length });
+    seen.push(JSON.stringify(state));
+  }
+  for (let v = 1; v <= seen.length; v++) {
+    // Values exactly; key order is not part of what stateAt rebuilds.
+    assert.deepEqual(
+      (await store.stateAt(h, v, { user })).state,
+      JSON.parse(seen[v - 1]!),
+      `v${v}`,
+    );
+  }
+});
+
 Deno.test("stateAt(): beyond the retained history, or past an entry too large to keep, is history_unavailable", async () => {
   await using store = new HandleStore(new MemoryBackend(), {
     history: { maxEntries: 3, maxEntryBytes: 400 },

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { constants, DatabaseSync } from "node:sqlite";
-import { HandleStore, Increment, Merge, SetKey } from "../mod.ts";
+import { Append, HandleStore, Increment, Merge, SetKey } from "../mod.ts";
 import { openBackend } from "../src/url.ts";
 import type { ConditionalWrite, HandleRecord, WriteContext } from "../src/backend.ts";
 import { SQLITE_SCHEMA_VERSION, SqliteBackend } from "../src/backends/sqlite.ts";
@@ -127,20 +127,27 @@ function layoutOf(path: string, kept: string[], rowTables: string[]) {
     return {
       version: pragma(db, "user_version"),
       tables: tablesOf(db),
+      // Schema 5 drops the listing index by kind (checked on its own), and nothing else.
       old: JSON.stringify(
         db.prepare(
-          `SELECT name, rootpage, sql FROM sqlite_master WHERE tbl_name IN (${names}) ORDER BY name`,
+          `SELECT name, rootpage, sql FROM sqlite_master WHERE tbl_name IN (${names}) ` +
+            `AND name != '${DROPPED_IN_5}' ORDER BY name`,
         ).all(),
       ).replace(added, ""),
       rows: rowTables.map((t) =>
         JSON.stringify(db.prepare(`SELECT * FROM ${t}`).all().map(withoutAdded))
       ),
+      indexes: db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name")
+        .all().map((r) => r.name as string),
       schema: pragma(db, "schema_version"),
     };
   } finally {
     db.close();
   }
 }
+
+/** The index schema 5 drops: a listing by kind walks the one listing index. */
+const DROPPED_IN_5 = "handles_by_user_kind_updated";
 
 /** A new database file in the layout of an earlier schema: WAL, then `schemas` in order. */
 function oldDatabase(tag: string, ...schemas: string[]): { path: string; db: DatabaseSync } {
@@ -160,12 +167,16 @@ async function reopenChangesNothing(path: string, schema: () => unknown): Promis
   integrityOk(path);
 }
 
-Deno.test("sqlite: a new file is WAL, synchronous=FULL, busy timeout set, current schema", async () => {
+Deno.test("sqlite: a new file is WAL, synchronous full through group commit, busy timeout set, current schema", async () => {
   const path = freshPath("fresh");
   const backend = await SqliteBackend.fromUrl(urlOf(path));
   const db = backend.database;
   assert.equal(pragma(db, "journal_mode"), "wal");
-  assert.equal(pragma(db, "synchronous"), 2); // FULL
+  // Group commit syncs the WAL itself before acknowledging (SQLite's own NORMAL);
+  // where it is off, SQLite's FULL does.
+  const group = Deno.build.os !== "darwin" && Deno.build.os !== "windows";
+  assert.equal(backend.groupCommit, group);
+  assert.equal(pragma(db, "synchronous"), group ? 1 : 2);
   assert.ok((pragma(db, "busy_timeout") as number) >= 5000);
   assert.equal(pragma(db, "user_version"), SQLITE_SCHEMA_VERSION);
   const indexes = db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name")
@@ -173,7 +184,6 @@ Deno.test("sqlite: a new file is WAL, synchronous=FULL, busy timeout set, curren
   for (
     const name of [
       "handles_by_user_updated",
-      "handles_by_user_kind_updated",
       "handles_by_expiry",
       "trash_by_until",
       "leases_by_expiry",
@@ -181,6 +191,7 @@ Deno.test("sqlite: a new file is WAL, synchronous=FULL, busy timeout set, curren
   ) {
     assert.ok(indexes.includes(name), name);
   }
+  assert.ok(!indexes.includes(DROPPED_IN_5));
   assert.deepEqual(tablesOf(db), ["changes", "handles", "idempotency", "leases", "trash"]);
   await backend.close();
   await backend.close();
@@ -193,6 +204,7 @@ Deno.test("sqlite: ?synchronous=normal opens with synchronous=NORMAL and works",
   const store = new HandleStore(backend);
   try {
     assert.equal(pragma(backend.database, "synchronous"), 1);
+    assert.equal(backend.groupCommit, false);
     const h = await store.mint("n", { a: 1 }, { user: "u" });
     await store.patch(h, [SetKey("", "b", 2)], { user: "u" });
     assert.deepEqual((await store.get(h, { user: "u" })).state, { a: 1, b: 2 });
@@ -201,9 +213,151 @@ Deno.test("sqlite: ?synchronous=normal opens with synchronous=NORMAL and works",
   }
   const full = await SqliteBackend.fromUrl(urlOf(path, "?synchronous=FULL"));
   const again = new HandleStore(full);
-  assert.equal(pragma(full.database, "synchronous"), 2);
+  assert.equal(pragma(full.database, "synchronous"), full.groupCommit ? 1 : 2);
   assert.equal((await again.list("u")).length, 1);
   await again.close();
+});
+
+Deno.test("sqlite: group commit: writes that arrive during a sync share the next transaction, each with its own outcome, in order", async (t) => {
+  const path = freshPath("group");
+  // Asked for explicitly, so the steps run where it is off by default too.
+  const on = new SqliteBackend(new DatabaseSync(path), { closeDatabase: true, groupCommit: true });
+  assert.equal(on.groupCommit, true);
+  assert.equal(pragma(on.database, "synchronous"), 1);
+  const store = new HandleStore(on, { reclaimIntervalMs: 0 });
+  const user = freshUser();
+  /** The commit frames in the WAL (a frame whose "size after commit" is set, salts current). */
+  const walCommits = () => {
+    const wal = Deno.readFileSync(`${path}-wal`);
+    const v = new DataView(wal.buffer);
+    const pageSize = v.getUint32(8);
+    let n = 0;
+    for (let off = 32; off + 24 + pageSize <= wal.length; off += 24 + pageSize) {
+      if (v.getUint32(off + 8) !== v.getUint32(16) || v.getUint32(off + 12) !== v.getUint32(20)) {
+        break;
+      }
+      if (v.getUint32(off + 4) !== 0) n++;
+    }
+    return n;
+  };
+
+  await t.step(
+    "a stale save fails alone; the writes beside it land with their changelog",
+    async () => {
+      const hs = await Promise.all(
+        Array.from({ length: 12 }, (_, i) => store.mint("n", { i }, { user })),
+      );
+      const results = await Promise.allSettled(
+        hs.map((h, i) =>
+          store.save(h, { i, saved: true }, { user, expectVersion: i === 5 ? 7 : 1 })
+        ),
+      );
+      for (const [i, r] of results.entries()) {
+        if (i === 5) {
+          assert.equal(r.status, "rejected");
+          assert.equal((r as PromiseRejectedResult).reason.code, "stale_write");
+        } else assert.equal(r.status, "fulfilled", `save ${i}`);
+      }
+      for (const [i, h] of hs.entries()) {
+        const s = await store.get(h, { user });
+        assert.deepEqual([s.version, s.state], i === 5 ? [1, { i }] : [2, { i, saved: true }]);
+        const since = await store.changesSince(h, 0, { user });
+        assert.ok(!since.truncated);
+        assert.deepEqual(since.changes.map((c) => c.version), i === 5 ? [1] : [1, 2]);
+      }
+      integrityOk(path);
+    },
+  );
+
+  await t.step(
+    "writes to one handle keep their order; concurrent writes share commits",
+    async () => {
+      const h = await store.mint("n", { list: [] }, { user });
+      on.database.exec("PRAGMA wal_autocheckpoint = 0");
+      const before = walCommits();
+      await Promise.all(
+        Array.from({ length: 40 }, (_, i) => store.patch(h, [Append("list", i)], { user })),
+      );
+      const s = await store.get(h, { user });
+      assert.deepEqual(s.state.list, Array.from({ length: 40 }, (_, i) => i));
+      assert.equal(s.version, 41);
+      const other = new DatabaseSync(path, { readOnly: true });
+      assert.equal(
+        other.prepare("SELECT count(*) AS n FROM changes WHERE user = ? AND handle = ?").get(
+          user,
+          h,
+        )!.n as number,
+        41,
+      );
+      other.close();
+      // The first patch commits alone; the others queue during its sync and share commits.
+      const shared = walCommits() - before;
+      assert.ok(shared >= 2 && shared < 40, `${shared} commits for 40 patches`);
+      on.database.exec("PRAGMA wal_autocheckpoint = 1000");
+    },
+  );
+
+  await t.step(
+    "an acknowledged write is what a read then sees, and reads wait for its sync",
+    async () => {
+      const h = await store.mint("n", { n: 0 }, { user });
+      const order: string[] = [];
+      const write: ConditionalWrite = {
+        expectVersion: 1,
+        state: '{"n":1}',
+        updatedAt: Date.now(),
+        expiresAt: "keep",
+        lastWriter: null,
+      };
+      // The write commits at once; its read waits for the sync that makes it durable.
+      const saved = on.save(user, h, write, CTX).then(() => order.push("saved"));
+      const read = on.read(user, h).then((r) => order.push(`read v${r!.version}`));
+      await Promise.all([saved, read]);
+      assert.deepEqual(order, ["saved", "read v2"]);
+    },
+  );
+
+  await t.step(
+    "writes that find the file locked past the busy timeout fail, nothing written",
+    async () => {
+      const h = await store.mint("n", { n: 0 }, { user });
+      const quick = new SqliteBackend(new DatabaseSync(path), {
+        closeDatabase: true,
+        groupCommit: true,
+        busyTimeoutMs: 50,
+      });
+      const holder = new DatabaseSync(path);
+      holder.exec("BEGIN IMMEDIATE");
+      const bump = (cur: HandleRecord | null) =>
+        cur && { record: { ...cur, version: cur.version + 1 } };
+      const results = await Promise.allSettled(
+        Array.from({ length: 5 }, () => quick.update(user, h, bump, CTX)),
+      );
+      holder.exec("ROLLBACK");
+      holder.close();
+      for (const r of results) {
+        assert.equal(r.status, "rejected");
+        assert.equal((r as PromiseRejectedResult).reason.code, "backend_error");
+      }
+      assert.equal((await store.get(h, { user })).version, 1);
+      await quick.update(user, h, bump, CTX);
+      assert.equal((await store.get(h, { user })).version, 2);
+      await quick.close();
+    },
+  );
+
+  await t.step("close waits for the writes already queued", async () => {
+    const h = await store.mint("n", { n: 0 }, { user });
+    const bump = (cur: HandleRecord | null) =>
+      cur && { record: { ...cur, version: cur.version + 1 } };
+    const writes = Array.from({ length: 10 }, () => on.update(user, h, bump, CTX));
+    await on.close();
+    await Promise.all(writes);
+    await store.close();
+    const again = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
+    assert.equal((await again.get(h, { user })).version, 11);
+    await again.close();
+  });
 });
 
 Deno.test("sqlite: URL forms ~, relative and absolute create the parent directory", async () => {
@@ -850,7 +1004,8 @@ Deno.test("sqlite: a schema 3 database gains the leases table in place, without 
   const store = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
   const after = layout();
   assert.equal(after.version, SQLITE_SCHEMA_VERSION);
-  assert.equal(SQLITE_SCHEMA_VERSION, 4);
+  assert.equal(SQLITE_SCHEMA_VERSION, 5);
+  assert.ok(before.indexes.includes(DROPPED_IN_5) && !after.indexes.includes(DROPPED_IN_5));
   assert.deepEqual(after.tables, ["changes", "handles", "idempotency", "leases", "trash"]);
   assert.equal(after.old, before.old);
   assert.deepEqual(after.rows, before.rows);
@@ -864,6 +1019,76 @@ Deno.test("sqlite: a schema 3 database gains the leases table in place, without 
   const since = await store.changesSince(h, 1, { user: "u" });
   assert.ok(!since.truncated && since.changes.length === 1);
   assert.equal((await store.restore("note_bbbbbbbb", { user: "u" })).version, 1);
+  await store.close();
+  await reopenChangesNothing(path, () => layout().schema);
+});
+
+/** The table schema 4 added to schema 3 (the leases), as it was written. */
+const SCHEMA_V4_TABLES = `
+CREATE TABLE leases (
+  user TEXT NOT NULL, handle TEXT NOT NULL, holder TEXT NOT NULL, expires_at INTEGER NOT NULL,
+  PRIMARY KEY (user, handle)
+);
+CREATE INDEX leases_by_expiry ON leases (expires_at);
+PRAGMA user_version = 4;
+`;
+
+Deno.test("sqlite: a schema 4 database drops the listing index by kind in place; listing by kind pages the same", async () => {
+  const { path, db: old } = oldDatabase("v4", SCHEMA_V2, SCHEMA_V3_TABLES, SCHEMA_V4_TABLES);
+  const now = Date.now();
+  const ins = old.prepare("INSERT INTO handles VALUES ('u', ?, ?, '{\"n\":1}', 2, ?, ?, ?, 'w')");
+  // 30 handles, two kinds, some expired, some sharing an updated_ms.
+  for (let i = 0; i < 30; i++) {
+    const expires = i % 7 === 0 ? now - 1000 : null;
+    ins.run(
+      `n_${String(i).padStart(8, "a")}`,
+      i % 3 ? "note" : "todo",
+      now - 5000,
+      now - (i >> 1),
+      expires,
+    );
+  }
+  old.prepare("INSERT INTO changes VALUES ('u', 'n_aaaaaaa1', 2, ?, '{\"version\":2}')").run(now);
+  old.prepare("INSERT INTO leases VALUES ('u', 'n_aaaaaaa1', 'w', ?)").run(now + DAY);
+  old.close();
+  const v4Tables = ["handles", "changes", "trash", "idempotency", "leases"];
+  const layout = () => layoutOf(path, v4Tables, v4Tables);
+  const before = layout();
+  assert.equal(before.version, 4);
+  const store = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
+  const after = layout();
+  assert.equal(after.version, 5);
+  assert.ok(before.indexes.includes(DROPPED_IN_5) && !after.indexes.includes(DROPPED_IN_5));
+  assert.equal(after.old, before.old);
+  assert.deepEqual(after.rows, before.rows);
+  // A listing by kind, page by page, is the filtered unpaged listing, newest first.
+  for (const kind of ["note", "todo"]) {
+    for (const includeExpired of [false, true]) {
+      const all = await store.list("u", { kind, includeExpired });
+      const paged: string[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await store.listPage("u", {
+          kind,
+          includeExpired,
+          limit: 4,
+          ...(cursor ? { cursor } : {}),
+        });
+        paged.push(...page.handles.map((h) => h.handle));
+        cursor = page.nextCursor ?? undefined;
+      } while (cursor);
+      assert.deepEqual(paged, all.map((h) => h.handle));
+      assert.ok(all.every((h) => h.kind === kind));
+      const expected = before.rows[0]!;
+      const rows = (JSON.parse(expected) as { handle: string; kind: string; expires_ms: number }[])
+        .filter((r) => r.kind === kind && (includeExpired || r.expires_ms === null));
+      assert.equal(all.length, rows.length);
+    }
+  }
+  const s = await store.save("n_aaaaaaa1", { n: 2 }, { user: "u", expectVersion: 2 });
+  assert.equal(s.version, 3);
+  const since = await store.changesSince("n_aaaaaaa1", 1, { user: "u" });
+  assert.ok(!since.truncated && since.changes.length === 2);
   await store.close();
   await reopenChangesNothing(path, () => layout().schema);
 });

@@ -329,7 +329,7 @@ export class PostgresBackend implements Backend {
 
   /** {@inheritDoc Backend.read} */
   read(user: string, handle: string): Promise<HandleRecord | null> {
-    return this.#pool.op(async (sql) => {
+    return this.#pool.read(async (sql) => {
       const [row] = await sql.unsafe(this.#q.read, [user, handle]).values();
       return row ? recordOf(row) : null;
     });
@@ -341,7 +341,7 @@ export class PostgresBackend implements Backend {
     handle: string,
     now: number,
   ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }> {
-    return this.#pool.op(async (sql) => {
+    return this.#pool.read(async (sql) => {
       const [row] = await sql.unsafe(this.#q.readLeased, [user, handle, now]).values();
       if (!row) return { record: null, lease: null };
       return { record: recordOf(row), lease: row[9] == null ? null : leaseOf(row.slice(9)) };
@@ -502,7 +502,7 @@ export class PostgresBackend implements Backend {
 
   /** {@inheritDoc Backend.changes} */
   changes(user: string, handle: string, afterVersion: number): Promise<ChangeEntry[]> {
-    return this.#pool.op(async (sql) => {
+    return this.#pool.read(async (sql) => {
       const rows = await sql.unsafe(this.#q.changes, [user, handle, afterVersion]).values();
       return rows.map((r) => ({ version: Number(r[0]), at: Number(r[1]), text: String(r[2]) }));
     });
@@ -513,7 +513,7 @@ export class PostgresBackend implements Backend {
     const { shape, values } = listFilters(q);
     let text = this.#lists.get(shape);
     if (text === undefined) this.#lists.set(shape, text = listSql(shape, this.#dialect));
-    return this.#pool.op(async (sql) => {
+    return this.#pool.read(async (sql) => {
       const rows = await sql.unsafe(text, [user, q.limit, ...values]).values();
       return rows.map(metaOf);
     });
@@ -532,7 +532,7 @@ export class PostgresBackend implements Backend {
   /** {@inheritDoc Backend.listTrash} */
   listTrash(user: string, q: TrashQuery): Promise<TrashedMeta[]> {
     const a = q.after;
-    return this.#pool.op(async (sql) => {
+    return this.#pool.read(async (sql) => {
       const params = [user, a?.trashUntil ?? null, a?.handle ?? "", q.limit];
       const rows = await sql.unsafe(this.#q.listTrash, params).values();
       return rows.map((r) => ({ ...metaOf(r), trashUntil: Number(r[7]) }));
@@ -541,7 +541,7 @@ export class PostgresBackend implements Backend {
 
   /** {@inheritDoc Backend.listUsers} */
   listUsers(query: { after?: string; limit: number }): Promise<string[]> {
-    return this.#pool.op(async (sql) => {
+    return this.#pool.read(async (sql) => {
       const rows = await sql.unsafe(this.#q.users, [query.after ?? "", query.limit]).values();
       return rows.map((r) => String(r[0]));
     });
@@ -609,7 +609,7 @@ export class PostgresBackend implements Backend {
 
   /** {@inheritDoc Backend.leases} */
   leases(user: string, handles: readonly string[], now: number): Promise<Map<string, LeaseRecord>> {
-    return this.#pool.op(async (sql) => {
+    return this.#pool.read(async (sql) => {
       const out = new Map<string, LeaseRecord>();
       if (handles.length === 0) return out;
       const rows = await sql.unsafe(this.#q.leases, [user, JSON.stringify(handles), now]).values();

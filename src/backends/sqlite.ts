@@ -132,6 +132,18 @@ export interface SqliteBackendOptions {
    * `false` for an injected connection; `fromUrl` opens its own and sets it.
    */
   closeDatabase?: boolean;
+  /**
+   * Group commit, for a file with `synchronous: "full"`: writes that arrive
+   * while a commit is being synced share the next transaction (each in its
+   * own savepoint) and its one sync, and the sync runs off the event loop;
+   * each write is acknowledged once it is on disk, as with SQLite's own
+   * `synchronous=FULL`. The connection is switched to `synchronous=NORMAL`
+   * and the backend syncs the `-wal` file itself, so every write to the
+   * file must go through this backend. Default: on for a connection the
+   * backend owns (`closeDatabase`) on Linux and other Unix systems but
+   * macOS (whose `fsync` is not a full flush), off otherwise.
+   */
+  groupCommit?: boolean;
 }
 
 /** Keeps handles in one SQLite database file (or in memory). */
@@ -202,9 +214,17 @@ export class SqliteBackend implements Backend {
     if (!Number.isSafeInteger(busy) || busy < 0) {
       throw new InvalidArgument("busyTimeoutMs must be a whole number of milliseconds.");
     }
-    prepareDatabase(db, sync, busy);
+    const os = Deno.build.os;
+    const group = sync === "full" &&
+      (options.groupCommit ?? (this.#closeDb && os !== "darwin" && os !== "windows"));
+    prepareDatabase(db, group ? "normal" : sync, busy);
     this.#q = new Statements(db);
-    this.#c = new Connection(db, this.#q, busy);
+    this.#c = new Connection(db, this.#q, busy, group);
+  }
+
+  /** Whether writes are group-committed (see {@link SqliteBackendOptions.groupCommit}). */
+  get groupCommit(): boolean {
+    return this.#c.groupCommit;
   }
 
   /** The connection this backend runs on. */
@@ -238,7 +258,7 @@ export class SqliteBackend implements Backend {
 
   /** {@inheritDoc Backend.read} */
   read(user: string, handle: string): Promise<HandleRecord | null> {
-    return this.#c.run(() => this.#q.readRow(user, handle));
+    return this.#c.read(user, handle, () => this.#q.readRow(user, handle));
   }
 
   /** {@inheritDoc Backend.readLeased} */
@@ -247,7 +267,7 @@ export class SqliteBackend implements Backend {
     handle: string,
     now: number,
   ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }> {
-    return this.#c.run(() => {
+    return this.#c.read(user, handle, () => {
       const row = this.#q.readLeased.get(user, handle, now) as Row | undefined;
       if (!row) return { record: null, lease: null };
       const c = cells(row);
@@ -318,13 +338,21 @@ export class SqliteBackend implements Backend {
       const step = change(current && { ...current });
       const next = step?.record ?? null;
       if (next) {
-        const values = recordValues(next);
-        if (current) {
-          this.#q.updateRow.run(...values, user, handle);
+        if (
+          current && next.kind === current.kind && next.createdAt === current.createdAt &&
+          // A typed write that upgrades the schema version rewrites the row (it is rare).
+          (next.schemaVersion ?? null) === (current.schemaVersion ?? null)
+        ) {
+          const { state, version, updatedAt: at, lastWriter: by } = next;
+          if (next.expiresAt === current.expiresAt) {
+            this.#q.stepKeep.run(state, version, at, by, user, handle);
+          } else this.#q.stepSet.run(state, version, at, next.expiresAt, by, user, handle);
+        } else if (current) {
+          this.#q.updateRow.run(...recordValues(next), user, handle);
         } else {
           // A record made from nothing has no history before it.
           this.#q.logDrop.run(user, handle);
-          this.#q.insertRow.run(user, handle, ...values);
+          this.#q.insertRow.run(user, handle, ...recordValues(next));
         }
         if (step?.entry) this.#q.append(user, handle, step.entry, ctx);
         this.#c.wrote(user, handle);
@@ -370,8 +398,10 @@ export class SqliteBackend implements Backend {
 
   /** {@inheritDoc Backend.changes} */
   changes(user: string, handle: string, afterVersion: number): Promise<ChangeEntry[]> {
-    return this.#c.run(() =>
-      (this.#q.logRead.all(user, handle, afterVersion) as Row[]).map(entryOf)
+    return this.#c.read(
+      user,
+      handle,
+      () => (this.#q.logRead.all(user, handle, afterVersion) as Row[]).map(entryOf),
     );
   }
 
@@ -423,6 +453,10 @@ export class SqliteBackend implements Backend {
       );
       while (this.#c.tx(() => Number(this.#q.sweepIdem.run(now).changes)) >= SWEEP_BATCH);
       while (this.#c.tx(() => Number(this.#q.sweepLeases.run(now).changes)) >= SWEEP_BATCH);
+      return total;
+    }).then(async (total) => {
+      // Its own transactions, outside the group commit: on disk before it answers.
+      if (total > 0) await this.#c.durable();
       return total;
     });
   }
@@ -550,11 +584,12 @@ export class SqliteBackend implements Backend {
   }
 
   /** Closes the connection when this backend owns it. Idempotent. */
-  close(): Promise<void> {
-    if (!this.#c.close()) return Promise.resolve();
+  async close(): Promise<void> {
+    if (!this.#c.close()) return;
+    // The writes already queued still commit and sync.
+    await this.#c.release();
     this.#q.clear();
     if (this.#closeDb && this.#db.isOpen) this.#db.close();
-    return Promise.resolve();
   }
 
   /**

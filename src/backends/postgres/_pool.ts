@@ -84,6 +84,21 @@ export class Pool {
   }
 
   /**
+   * Runs one read-only call like {@link Pool.op}, and once more on a fresh
+   * client when the first try met a dead connection: after a server restart
+   * the pool may still hold sockets that only fail when next used, and a
+   * read is safe to repeat. A second failure is the call's `backend_error`.
+   */
+  async read<T>(fn: (sql: postgres.Sql) => Promise<T>): Promise<T> {
+    try {
+      return await this.op(fn);
+    } catch (e) {
+      if (this.#closed || !isConnectionError((e as { cause?: unknown }).cause)) throw e;
+      return await this.op(fn);
+    }
+  }
+
+  /**
    * Runs `fn` in a READ COMMITTED transaction; a {@link Rollback} rolls it
    * back and returns its value.
    *

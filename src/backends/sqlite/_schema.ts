@@ -16,9 +16,11 @@ import type { SqliteSynchronous } from "./_url.ts";
  * Python mcpstate 0.2 layout (REAL epoch seconds, no `user_version`) counts
  * as version 1; version 2 is the millisecond layout without history;
  * version 3 adds the `changes` and `trash` tables; version 4 the `leases`
- * table. Older files are brought forward in place when opened.
+ * table; version 5 drops the listing index by kind (one listing index is
+ * rewritten per save instead of two). Older files are brought forward in
+ * place when opened.
  */
-export const SQLITE_SCHEMA_VERSION = 4;
+export const SQLITE_SCHEMA_VERSION = 5;
 
 /**
  * The columns of a record, one per line: the `handles` table's, which the
@@ -41,8 +43,6 @@ CREATE TABLE IF NOT EXISTS handles (${RECORD_COLUMNS}
 );
 CREATE INDEX IF NOT EXISTS handles_by_user_updated
   ON handles (user, updated_ms DESC, handle, kind, version, created_ms, expires_ms, last_writer);
-CREATE INDEX IF NOT EXISTS handles_by_user_kind_updated
-  ON handles (user, kind, updated_ms DESC, handle, version, created_ms, expires_ms, last_writer);
 CREATE INDEX IF NOT EXISTS handles_by_expiry
   ON handles (expires_ms) WHERE expires_ms IS NOT NULL;
 CREATE TABLE IF NOT EXISTS idempotency (
@@ -77,6 +77,17 @@ CREATE TABLE IF NOT EXISTS leases (
 );
 CREATE INDEX IF NOT EXISTS leases_by_expiry ON leases (expires_at);
 `;
+
+/**
+ * The numbered steps after {@link SCHEMA} is in place: step `n` runs on a
+ * file whose version was below `n`, in order, in the migration's transaction.
+ * Each is idempotent (a file created new runs them all too).
+ */
+const STEPS: readonly (readonly [number, string])[] = [
+  // Version 5: a listing filtered by kind walks the one listing index (it
+  // covers `kind`), so a save rewrites one listing entry instead of two.
+  [5, "DROP INDEX IF EXISTS handles_by_user_kind_updated;"],
+];
 
 /** The columns of the tables schemas 3 and 4 add, to recognize a foreign table of the same name. */
 const ADDED_TABLES: Record<string, string> = {
@@ -133,7 +144,7 @@ export function prepareDatabase(db: DatabaseSync, sync: SqliteSynchronous, busy:
  * transaction: version 1 (Python mcpstate 0.2, REAL seconds) is copied into
  * millisecond columns; versions 1 and 2 gain the `changes` and `trash`
  * tables, and versions 1 to 3 the `leases` table (new tables only: no
- * existing row or index is rewritten).
+ * existing row or index is rewritten); then the numbered {@link STEPS}.
  */
 function migrate(db: DatabaseSync): void {
   const version = () => db.prepare("PRAGMA user_version").get()?.user_version as number;
@@ -170,6 +181,7 @@ function migrate(db: DatabaseSync): void {
         }
       }
       db.exec(SCHEMA);
+      for (const [step, sql] of STEPS) if (v < step) db.exec(sql);
       db.exec(`PRAGMA user_version = ${SQLITE_SCHEMA_VERSION}`);
     }
     db.exec("COMMIT");

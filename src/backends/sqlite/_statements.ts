@@ -7,7 +7,7 @@
 
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import type { ChangeEntry, HandleRecord, Replayed, WriteContext } from "../../backend.ts";
-import { LIST_KIND, type ListDialect, listSql } from "../_sql.ts";
+import { type ListDialect, listSql } from "../_sql.ts";
 import { META, RECORD, recordOf, returnArrays, type Row } from "./_rows.ts";
 
 /** At most this many leases in force are scanned per user for a page (see `leases`). */
@@ -15,12 +15,12 @@ export const LEASE_SCAN_MAX = 500;
 /** Rows deleted per `sweep` transaction. */
 export const SWEEP_BATCH = 500;
 
-/** The listing query, read from covering indexes only (the one with `kind` when it filters by kind). */
+/**
+ * The listing query, read from the covering listing index only; a filter by
+ * kind reads it too (it covers `kind`) and skips the other kinds' entries.
+ */
 const LIST_DIALECT: ListDialect = {
-  from: (shape) =>
-    `SELECT ${META} FROM handles INDEXED BY ${
-      shape & LIST_KIND ? "handles_by_user_kind_updated" : "handles_by_user_updated"
-    }`,
+  from: () => `SELECT ${META} FROM handles INDEXED BY handles_by_user_updated`,
   user: "user",
   updated: "updated_ms",
   expires: "expires_ms",
@@ -33,11 +33,16 @@ export class Statements {
   readonly begin: StatementSync;
   readonly commit: StatementSync;
   readonly rollback: StatementSync;
+  readonly savepoint: StatementSync;
+  readonly release: StatementSync;
+  readonly rollbackTo: StatementSync;
   readonly read: StatementSync;
   readonly insert: StatementSync;
   readonly saveKeep: StatementSync;
   readonly saveSet: StatementSync;
   readonly updateRow: StatementSync;
+  readonly stepKeep: StatementSync;
+  readonly stepSet: StatementSync;
   readonly insertRow: StatementSync;
   readonly delete: StatementSync;
   readonly idemGet: StatementSync;
@@ -78,6 +83,9 @@ export class Statements {
     this.begin = p("BEGIN IMMEDIATE");
     this.commit = p("COMMIT");
     this.rollback = p("ROLLBACK");
+    this.savepoint = p("SAVEPOINT w");
+    this.release = p("RELEASE w");
+    this.rollbackTo = p("ROLLBACK TO w");
     this.read = returnArrays(p(`SELECT ${RECORD} FROM handles WHERE user = ? AND handle = ?`));
     this.insert = p(
       "INSERT INTO handles (user, handle, kind, state, version, created_ms, updated_ms, " +
@@ -98,6 +106,16 @@ export class Statements {
       "UPDATE handles SET kind = ?, state = ?, version = ?, created_ms = ?, updated_ms = ?, " +
         "expires_ms = ?, last_writer = ?, schema_version = ? WHERE user = ? AND handle = ?",
     );
+    // A step of a read-modify-write: SQLite rewrites the entries of every index
+    // holding a column named in SET, so the columns that did not change are
+    // left out (the expiry index is rewritten only when the expiry changes).
+    const step = (expires: string) =>
+      p(
+        `UPDATE handles SET state = ?, version = ?, updated_ms = ?, ${expires}last_writer = ? ` +
+          "WHERE user = ? AND handle = ?",
+      );
+    this.stepKeep = step("");
+    this.stepSet = step("expires_ms = ?, ");
     this.insertRow = p(
       "INSERT INTO handles (user, handle, kind, state, version, created_ms, updated_ms, " +
         "expires_ms, last_writer, schema_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
