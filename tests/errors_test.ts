@@ -16,6 +16,7 @@ const SAMPLES: Record<string, () => McpStateError> = {
   Unauthenticated: () => new errors.Unauthenticated(),
   BackendError: () => new errors.BackendError("redis://u:p@h is down"),
   InternalError: () => new errors.InternalError(new TypeError("x")),
+  InvalidState: () => new errors.InvalidState("note", [{ path: "/a", message: "Expected string" }]),
 };
 
 function errorClasses(module: Record<string, unknown>): [string, unknown][] {

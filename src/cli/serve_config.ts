@@ -67,6 +67,8 @@ export interface ServeConfig {
   maxReadBytes: number;
   /** The tools to offer (full names), or `undefined` for the default set. */
   tools: string[] | undefined;
+  /** Path of a module whose `kinds` export lists the typed kinds, or `undefined`. */
+  kinds: string | undefined;
   /** Open `subscriptions/listen` streams, all users together. */
   maxListenStreams: number;
   /** Open `subscriptions/listen` streams of one user. */
@@ -121,6 +123,10 @@ Options (each has an environment twin; a flag wins over its variable):
   --tools LIST             Tools to offer: a comma list, with   MCPSTATE_TOOLS
                            or without state_ (default:
 ${wrapNames(DEFAULT_TOOLS)})
+  --kinds PATH             A module whose "kinds" export lists   MCPSTATE_KINDS
+                           typed kinds (defineKind): their
+                           states are validated, their JSON
+                           Schemas offered to the model
 
 Live updates (subscriptions/listen):
   --max-listen-streams N   Open streams, all users together     MCPSTATE_MAX_LISTEN_STREAMS
@@ -189,6 +195,7 @@ const OPTIONS = {
   "lease-seconds": { type: "string" },
   "max-read-bytes": { type: "string" },
   tools: { type: "string" },
+  kinds: { type: "string" },
   host: { type: "string" },
   port: { type: "string" },
   "public-url": { type: "string" },
@@ -389,6 +396,7 @@ export function parseServeArgs(
     leaseSeconds,
     maxReadBytes,
     tools,
+    kinds: str("kinds", "MCPSTATE_KINDS") || undefined,
     maxListenStreams,
     maxListenStreamsPerUser,
     maxWatchesPerUser,

@@ -94,6 +94,7 @@ export const GROUPS: readonly ContractGroup[] = [
   (await import("./import.ts")).default,
   (await import("./feed.ts")).default,
   (await import("./leases.ts")).default,
+  (await import("./kinds.ts")).default,
   (await import("./cross_process.ts")).default,
 ];
 

@@ -70,12 +70,12 @@ export function writerText(w: string | null): string {
 export function metaText(r: HandleMeta): string {
   return `${r.kind}\t${r.version}\t${r.createdAt}\t${r.updatedAt}\t${
     r.expiresAt === null ? "" : r.expiresAt
-  }\t${writerText(r.lastWriter)}`;
+  }\t${writerText(r.lastWriter)}${r.schemaVersion == null ? "" : `\t${r.schemaVersion}`}`;
 }
 
 /** Metadata from its `m` field. */
 export function metaOf(handle: string, m: string): HandleMeta {
-  const [kind = "", v, c, u, e = "", w = ""] = m.split("\t");
+  const [kind = "", v, c, u, e = "", w = "", sv = ""] = m.split("\t");
   return {
     handle,
     kind,
@@ -84,6 +84,7 @@ export function metaOf(handle: string, m: string): HandleMeta {
     updatedAt: Number(u),
     expiresAt: e === "" ? null : Number(e),
     lastWriter: w === "" ? null : JSON.parse(w) as string,
+    ...(sv === "" ? {} : { schemaVersion: Number(sv) }),
   };
 }
 
@@ -99,6 +100,7 @@ export function recordOf(handle: string, s: string | null | undefined, m: string
     updatedAt: meta.updatedAt,
     expiresAt: meta.expiresAt,
     lastWriter: meta.lastWriter,
+    ...(meta.schemaVersion === undefined ? {} : { schemaVersion: meta.schemaVersion }),
   };
 }
 
