@@ -102,6 +102,15 @@ export {
   toPointer,
 } from "./src/outline.ts";
 export * from "./src/errors.ts";
+export { defineKind, Kind, type KindOptions, type Upcast } from "./src/kinds.ts";
+export type {
+  InferInput,
+  InferOutput,
+  StandardIssue,
+  StandardResult,
+  StandardSchemaProps,
+  StandardSchemaV1,
+} from "./src/standard_schema.ts";
 export type { JsonObject } from "./src/json.ts";
 export type {
   Backend,

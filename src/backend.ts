@@ -31,6 +31,15 @@ export interface HandleRecord {
   expiresAt: number | null;
   /** Label of the last writer, if any. */
   lastWriter: string | null;
+  /**
+   * The schema version of the kind (see `HandleStore.kind`) the state was
+   * last written under; `null` or absent for a state written without one.
+   * A backend stores it as it is given and returns it with the record
+   * (listing may leave it out).
+   *
+   * @since 0.5.0
+   */
+  schemaVersion?: number | null;
 }
 
 /** A record without its state: what listing returns. */
@@ -211,6 +220,12 @@ export interface ConditionalWrite {
   expiresAt: number | null | "keep";
   /** New writer label. */
   lastWriter: string | null;
+  /**
+   * New schema version of the record; absent: keep the stored one.
+   *
+   * @since 0.5.0
+   */
+  schemaVersion?: number;
 }
 
 /** Result of {@link Backend.save}: the written record, or the current one (`null`: none). */
@@ -540,5 +555,6 @@ export function metaOf(r: HandleRecord): HandleMeta {
     updatedAt: r.updatedAt,
     expiresAt: r.expiresAt,
     lastWriter: r.lastWriter,
+    ...(r.schemaVersion == null ? {} : { schemaVersion: r.schemaVersion }),
   };
 }

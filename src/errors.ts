@@ -18,6 +18,7 @@ export type ErrorCode =
   | "unauthenticated"
   | "backend_error"
   | "internal_error"
+  | "invalid_state"
   | "quota_exceeded";
 
 /** The payload form of an error: `{ code, message, ...details }`. */
@@ -296,6 +297,47 @@ export class InvalidArgument extends McpStateError {
    */
   constructor(message: string, details: Record<string, unknown> = {}) {
     super("invalid_argument", message, details);
+  }
+}
+
+/** One problem a kind's schema found in a state: where (a JSON Pointer) and what. */
+export interface StateIssue {
+  /** JSON Pointer (RFC 6901) of the offending value; `""` is the whole state. */
+  path: string;
+  /** What the schema says is wrong there. */
+  message: string;
+}
+
+/**
+ * A state that the schema of its kind rejects (see `HandleStore.kind`).
+ * Nothing was written.
+ *
+ * @since 0.5.0
+ *
+ * @example
+ * ```ts
+ * import { InvalidState } from "@mcpstate/core";
+ * const e = new InvalidState("research", [{ path: "/sources/0", message: "Expected string" }]);
+ * e.toPayload(); // { code: "invalid_state", kind: "research", issues: [...], message: "..." }
+ * ```
+ */
+export class InvalidState extends McpStateError {
+  /**
+   * Creates the error for a state its kind's schema rejects.
+   *
+   * @param kind The kind whose schema was applied.
+   * @param issues What is wrong, and where.
+   */
+  constructor(kind: string, issues: StateIssue[]) {
+    const shown = issues.slice(0, 5).map((i) => `${i.path || "(root)"}: ${i.message}`);
+    const more = issues.length > 5 ? ` (and ${issues.length - 5} more)` : "";
+    super(
+      "invalid_state",
+      `The state does not match the schema of kind "${kind}": ${
+        shown.join("; ")
+      }${more}. Nothing was written. Fix the values at these paths and send the write again.`,
+      { kind, issues },
+    );
   }
 }
 

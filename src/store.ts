@@ -46,6 +46,16 @@ import { applyOpsWithUndo, type JsonPatchOp, opsFromJson, type PatchOp } from ".
 import { type EntryInfo, rewind, undoOf } from "./history.ts";
 import { mergeStates } from "./merge.ts";
 import {
+  checkNow,
+  Kind,
+  kindOfHandle,
+  type KindOptions,
+  type KindRule,
+  rulesIn,
+  withRules,
+} from "./kinds.ts";
+import type { InferInput, InferOutput, StandardSchemaV1 } from "./standard_schema.ts";
+import {
   checkReadArgs,
   jsonSize,
   outline,
@@ -83,6 +93,14 @@ export interface HandleInfo {
   expiresAt: Date | null;
   /** Label of the last writer. */
   lastWriter: string | null;
+  /**
+   * The schema version of the kind (see {@link HandleStore.kind}) the state
+   * was last written under; absent when it was written without one, and in
+   * listings (`list`, `listPage`, `trash`), which read metadata only.
+   *
+   * @since 0.5.0
+   */
+  schemaVersion?: number;
   /**
    * Present while someone holds an advisory lease on the handle (see
    * {@link HandleStore.lease}): who is at work on it, and until when.
@@ -726,6 +744,45 @@ export class HandleStore implements AsyncDisposable {
   }
 
   /**
+   * A typed view of one kind: `mint`, `get`, `save`, `patch` and `read` with
+   * the state typed by `schema` (any Standard Schema v1, such as a zod 4
+   * schema). Every write is validated after its ops apply, and a state the
+   * schema rejects is `InvalidState` with nothing written. With `version`
+   * and `upcast`, states written under older versions are migrated when read
+   * and written back upgraded on the next write.
+   *
+   * @param name The kind, `^[a-z][a-z0-9-]{0,31}$`.
+   * @param schema A Standard Schema of the state.
+   * @param options The schema version (default 1), upcasts, a JSON Schema.
+   * @returns The typed view, bound to this store.
+   * @throws {InvalidArgument} for a malformed name, schema or option.
+   * @since 0.5.0
+   *
+   * @example
+   * ```ts
+   * import { z } from "zod";
+   * import { HandleStore } from "@mcpstate/core";
+   *
+   * await using store = await HandleStore.fromUrl("memory://");
+   * const todo = store.kind("todo", z.object({ items: z.array(z.string()) }));
+   * const handle = await todo.mint({ items: ["milk"] }, { user: "alice" });
+   * (await todo.get(handle, { user: "alice" })).state.items; // string[]
+   * ```
+   */
+  kind<T extends StandardSchemaV1>(
+    name: string,
+    schema: T,
+    options: KindOptions = {},
+  ): Kind<InferOutput<T>, InferInput<T>> {
+    return new Kind(
+      name,
+      schema as StandardSchemaV1<InferInput<T>, InferOutput<T>>,
+      options,
+      this,
+    );
+  }
+
+  /**
    * Mints a new handle holding `state`.
    *
    * @param kind Lowercase kind, `^[a-z][a-z0-9-]{0,31}$`.
@@ -766,6 +823,8 @@ export class HandleStore implements AsyncDisposable {
     if (!Number.isInteger(chars) || chars < 8 || chars > 64) {
       throw new InvalidArgument("randomChars must be a whole number from 8 to 64.");
     }
+    const rule = rulesIn(options)?.(kind);
+    if (rule) state = await rule.check(state) as JsonObject;
     const text = encodeState(state, this.#maxBytes);
     const now = this.#clock();
     const lease = writeLease(options.lease, writer, now);
@@ -791,6 +850,7 @@ export class HandleStore implements AsyncDisposable {
         updatedAt: now,
         expiresAt: ttl == null ? null : now + ttl,
         lastWriter: writer,
+        ...(rule ? { schemaVersion: rule.version } : {}),
       };
       const res = await this.#call(() => this.#backend.insert(user, record, ctx));
       if (isReplayed(res)) {
@@ -842,7 +902,14 @@ export class HandleStore implements AsyncDisposable {
       const { record, lease } = await b.readLeased(user, handle, now);
       return [record, lease ? new Map([[handle, lease]]) : undefined] as const;
     });
-    return withLease(snapshotOf<S>(this.#live(r, handle, now)), leases);
+    const snap = snapshotOf<S>(this.#live(r, handle, now));
+    const rule = rulesIn(options)?.(snap.kind);
+    if (rule) {
+      let state = rule.upcast(snap.state as JsonObject, snap.schemaVersion ?? 1);
+      if (rule.checkOnRead) state = await rule.check(state) as JsonObject;
+      snap.state = state as S;
+    }
+    return withLease(snap, leases);
   }
 
   /**
@@ -899,7 +966,7 @@ export class HandleStore implements AsyncDisposable {
     checkHandle(handle);
     const { maxBytes, paths } = options;
     checkReadArgs(maxBytes, paths);
-    const { state, ...info } = await this.get<S>(handle, { user });
+    const { state, ...info } = await this.get<S>(handle, withRules({ user }, rulesIn(options)));
     if (paths !== undefined) return { ...info, ...readPaths(state, paths, maxBytes) };
     if (maxBytes === undefined) {
       return { ...info, state, truncated: false, sizeBytes: jsonSize(state) };
@@ -963,6 +1030,10 @@ export class HandleStore implements AsyncDisposable {
     const merge = checkOnConflict(options.onConflict) === "merge";
     const ttl = checkTtl(options.ttlDays, true);
     const writer = checkWriter(options.writer);
+    // A handle's kind is its prefix: the rule is known before the record is read.
+    const rule = rulesIn(options)?.(kindOfHandle(handle));
+    if (rule) state = await rule.check(state) as S;
+    const stamp = rule ? { schemaVersion: rule.version } : {};
     const text = encodeState(state, this.#maxBytes);
     const now = this.#clock();
     const lease = writeLease(options.lease, writer, now);
@@ -992,7 +1063,7 @@ export class HandleStore implements AsyncDisposable {
             const head = { updatedAt: now, expiresAt: expiresAt(live), lastWriter: writer };
             if (live.version !== expect) {
               if (log === undefined || live.version < expect) throw new StaleVersion(live);
-              const step = this.#mergeStep(live, expect, log, state, head);
+              const step = this.#mergeStep(live, expect, log, state, head, rule);
               merged = { version: step.record.version, state: step.state };
               return step;
             }
@@ -1007,6 +1078,7 @@ export class HandleStore implements AsyncDisposable {
                 updatedAt: now,
                 expiresAt: expiresAt(live),
                 lastWriter: writer,
+                ...stamp,
               },
               entry: this.#entry(version, now, writer, "save", withUndo(before, patch)),
             };
@@ -1043,6 +1115,7 @@ export class HandleStore implements AsyncDisposable {
         updatedAt: now,
         expiresAt: ttl === undefined ? "keep" : ttl === null ? null : now + ttl,
         lastWriter: writer,
+        ...stamp,
       }, ctx)
     );
     if (isReplayed(res)) {
@@ -1074,19 +1147,35 @@ export class HandleStore implements AsyncDisposable {
     log: EntryInfo[],
     mine: JsonObject,
     head: Pick<HandleRecord, "updatedAt" | "expiresAt" | "lastWriter">,
+    rule: KindRule | undefined,
   ): Step & { record: HandleRecord; state: JsonObject } {
     if (live.version > (log[log.length - 1]?.version ?? expect)) throw new StaleVersion(live);
-    const theirs = decodeState(live.state);
-    const base = rewind(theirs, live.version, expect, log);
+    let theirs = decodeState(live.state);
+    let base = rewind(theirs, live.version, expect, log);
     if (base === null) throw new StaleVersion(live, UNAVAILABLE);
+    if (rule) {
+      // The caller wrote the current schema version: compare like with like.
+      const from = live.schemaVersion ?? 1;
+      theirs = rule.upcast(theirs, from);
+      base = rule.upcast(base, from);
+    }
     const out = mergeStates(base, theirs, mine);
     if (!out.ok) throw new StaleVersion(live, { conflicts: out.conflicts });
+    // A merge of two valid states can still break the schema (a rule across keys).
+    const state = rule ? checkNow(rule, out.state) : out.state;
+    const text = rule ? encodeState(state, this.#maxBytes) : encodeParsed(state, this.#maxBytes);
     const version = live.version + 1;
     const what = { merged_from: expect, patch: out.patch, undo: out.undo };
     return {
-      record: { ...live, ...head, state: encodeParsed(out.state, this.#maxBytes), version },
+      record: {
+        ...live,
+        ...head,
+        state: text,
+        version,
+        ...(rule ? { schemaVersion: rule.version } : {}),
+      },
       entry: this.#entry(version, head.updatedAt, head.lastWriter, "save", what),
-      state: out.state,
+      state,
     };
   }
 
@@ -1146,9 +1235,33 @@ export class HandleStore implements AsyncDisposable {
     const ctx = await this.#context(options.idempotencyKey, handle, ["patch", parsed, writer]);
     if (this.#retention) ctx.retention = this.#retention;
     if (lease) ctx.lease = lease;
+    const rules = rulesIn(options);
     const res = await this.#call(() =>
       this.#backend.update(user, handle, (cur) => {
         const live = this.#live(cur, handle, now);
+        const rule = rules?.(live.kind);
+        if (rule) {
+          // Ops apply to the state as the kind's current version reads it, and
+          // the result must pass its schema before anything is written.
+          const before = live.schemaVersion ?? null;
+          const base = rule.upcast(decodeState(live.state), before ?? 1);
+          const { state: applied, undo } = applyOpsWithUndo(base, parsed);
+          const next = encodeState(checkNow(rule, applied), this.#maxBytes);
+          if (next === live.state && before === rule.version) return null;
+          const version = live.version + 1;
+          return this.#step(
+            {
+              ...live,
+              state: next,
+              version,
+              updatedAt: now,
+              lastWriter: writer,
+              schemaVersion: rule.version,
+            },
+            "patch",
+            { ops: parsed, undo },
+          );
+        }
         // The stored state is JSON and every op value was checked above: only
         // the size and the depth of the result remain to check.
         const { state: applied, undo } = applyOpsWithUndo(decodeState(live.state), parsed);
@@ -1261,7 +1374,8 @@ export class HandleStore implements AsyncDisposable {
     const leases = page.length === 0
       ? undefined
       : await this.#call(() => this.#leasesOf(user, page.map((r) => r.handle), this.#clock()));
-    const handles = page.map((r) => withLease(infoOf(r), leases));
+    // A listing never shows a schema version: SQL engines list from an index without it.
+    const handles = page.map((r) => withLease(infoOf(r, false), leases));
     const kept = maxBytes === undefined ? handles.length : fitPage(handles, more, maxBytes);
     if (kept < handles.length) {
       return { handles: handles.slice(0, kept), nextCursor: encodeCursor(page[kept - 1]!) };
@@ -1369,7 +1483,10 @@ export class HandleStore implements AsyncDisposable {
     const page = more ? live.slice(0, limit) : live;
     const last = page[page.length - 1];
     return {
-      handles: page.map((r) => ({ ...infoOf(r), restorableUntil: new Date(r.trashUntil) })),
+      handles: page.map((r) => ({
+        ...infoOf(r, false),
+        restorableUntil: new Date(r.trashUntil),
+      })),
       nextCursor: more && last
         ? "t" + encodeCursor({ updatedAt: last.trashUntil, handle: last.handle })
         : null,
@@ -1898,6 +2015,7 @@ export class HandleStore implements AsyncDisposable {
       updatedAt: record.updatedAt,
       expiresAt: record.expiresAt,
       lastWriter: record.lastWriter,
+      ...(record.schemaVersion == null ? {} : { schemaVersion: record.schemaVersion }),
     };
     const read = () => this.#call(() => this.#backend.read(user, clean.handle));
     if (options.dryRun) {
@@ -2237,6 +2355,7 @@ export function toPayload(s: HandleInfo | Snapshot<unknown>): Record<string, unk
     expires_at: s.expiresAt ? s.expiresAt.toISOString() : null,
     last_writer: s.lastWriter,
   };
+  if (s.schemaVersion !== undefined) out.schema_version = s.schemaVersion;
   if (s.activeLease) out.active_lease = leasePayload(s.activeLease);
   if ("state" in s) out.state = s.state;
   return out;
@@ -2339,7 +2458,7 @@ function checkHolder(writer: unknown): string {
   return holder;
 }
 
-function infoOf(r: HandleMeta): HandleInfo {
+function infoOf(r: HandleMeta, schemaVersion = true): HandleInfo {
   return {
     handle: r.handle,
     kind: r.kind,
@@ -2348,6 +2467,7 @@ function infoOf(r: HandleMeta): HandleInfo {
     updatedAt: new Date(r.updatedAt),
     expiresAt: r.expiresAt === null ? null : new Date(r.expiresAt),
     lastWriter: r.lastWriter,
+    ...(r.schemaVersion == null || !schemaVersion ? {} : { schemaVersion: r.schemaVersion }),
   };
 }
 
@@ -2536,6 +2656,12 @@ function checkRecordRest(user: unknown, r: HandleRecord, maxBytes: number): void
   }
   if (writer !== null && !isIdentifier(writer)) {
     throw new InvalidArgument(`"last_writer" ${NOT_AN_IDENTIFIER}.`, { field: "last_writer" });
+  }
+  const sv: unknown = r.schemaVersion;
+  if (sv != null && (!Number.isSafeInteger(sv) || (sv as number) < 1)) {
+    throw new InvalidArgument(`"schema_version" must be null or a whole number, 1 or more.`, {
+      field: "schema_version",
+    });
   }
   let state: unknown;
   try {

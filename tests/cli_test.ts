@@ -550,6 +550,42 @@ Deno.test("cli: export | import round trip SQLite → Redis → Deno KV → SQLi
   }
 });
 
+Deno.test("cli: export, import and migrate carry a typed record's schema version", async () => {
+  const home = await tempHome();
+  const first = sqliteUrl(join(home, "typed.db"));
+  const kv = denokvUrl(join(home, "typed.kv"));
+  try {
+    const store = await openStore(first);
+    try {
+      const { z } = await import("zod");
+      const notes = store.kind("notes", z.object({ lines: z.array(z.string()) }), {
+        version: 2,
+      });
+      await notes.mint({ lines: ["a"] }, { user: "alice" });
+      await store.mint("plain", { x: 1 }, { user: "alice" });
+    } finally {
+      await store.close();
+    }
+    const e1 = await exportOf(home, first);
+    const [typed, plain] = e1.trimEnd().split("\n").map((l) => JSON.parse(l)).sort((a, b) =>
+      a.kind.localeCompare(b.kind)
+    );
+    assert.deepEqual(Object.keys(typed).slice(-2), ["schema_version", "state"]);
+    assert.equal(typed.schema_version, 2);
+    assert.ok(!("schema_version" in plain), "a record written without a kind has none");
+    ok(await mcpstate(home, ["migrate", "--from", first, "--to", kv]));
+    assert.equal(await exportOf(home, kv), e1);
+    const copy = await openStore(kv);
+    try {
+      assert.equal((await copy.get(typed.handle, { user: "alice" })).schemaVersion, 2);
+    } finally {
+      await copy.close();
+    }
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
+});
+
 Deno.test("cli: import never overwrites newer data and skips long-expired records", async () => {
   const home = await tempHome();
   const url = sqliteUrl(join(home, "t.db"));

@@ -117,6 +117,13 @@ function layoutOf(path: string, kept: string[], rowTables: string[]) {
   const db = new DatabaseSync(path, { readOnly: true });
   try {
     const names = kept.map((t) => `'${t}'`).join(", ");
+    // The one column added in place to the record tables (ALTER TABLE … ADD COLUMN, which
+    // rewrites no row): a layout without it compares equal to the layout before.
+    const added = / schema_version INTEGER,/g;
+    const withoutAdded = (row: Record<string, unknown>) => {
+      const { schema_version: v, ...rest } = row;
+      return v === null ? rest : row;
+    };
     return {
       version: pragma(db, "user_version"),
       tables: tablesOf(db),
@@ -127,10 +134,12 @@ function layoutOf(path: string, kept: string[], rowTables: string[]) {
           `SELECT name, rootpage, sql FROM sqlite_master WHERE tbl_name IN (${names}) ` +
             `AND name != '${DROPPED_IN_5}' AND type <> 'trigger' ORDER BY name`,
         ).all(),
+      ).replace(added, ""),
+      rows: rowTables.map((t) =>
+        JSON.stringify(db.prepare(`SELECT * FROM ${t}`).all().map(withoutAdded))
       ),
       indexes: db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name")
         .all().map((r) => r.name as string),
-      rows: rowTables.map((t) => JSON.stringify(db.prepare(`SELECT * FROM ${t}`).all())),
       schema: pragma(db, "schema_version"),
     };
   } finally {

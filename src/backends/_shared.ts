@@ -164,6 +164,7 @@ export async function saveByUpdate(
           updatedAt: write.updatedAt,
           expiresAt: write.expiresAt === "keep" ? cur.expiresAt : write.expiresAt,
           lastWriter: write.lastWriter,
+          ...(write.schemaVersion === undefined ? {} : { schemaVersion: write.schemaVersion }),
         },
       };
     }, ctx);

@@ -415,6 +415,9 @@ export class DenoKvBackend implements Backend {
             updatedAt: write.updatedAt,
             expiresAt: write.expiresAt === "keep" ? cur.e : write.expiresAt,
             lastWriter: write.lastWriter,
+            ...((write.schemaVersion ?? cur.s) == null
+              ? {}
+              : { schemaVersion: write.schemaVersion ?? cur.s }),
           };
           // One chunk set serves every attempt of this call: the state is the same.
           body ??= await bodyOf(this.#db, u, h, write.state);

@@ -326,6 +326,7 @@ export class PostgresBackend implements Backend {
     if (ctx.entry) params.push(ctx.entry.version, ctx.entry.at, ctx.entry.text);
     params.push(payloadOf(user, record.handle));
     if (lease) params.push(lease.holder, lease.expiresAt, ctx.now);
+    params.push(record.schemaVersion ?? null); // always the last parameter
     const insert = async (sql: Queryable): Promise<InsertOutcome | undefined> => {
       const [row] = await sql.unsafe(text, params as never[]).values();
       if (!row) return undefined;
@@ -368,7 +369,7 @@ export class PostgresBackend implements Backend {
     return this.#pool.read(async (sql) => {
       const [row] = await sql.unsafe(this.#q.readLeased, [user, handle, now]).values();
       if (!row) return { record: null, lease: null };
-      return { record: recordOf(row), lease: row[8] == null ? null : leaseOf(row.slice(8)) };
+      return { record: recordOf(row), lease: row[9] == null ? null : leaseOf(row.slice(9)) };
     });
   }
 
@@ -394,9 +395,10 @@ export class PostgresBackend implements Backend {
     ];
     const lease = ctx.lease;
     if (lease) params.push(lease.holder, lease.expiresAt, ctx.now);
+    params.push(write.schemaVersion ?? null); // always the last parameter
     const text = lease ? this.#q.saveLeased : this.#q.save;
     const saved = (row: readonly unknown[]): SaveOutcome =>
-      leasedOutcome({ ok: true as const, record: recordOf(row) }, ctx, row.slice(9));
+      leasedOutcome({ ok: true as const, record: recordOf(row) }, ctx, row.slice(10));
     if (ctx.quota) {
       return this.#guarded(user, ctx, async (tx, remember) => {
         // The old size under the row lock, so that it is the state the save replaces.
@@ -459,6 +461,7 @@ export class PostgresBackend implements Backend {
       if (next && record && current) {
         const params: unknown[] = [user, ...recordParams(record)];
         if (next.entry) params.push(...entryParams(next.entry, ctx));
+        params.push(record.schemaVersion ?? null);
         writes.push(tx.unsafe(next.entry ? this.#q.writeLogged : this.#q.write, params as never[]));
         writes.push(tx.unsafe(this.#q.notify, [payloadOf(user, handle)]));
       } else if (next && record) {
@@ -466,7 +469,7 @@ export class PostgresBackend implements Backend {
         // taken (by a trashed row).
         const params: unknown[] = [user, ...recordParams(record)];
         if (next.entry) params.push(next.entry.version, next.entry.at, next.entry.text);
-        params.push(payloadOf(user, handle));
+        params.push(payloadOf(user, handle), record.schemaVersion ?? null);
         const res = await tx.unsafe(
           next.entry ? this.#q.insertLogged : this.#q.insert,
           params as never[],
@@ -618,7 +621,11 @@ export class PostgresBackend implements Backend {
         // one, and keeps writers off the handle until the changelog is gone.
         const [[prev], [row]] = await Promise.all([
           tx.unsafe(this.#q.lockAny, key).values(),
-          tx.unsafe(this.#q.importRecord, [user, ...recordParams(record)]).values(),
+          tx.unsafe(this.#q.importRecord, [
+            user,
+            ...recordParams(record),
+            record.schemaVersion ?? null,
+          ]).values(),
         ]);
         if (row === undefined) return "kept";
         // A new statement: it sees every entry committed before the lock.

@@ -367,7 +367,7 @@ export class RedisBackend implements Backend {
     const e = write.expiresAt === "keep" ? "keep" : expiresText(write.expiresAt);
     const head = `${ctx.now}\t${ctx.graceMs}\t${write.expectVersion}\t${write.updatedAt}\t${e}\t${
       member(write.updatedAt, k.enc)
-    }\t${idemArgs(ctx, k.enc)}\t${writerText(write.lastWriter)}`;
+    }\t${idemArgs(ctx, k.enc)}\t${writerText(write.lastWriter)}\t${write.schemaVersion ?? "keep"}`;
     const args = [write.state, head, leaseArg(ctx), ...quotaArgs(ctx)];
     const reply = await this.#conn.run(
       S.save,

@@ -87,6 +87,7 @@ import {
   recordValues,
   returnArrays,
   type Row,
+  schemaVersionOf,
 } from "./sqlite/_rows.ts";
 import { prepareDatabase } from "./sqlite/_schema.ts";
 import { LEASE_SCAN_MAX, Statements, SWEEP_BATCH } from "./sqlite/_statements.ts";
@@ -279,7 +280,7 @@ export class SqliteBackend implements Backend {
       const row = this.#q.readLeased.get(user, handle, now) as Row | undefined;
       if (!row) return { record: null, lease: null };
       const c = cells(row);
-      const lease = c[7] == null ? null : { holder: c[7] as string, expiresAt: c[8] as number };
+      const lease = c[8] == null ? null : { holder: c[8] as string, expiresAt: c[9] as number };
       return { record: recordOf(handle, row), lease };
     });
   }
@@ -299,6 +300,7 @@ export class SqliteBackend implements Backend {
           write.state,
           write.updatedAt,
           write.lastWriter,
+          write.schemaVersion ?? null,
           user,
           handle,
           write.expectVersion,
@@ -309,6 +311,7 @@ export class SqliteBackend implements Backend {
           write.updatedAt,
           write.expiresAt,
           write.lastWriter,
+          write.schemaVersion ?? null,
           user,
           handle,
           write.expectVersion,
@@ -324,6 +327,7 @@ export class SqliteBackend implements Backend {
         updatedAt: write.updatedAt,
         expiresAt: row.expires_ms as number | null,
         lastWriter: write.lastWriter,
+        ...schemaVersionOf(row.schema_version),
       };
       if (ctx.quota) this.#u.apply(user, ctx, { handles: 0, bytes: utf8Length(write.state) - old });
       this.#q.remember(user, ctx, record);
@@ -345,7 +349,11 @@ export class SqliteBackend implements Backend {
       const step = change(current && { ...current });
       const next = step?.record ?? null;
       if (next) {
-        if (current && next.kind === current.kind && next.createdAt === current.createdAt) {
+        if (
+          current && next.kind === current.kind && next.createdAt === current.createdAt &&
+          // A typed write that upgrades the schema version rewrites the row (it is rare).
+          (next.schemaVersion ?? null) === (current.schemaVersion ?? null)
+        ) {
           const { state, version, updatedAt: at, lastWriter: by } = next;
           if (next.expiresAt === current.expiresAt) {
             this.#q.stepKeep.run(state, version, at, by, user, handle);

@@ -41,6 +41,12 @@ export const FIELDS: readonly string[] = Object.freeze([
   "state",
 ]);
 
+/**
+ * Fields a line may carry beside {@link FIELDS}: `schema_version` (before
+ * `state`), only for a record written by a typed kind.
+ */
+export const OPTIONAL_FIELDS: readonly string[] = Object.freeze(["schema_version"]);
+
 const ISO_RE = /^[+-]?\d{4,6}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d)$/;
 const encoder = new TextEncoder();
 
@@ -76,7 +82,9 @@ export function recordLine(user: string, r: HandleRecord): string {
     iso(r.updatedAt)
   },"expires_at":${r.expiresAt === null ? "null" : iso(r.expiresAt)},"last_writer":${
     JSON.stringify(r.lastWriter)
-  },"state":${stateText(r.state)}}`;
+  }${r.schemaVersion == null ? "" : `,"schema_version":${r.schemaVersion}`},"state":${
+    stateText(r.state)
+  }}`;
 }
 
 function iso(ms: number): string {
@@ -132,7 +140,9 @@ export function parseRecordLine(
   }
   if (!isPlainObject(value)) throw bad("it is not a JSON object.");
   for (const key of Object.keys(value)) {
-    if (!FIELDS.includes(key)) throw bad(`unknown field ${JSON.stringify(key)}.`);
+    if (!FIELDS.includes(key) && !OPTIONAL_FIELDS.includes(key)) {
+      throw bad(`unknown field ${JSON.stringify(key)}.`);
+    }
   }
   for (const key of FIELDS) {
     if (!Object.hasOwn(value, key)) throw bad(`the field "${key}" is missing.`);
@@ -164,6 +174,9 @@ export function parseRecordLine(
     expiresAt,
     lastWriter: v.last_writer as string | null,
   };
+  if (v.schema_version !== undefined && v.schema_version !== null) {
+    record.schemaVersion = v.schema_version as number;
+  }
   try {
     store.checkRecord(user, record);
   } catch (e) {

@@ -24,6 +24,9 @@ import {
 import { HandleStore } from "../store.ts";
 import { openBackend } from "../url.ts";
 import { ConfigError, parseServeArgs, type ServeConfig, USAGE } from "./serve_config.ts";
+import { type Kind, kindRules } from "../kinds.ts";
+import { resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 
 /**
  * Runs `mcpstate serve` with its arguments until the server stops.
@@ -45,6 +48,19 @@ export async function serve(args: string[]): Promise<number> {
   if (config === "help") {
     console.log(USAGE);
     return 0;
+  }
+  let kinds: readonly Kind<unknown, unknown>[] = [];
+  if (config.kinds !== undefined) {
+    try {
+      kinds = await loadKinds(config.kinds);
+    } catch (e) {
+      console.error(
+        `mcpstate serve: --kinds (MCPSTATE_KINDS) ${config.kinds}: ${
+          redact(e instanceof Error ? e.message : String(e))
+        }`,
+      );
+      return 2;
+    }
   }
   // Metrics when asked for; traces when Deno exports them (OTEL_DENO=true).
   const telemetry = Telemetry.create({ metrics: config.metrics !== undefined });
@@ -89,12 +105,13 @@ export async function serve(args: string[]): Promise<number> {
         leaseSeconds: config.leaseSeconds,
         maxReadBytes: config.maxReadBytes,
         ...(config.tools ? { tools: config.tools } : {}),
+        ...(kinds.length > 0 ? { kinds } : {}),
         maxListenStreams: config.maxListenStreams,
         maxListenStreamsPerUser: config.maxListenStreamsPerUser,
         maxWatchesPerUser: config.maxWatchesPerUser,
         telemetry,
       }))
-      : await runHttp(store, config, telemetry);
+      : await runHttp(store, config, telemetry, kinds);
   } finally {
     await metrics?.close();
     await store.close().catch(() => {});
@@ -139,10 +156,28 @@ async function untilStopped(serving: StateServing): Promise<number> {
   return 0;
 }
 
+/**
+ * Loads the typed kinds of `--kinds`: the `kinds` export of the module at
+ * `path` (relative to the working directory), checked as a server checks them.
+ */
+async function loadKinds(path: string): Promise<Kind<unknown, unknown>[]> {
+  const url = pathToFileURL(resolve(path));
+  const mod = await import(url.href) as { kinds?: unknown };
+  if (!Array.isArray(mod.kinds) || mod.kinds.length === 0) {
+    throw new Error(
+      'the module has no "kinds" export listing at least one kind (export const kinds = [defineKind(...)]).',
+    );
+  }
+  const kinds = mod.kinds as Kind<unknown, unknown>[];
+  kindRules(kinds, false); // refuses a malformed or repeated kind here, before serving
+  return kinds;
+}
+
 async function runHttp(
   store: HandleStore,
   config: ServeConfig,
   telemetry: Telemetry | undefined,
+  kinds: readonly Kind<unknown, unknown>[],
 ): Promise<number> {
   let auth;
   if (config.auth) {
@@ -187,6 +222,7 @@ async function runHttp(
       leaseSeconds: config.leaseSeconds,
       maxReadBytes: config.maxReadBytes,
       ...(config.tools ? { tools: config.tools } : {}),
+      ...(kinds.length > 0 ? { kinds } : {}),
       maxListenStreams: config.maxListenStreams,
       maxListenStreamsPerUser: config.maxListenStreamsPerUser,
       maxWatchesPerUser: config.maxWatchesPerUser,

@@ -68,6 +68,8 @@ export interface ServeConfig {
   maxReadBytes: number;
   /** The tools to offer (full names), or `undefined` for the default set. */
   tools: string[] | undefined;
+  /** Path of a module whose `kinds` export lists the typed kinds, or `undefined`. */
+  kinds: string | undefined;
   /** Open `subscriptions/listen` streams, all users together. */
   maxListenStreams: number;
   /** Open `subscriptions/listen` streams of one user. */
@@ -124,6 +126,10 @@ Options (each has an environment twin; a flag wins over its variable):
   --tools LIST             Tools to offer: a comma list, with   MCPSTATE_TOOLS
                            or without state_ (default:
 ${wrapNames(DEFAULT_TOOLS)})
+  --kinds PATH             A module whose "kinds" export lists   MCPSTATE_KINDS
+                           typed kinds (defineKind): their
+                           states are validated, their JSON
+                           Schemas offered to the model
 
 Per-user quotas (default: none; over one, a write is quota_exceeded):
   --quota-handles N        Live handles per user                MCPSTATE_QUOTA_HANDLES
@@ -201,6 +207,7 @@ const OPTIONS = {
   "quota-handles": { type: "string" },
   "quota-bytes": { type: "string" },
   "quota-writes-per-minute": { type: "string" },
+  kinds: { type: "string" },
   host: { type: "string" },
   port: { type: "string" },
   "public-url": { type: "string" },
@@ -413,6 +420,7 @@ export function parseServeArgs(
     leaseSeconds,
     maxReadBytes,
     tools,
+    kinds: str("kinds", "MCPSTATE_KINDS") || undefined,
     maxListenStreams,
     maxListenStreamsPerUser,
     maxWatchesPerUser,

@@ -67,6 +67,8 @@ export interface HttpHandlerOptions {
   maxReadBytes?: number;
   /** The tools to offer. See `StateToolsOptions.tools`. */
   tools?: readonly string[];
+  /** Typed kinds to validate and offer. See `StateToolsOptions.kinds`. */
+  kinds?: StateToolsOptions["kinds"];
   /** Open `subscriptions/listen` streams, all users together. Default 1,000. */
   maxListenStreams?: number;
   /** Open `subscriptions/listen` streams of one user. Default 16. */
@@ -152,6 +154,7 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
       anonymous,
       maxReadBytes,
       tools,
+      ...(options.kinds ? { kinds: options.kinds } : {}),
       // A 2025-era stateless exchange has no stream to deliver updates on.
       subscriptions: era === "modern",
       ...(options.writer ? { writer: options.writer } : {}),

@@ -28,7 +28,7 @@
  * @module
  */
 
-export type { Backend, HandleStore, McpServer } from "./types.ts";
+export type { AnyKind, Backend, HandleStore, McpServer } from "./types.ts";
 export {
   ANONYMOUS_RANDOM_CHARS,
   checkReadAndTools,

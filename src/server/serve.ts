@@ -49,6 +49,7 @@ export interface StdioServeOptions extends
     | "leaseSeconds"
     | "maxReadBytes"
     | "tools"
+    | "kinds"
     | "maxListenStreams"
     | "maxListenStreamsPerUser"
     | "maxWatchesPerUser"
@@ -99,6 +100,7 @@ export function serveStateStdio(store: HandleStore, options: StdioServeOptions):
           writer,
           maxReadBytes,
           tools,
+          ...(options.kinds ? { kinds: options.kinds } : {}),
           ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),
           ...(options.telemetry ? { telemetry: options.telemetry } : {}),
         }),

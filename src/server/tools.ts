@@ -37,8 +37,9 @@ import {
   toReadPayload,
 } from "../store.ts";
 import { VERSION } from "../version.ts";
+import { type Kind, kindRules, withRules } from "../kinds.ts";
 import { clientLabel } from "./identity.ts";
-import type { HandleStore, McpServer } from "./types.ts";
+import type { AnyKind, HandleStore, McpServer } from "./types.ts";
 import { sharedBucketMintKey } from "./_shared_bucket.ts";
 import type { Telemetry, ToolOutcome } from "./telemetry.ts";
 
@@ -134,6 +135,17 @@ export interface StateToolsOptions {
    * the handlers run uninstrumented.
    */
   telemetry?: Telemetry;
+  /**
+   * Typed kinds (from `defineKind` or `store.kind`; their own store, if any,
+   * is not used). `state_save` offers each one's JSON Schema to the model; a
+   * mint, save or patch of a handle of one of these kinds is validated by its
+   * schema after its ops apply (`invalid_state` with the issues, nothing
+   * written), and `state_load` reads states of older schema versions
+   * upcast. Other kinds stay free-form. Default none.
+   *
+   * @since 0.5.0
+   */
+  kinds?: readonly AnyKind[];
 }
 
 /** Seconds of the lease a write takes implicitly (see {@link StateToolsOptions.leaseSeconds}). */
@@ -309,6 +321,8 @@ const metaShape = {
   updated_at: z.string(),
   expires_at: z.string().nullable(),
   last_writer: z.string().nullable(),
+  // Present for a state written by a typed kind (see StateToolsOptions.kinds).
+  schema_version: z.number().int().optional(),
   active_lease: z.strictObject({ holder: z.string(), expires_at: z.string() }).optional(),
 };
 const ok = z.literal(true);
@@ -651,6 +665,12 @@ export function registerStateTools(
   /** The budget of a read that names none; `undefined`: no limit. */
   const readBudget = maxRead === 0 ? undefined : maxRead;
   const offered = new Set(tools);
+  const kinds = options.kinds ?? [];
+  const rules = kinds.length > 0
+    ? kindRules(kinds as readonly Kind<unknown, unknown>[], false)
+    : undefined;
+  /** Store options with the kinds' rules. */
+  const typed = <T extends object>(o: T): T => withRules(o, rules);
 
   /**
    * The writer's short lease, taken by the write itself (in the same step on
@@ -740,6 +760,7 @@ export function registerStateTools(
       "Update: handle + expect_version (the version you read); state replaces the whole state.",
       'stale_write error: someone else wrote since; nothing saved. With on_conflict:"merge" your edits merge when they touch other paths than theirs; else error.conflicts lists the clashing paths: re-apply your change to error.current.state, save with expect_version=error.current.version.',
       "For small edits prefer state_patch: no version, no conflicts.",
+      ...kindsDescription(kinds),
     ].join("\n"),
     schemas: SCHEMAS.save,
     annotations: { openWorldHint: false },
@@ -758,29 +779,37 @@ export function registerStateTools(
       const key = anonymous && args.idempotency_key !== undefined
         ? await sharedBucketMintKey(args.idempotency_key, [args.kind, state, args.ttl_days, writer])
         : args.idempotency_key;
-      const handle = await store.mint(args.kind, state, {
-        user,
-        ...w,
-        ...(key === undefined ? {} : { idempotencyKey: key }),
-        ...(args.ttl_days === undefined ? {} : { ttlDays: args.ttl_days }),
-        ...(anonymous ? { randomChars: ANONYMOUS_RANDOM_CHARS } : {}),
-        ...writeLease(writer),
-      });
+      const handle = await store.mint(
+        args.kind,
+        state,
+        typed({
+          user,
+          ...w,
+          ...(key === undefined ? {} : { idempotencyKey: key }),
+          ...(args.ttl_days === undefined ? {} : { ttlDays: args.ttl_days }),
+          ...(anonymous ? { randomChars: ANONYMOUS_RANDOM_CHARS } : {}),
+          ...writeLease(writer),
+        }),
+      );
       // A new handle has no other holder: the writer's lease was taken.
       return { handle, version: 1 };
     }
     checkHandle(args.handle);
     if (args.expect_version === undefined) throw new ExpectVersionRequired(args.handle);
-    const snap = await store.save(args.handle, state, {
-      user,
-      expectVersion: args.expect_version,
-      ...w,
-      ...idem,
-      // null and absent both keep the expiry; state_touch removes it.
-      ...(args.ttl_days === undefined ? {} : { ttlDays: args.ttl_days }),
-      ...(args.on_conflict === undefined ? {} : { onConflict: args.on_conflict }),
-      ...writeLease(writer),
-    }).catch((e) => {
+    const snap = await store.save(
+      args.handle,
+      state,
+      typed({
+        user,
+        expectVersion: args.expect_version,
+        ...w,
+        ...idem,
+        // null and absent both keep the expiry; state_touch removes it.
+        ...(args.ttl_days === undefined ? {} : { ttlDays: args.ttl_days }),
+        ...(args.on_conflict === undefined ? {} : { onConflict: args.on_conflict }),
+        ...writeLease(writer),
+      }),
+    ).catch((e) => {
       if (e instanceof StaleWrite && readBudget !== undefined) withinBudget(e, readBudget);
       throw e;
     });
@@ -813,14 +842,17 @@ export function registerStateTools(
           { field: "paths" },
         );
       }
-      const r = await store.read(args.handle, {
-        user,
-        paths: args.paths,
-        ...(budget === undefined ? {} : { maxBytes: budget }),
-      });
+      const r = await store.read(
+        args.handle,
+        typed({
+          user,
+          paths: args.paths,
+          ...(budget === undefined ? {} : { maxBytes: budget }),
+        }),
+      );
       return withoutOwnLease(toReadPayload(r), r, writer);
     }
-    const snap = await store.get(args.handle, { user });
+    const snap = await store.get(args.handle, typed({ user }));
     const { state: _, ...payload } = payloadFor(snap, writer);
     const path = args.path || undefined;
     const value = path === undefined ? snap.state : getPath(snap.state, path);
@@ -876,12 +908,16 @@ export function registerStateTools(
     annotations: { openWorldHint: false },
   }, async (args, raw, { user, writer }) => {
     checkHandle(args.handle);
-    const snap = await store.patch(args.handle, raw.ops as PatchOp[], {
-      user,
-      ...(writer === undefined ? {} : { writer }),
-      ...(args.idempotency_key === undefined ? {} : { idempotencyKey: args.idempotency_key }),
-      ...writeLease(writer),
-    });
+    const snap = await store.patch(
+      args.handle,
+      raw.ops as PatchOp[],
+      typed({
+        user,
+        ...(writer === undefined ? {} : { writer }),
+        ...(args.idempotency_key === undefined ? {} : { idempotencyKey: args.idempotency_key }),
+        ...writeLease(writer),
+      }),
+    );
     const { activeLease: _, ...rest } = snap;
     return { ...toPayload(rest), ...otherLease(snap, writer) };
   });
@@ -978,6 +1014,31 @@ export function registerStateTools(
     });
     return { handle: args.handle, acquired: l.acquired, active_lease: leasePayload(l) };
   });
+}
+
+/**
+ * The lines of `state_save`'s description that offer the typed kinds: each
+ * one's JSON Schema, compact. None without kinds, so a default server's
+ * tool list is unchanged.
+ *
+ * @param kinds The kinds the server validates.
+ * @returns Lines for the description.
+ */
+function kindsDescription(kinds: readonly AnyKind[]): string[] {
+  if (kinds.length === 0) return [];
+  const lines = [
+    "Kinds with a schema: a state of these kinds must match it (JSON Schema below), else invalid_state lists issues as {path (JSON Pointer), message}; fix those and retry.",
+  ];
+  for (const k of kinds) {
+    const schema = k.jsonSchema;
+    if (schema === null) {
+      lines.push(`${k.name}: (validated; no JSON Schema available)`);
+      continue;
+    }
+    const { $schema: _, ...rest } = schema;
+    lines.push(`${k.name}: ${JSON.stringify(rest)}`);
+  }
+  return lines;
 }
 
 /**

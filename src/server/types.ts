@@ -22,3 +22,22 @@ export type Backend = StoreBackend;
  * resources on.
  */
 export type McpServer = SdkMcpServer;
+
+/**
+ * A typed kind, as the server takes it: `Kind` of `@mcpstate/core` (from
+ * `defineKind` or `store.kind`), whatever its state type.
+ *
+ * @since 0.5.0
+ */
+export interface AnyKind {
+  /** The kind name. */
+  readonly name: string;
+  /** Its schema version. */
+  readonly version: number;
+  /** Its Standard Schema. */
+  readonly schema: unknown;
+  /** Its upcast steps, by the version they start from. */
+  readonly upcast: unknown;
+  /** The JSON Schema offered to the model, or `null`. */
+  readonly jsonSchema: Record<string, unknown> | null;
+}

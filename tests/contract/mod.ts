@@ -96,6 +96,7 @@ export const GROUPS: readonly ContractGroup[] = [
   (await import("./feed.ts")).default,
   (await import("./leases.ts")).default,
   (await import("./quotas.ts")).default,
+  (await import("./kinds.ts")).default,
   (await import("./cross_process.ts")).default,
 ];
 

@@ -42,6 +42,8 @@ export interface Meta {
   e: number | null;
   /** lastWriter. */
   l: string | null;
+  /** schemaVersion, when the state was written by a typed kind. */
+  s?: number;
 }
 
 /** The head of a record: its metadata and its state (inline or a chunk set). */
@@ -210,6 +212,7 @@ export function indexOf(r: HandleRecord): IndexEntry {
     u: r.updatedAt,
     e: r.expiresAt,
     l: r.lastWriter,
+    ...(r.schemaVersion == null ? {} : { s: r.schemaVersion }),
   };
 }
 
@@ -220,7 +223,14 @@ export function metaOfIndex(i: IndexEntry): HandleMeta {
 
 /** The metadata from `version` on. */
 function tail(m: Meta): Omit<HandleMeta, "handle" | "kind"> {
-  return { version: m.v, createdAt: m.c, updatedAt: m.u, expiresAt: m.e, lastWriter: m.l };
+  return {
+    version: m.v,
+    createdAt: m.c,
+    updatedAt: m.u,
+    expiresAt: m.e,
+    lastWriter: m.l,
+    ...(m.s == null ? {} : { schemaVersion: m.s }),
+  };
 }
 
 /** A fresh random id (chunk sets, logs, writes). */

@@ -40,6 +40,7 @@ export function putHead(
     w,
     z: body.z,
   };
+  if (next.schemaVersion != null) head.s = next.schemaVersion;
   if ("inline" in body) head.b = body.inline;
   else {
     head.d = body.d;

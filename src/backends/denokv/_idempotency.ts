@@ -117,6 +117,7 @@ export async function replayOf(
       updatedAt: r.u,
       expiresAt: r.e,
       lastWriter: r.l,
+      ...(r.s == null ? {} : { schemaVersion: r.s }),
     },
   };
 }

@@ -70,7 +70,13 @@ export function payloadOf(user: string, handle: string): string {
 
 /** A record from a row of `RECORD_COLUMNS`. */
 export function recordOf(row: readonly unknown[]): HandleRecord {
-  return { handle: String(row[0]), kind: String(row[1]), state: String(row[2]), ...tail(row, 3) };
+  return {
+    handle: String(row[0]),
+    kind: String(row[1]),
+    state: String(row[2]),
+    ...tail(row, 3),
+    ...(row[8] == null ? {} : { schemaVersion: Number(row[8]) }),
+  };
 }
 
 /** Metadata from a row of `META_COLUMNS`. */

@@ -65,6 +65,14 @@ export async function migrate(tx: postgres.ISql, schema: string): Promise<void> 
   for (let v = current; v < POSTGRES_SCHEMA_VERSION; v++) {
     for (const statement of MIGRATIONS[v]!(s)) await tx.unsafe(statement);
   }
+  // The schema version of a typed kind's record: a nullable column added in
+  // place (nothing rewritten), apart from the numbered migrations above.
+  const [has] = await tx.unsafe(
+    `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::text::regclass
+       AND attname = 'schema_version' AND NOT attisdropped)`,
+    [`${s}.handles`],
+  ).values();
+  if (!has?.[0]) await tx.unsafe(`ALTER TABLE ${s}.handles ADD COLUMN schema_version bigint`);
   if (current < POSTGRES_SCHEMA_VERSION) {
     await tx.unsafe(
       `INSERT INTO ${s}.meta (key, value) VALUES ('schema_version', $1::text)

@@ -72,12 +72,12 @@ export function writerText(w: string | null): string {
 export function metaText(r: HandleMeta): string {
   return `${r.kind}\t${r.version}\t${r.createdAt}\t${r.updatedAt}\t${
     r.expiresAt === null ? "" : r.expiresAt
-  }\t${writerText(r.lastWriter)}`;
+  }\t${writerText(r.lastWriter)}${r.schemaVersion == null ? "" : `\t${r.schemaVersion}`}`;
 }
 
 /** Metadata from its `m` field. */
 export function metaOf(handle: string, m: string): HandleMeta {
-  const [kind = "", v, c, u, e = "", w = ""] = m.split("\t");
+  const [kind = "", v, c, u, e = "", w = "", sv = ""] = m.split("\t");
   return {
     handle,
     kind,
@@ -86,6 +86,7 @@ export function metaOf(handle: string, m: string): HandleMeta {
     updatedAt: Number(u),
     expiresAt: e === "" ? null : Number(e),
     lastWriter: w === "" ? null : JSON.parse(w) as string,
+    ...(sv === "" ? {} : { schemaVersion: Number(sv) }),
   };
 }
 
@@ -101,6 +102,7 @@ export function recordOf(handle: string, s: string | null | undefined, m: string
     updatedAt: meta.updatedAt,
     expiresAt: meta.expiresAt,
     lastWriter: meta.lastWriter,
+    ...(meta.schemaVersion === undefined ? {} : { schemaVersion: meta.schemaVersion }),
   };
 }
 

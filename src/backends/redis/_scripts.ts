@@ -67,7 +67,7 @@ import { createHash } from "node:crypto";
 // all go once their records have.
 const PRELUDE = `
 local PATTERNS = {${
-  [2, 4, 5, 6, 11, 13, 16].map((n) => `[${n}] = '^${"([^\\t]*)\\t".repeat(n - 1)}(.*)$'`)
+  [2, 4, 5, 6, 7, 12, 13, 16].map((n) => `[${n}] = '^${"([^\\t]*)\\t".repeat(n - 1)}(.*)$'`)
     .join(", ")
 }}
 -- Splits a on tabs into n fields (the last takes the rest).
@@ -354,13 +354,13 @@ return 1
  * save: the conditional write (of a store without history: it drops the
  * changelog). KEYS: record, index, expiry, lease[, idempotency].
  * ARGV: s, then tab-joined now, graceMs, expectVersion, updatedAt, e (a time,
- * "" or "keep"), x, fp, till, ittl, h, w; then the lease to take with the
- * write ("" = none).
+ * "" or "keep"), x, fp, till, ittl, h, w, sv (the schema version, or "keep"); then the
+ * lease to take with the write ("" = none).
  * Replies the new `m` (a string; the lease taken), `{'L', m, lease in force}`
  * (written; another holder's lease left alone), `{'C'[, d]}` or a replay.
  */
 export const SAVE: string = PRELUDE + `
-local a = split(ARGV[2], 11)
+local a = split(ARGV[2], 12)
 local now = tonumber(a[1])
 local r = replay(KEYS[5], now)
 if r then return r end
@@ -380,8 +380,11 @@ local e = a[5]
 if e == 'keep' then e = cur.e end
 local ttl = -1
 if e ~= '' then ttl = math.max(tonumber(e) + tonumber(a[2]) - now, 1) end
+local sv = a[12]
+if sv == 'keep' then sv = split(cur.m, 7)[7] or '' end
 local m = cur.k .. '\\t' .. tostring(tonumber(cur.v) + 1) .. '\\t' .. cur.c .. '\\t' .. a[4]
   .. '\\t' .. e .. '\\t' .. a[11]
+if sv ~= '' then m = m .. '\\t' .. sv end
 putrec(KEYS[1], ARGV[1], m, a[6], e, ttl, cur.e)
 droplog(KEYS[1], cur.l)
 reindex(KEYS[2], KEYS[3], cur, a[6], e, ttl)

@@ -15,7 +15,8 @@ export type Row = Record<string, SQLOutputValue> | SQLOutputValue[];
 export const META = "handle, kind, version, created_ms, updated_ms, expires_ms, last_writer";
 
 /** A record's columns but the handle, in the order {@link recordOf} reads them. */
-export const RECORD = "kind, state, version, created_ms, updated_ms, expires_ms, last_writer";
+export const RECORD =
+  "kind, state, version, created_ms, updated_ms, expires_ms, last_writer, schema_version";
 
 /**
  * Asks a statement for rows as arrays, which skips building an object per
@@ -35,7 +36,13 @@ export function cells(row: Row): SQLOutputValue[] {
 /** A record from a row of {@link RECORD} columns. */
 export function recordOf(handle: string, r: Row): HandleRecord {
   const row = cells(r);
-  return { handle, kind: row[0] as string, state: row[1] as string, ...tail(row) };
+  return {
+    handle,
+    kind: row[0] as string,
+    state: row[1] as string,
+    ...tail(row),
+    ...schemaVersionOf(row[7]),
+  };
 }
 
 /** Metadata from a row of {@link META} columns. */
@@ -53,6 +60,17 @@ function tail(row: SQLOutputValue[]): Omit<HandleMeta, "handle" | "kind"> {
     expiresAt: row[5] as number | null,
     lastWriter: row[6] as string | null,
   };
+}
+
+/**
+ * The `schemaVersion` field of a record from its column: absent when `NULL`
+ * (a state written without a typed kind).
+ *
+ * @param cell The `schema_version` cell.
+ * @returns `{ schemaVersion }` or `{}`.
+ */
+export function schemaVersionOf(cell: SQLOutputValue | undefined): { schemaVersion?: number } {
+  return cell == null ? {} : { schemaVersion: Number(cell) };
 }
 
 /** A changelog entry from a `version, at, text` row. */
@@ -74,6 +92,15 @@ export function leaseOf(row: Record<string, SQLOutputValue>): LeaseRecord {
  */
 export function recordValues(
   r: HandleRecord,
-): [string, string, number, number, number, number | null, string | null] {
-  return [r.kind, r.state, r.version, r.createdAt, r.updatedAt, r.expiresAt, r.lastWriter];
+): [string, string, number, number, number, number | null, string | null, number | null] {
+  return [
+    r.kind,
+    r.state,
+    r.version,
+    r.createdAt,
+    r.updatedAt,
+    r.expiresAt,
+    r.lastWriter,
+    r.schemaVersion ?? null,
+  ];
 }

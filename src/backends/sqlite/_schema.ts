@@ -148,7 +148,7 @@ export function prepareDatabase(db: DatabaseSync, sync: SqliteSynchronous, busy:
  */
 function migrate(db: DatabaseSync): void {
   const version = () => db.prepare("PRAGMA user_version").get()?.user_version as number;
-  if (version() === SQLITE_SCHEMA_VERSION) return;
+  if (version() === SQLITE_SCHEMA_VERSION) return addSchemaVersion(db);
   db.exec("BEGIN IMMEDIATE");
   try {
     // Another process may have migrated while this one waited for the lock.
@@ -173,7 +173,8 @@ function migrate(db: DatabaseSync): void {
       // A table of one of the new names with other columns was not made by mcpstate.
       for (const [table, expected] of Object.entries(ADDED_TABLES)) {
         const columns = columnsOf(table);
-        if (columns.length > 0 && columns.join(" ") !== expected) {
+        const own = columns.filter((c) => c !== "schema_version");
+        if (own.length > 0 && own.join(" ") !== expected) {
           throw new BackendError(
             `This SQLite file has a "${table}" table that mcpstate did not create. Point mcpstate at another file.`,
           );
@@ -183,6 +184,34 @@ function migrate(db: DatabaseSync): void {
       for (const [step, sql] of STEPS) if (v < step) db.exec(sql);
       db.exec(`PRAGMA user_version = ${SQLITE_SCHEMA_VERSION}`);
     }
+    db.exec("COMMIT");
+  } catch (e) {
+    if (db.isTransaction) db.exec("ROLLBACK");
+    throw e;
+  }
+  addSchemaVersion(db);
+}
+
+/** The tables that hold records, each with the column of a record's schema version. */
+const SCHEMA_VERSION_TABLES = ["handles", "trash"];
+
+/**
+ * Adds the `schema_version` column (a typed kind's version, `NULL` for a
+ * state written without one) to the record tables that lack it. A column
+ * added in place: no row is rewritten, and older rows read as `NULL`.
+ */
+function addSchemaVersion(db: DatabaseSync): void {
+  const missing = () =>
+    SCHEMA_VERSION_TABLES.filter((t) =>
+      !db.prepare("SELECT name FROM pragma_table_info(?)").all(t).some((r) =>
+        r.name === "schema_version"
+      )
+    );
+  if (missing().length === 0) return;
+  db.exec("BEGIN IMMEDIATE");
+  try {
+    // Another process may have added it while this one waited for the lock.
+    for (const t of missing()) db.exec(`ALTER TABLE ${t} ADD COLUMN schema_version INTEGER`);
     db.exec("COMMIT");
   } catch (e) {
     if (db.isTransaction) db.exec("ROLLBACK");

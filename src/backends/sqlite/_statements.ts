@@ -89,21 +89,22 @@ export class Statements {
     this.read = returnArrays(p(`SELECT ${RECORD} FROM handles WHERE user = ? AND handle = ?`));
     this.insert = p(
       "INSERT INTO handles (user, handle, kind, state, version, created_ms, updated_ms, " +
-        "expires_ms, last_writer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) " +
+        "expires_ms, last_writer, schema_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) " +
         "ON CONFLICT (user, handle) DO NOTHING",
     );
     const save = (expires: string) =>
       p(
         `UPDATE handles SET state = ?, version = version + 1, updated_ms = ?, ${expires}` +
-          "last_writer = ? WHERE user = ? AND handle = ? AND version = ? " +
+          "last_writer = ?, schema_version = COALESCE(?, schema_version) " +
+          "WHERE user = ? AND handle = ? AND version = ? " +
           "AND (expires_ms IS NULL OR expires_ms > ?) " +
-          "RETURNING kind, version, created_ms, expires_ms",
+          "RETURNING kind, version, created_ms, expires_ms, schema_version",
       );
     this.saveKeep = save("");
     this.saveSet = save("expires_ms = ?, ");
     this.updateRow = p(
       "UPDATE handles SET kind = ?, state = ?, version = ?, created_ms = ?, updated_ms = ?, " +
-        "expires_ms = ?, last_writer = ? WHERE user = ? AND handle = ?",
+        "expires_ms = ?, last_writer = ?, schema_version = ? WHERE user = ? AND handle = ?",
     );
     // A step of a read-modify-write: SQLite rewrites the entries of every index
     // holding a column named in SET, so the columns that did not change are
@@ -117,7 +118,7 @@ export class Statements {
     this.stepSet = step("expires_ms = ?, ");
     this.insertRow = p(
       "INSERT INTO handles (user, handle, kind, state, version, created_ms, updated_ms, " +
-        "expires_ms, last_writer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "expires_ms, last_writer, schema_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     );
     this.delete = p("DELETE FROM handles WHERE user = ? AND handle = ?");
     this.idemGet = p(
@@ -158,8 +159,9 @@ export class Statements {
     this.inTrash = p("SELECT 1 AS x FROM trash WHERE user = ? AND handle = ?");
     this.toTrash = p(
       "INSERT OR REPLACE INTO trash (user, handle, kind, state, version, created_ms, " +
-        "updated_ms, expires_ms, last_writer, trashed_until) SELECT user, handle, kind, state, " +
-        "version, created_ms, updated_ms, expires_ms, last_writer, ? FROM handles " +
+        "updated_ms, expires_ms, last_writer, schema_version, trashed_until) SELECT user, " +
+        "handle, kind, state, version, created_ms, updated_ms, expires_ms, last_writer, " +
+        "schema_version, ? FROM handles " +
         "WHERE user = ? AND handle = ?",
     );
     this.fromTrash = returnArrays(p(
@@ -200,7 +202,8 @@ export class Statements {
     // A get: the record and its lease in force, in one statement.
     this.readLeased = returnArrays(p(
       "SELECT h.kind, h.state, h.version, h.created_ms, h.updated_ms, h.expires_ms, " +
-        "h.last_writer, l.holder, l.expires_at FROM handles h LEFT JOIN leases l " +
+        "h.last_writer, h.schema_version, l.holder, l.expires_at FROM handles h " +
+        "LEFT JOIN leases l " +
         "ON l.user = h.user AND l.handle = h.handle AND l.expires_at > ?3 " +
         "WHERE h.user = ?1 AND h.handle = ?2",
     ));
