@@ -1229,7 +1229,8 @@ Deno.test("sqlite: usage of a file written before quotas is counted from its row
   const raw = new DatabaseSync(path);
   raw.exec("PRAGMA busy_timeout = 5000");
   raw.prepare(
-    "INSERT INTO handles VALUES (?, 'note_raw22222', 'note', '{\"ü\":1}', 1, 0, 0, NULL, NULL)",
+    "INSERT INTO handles (user, handle, kind, state, version, created_ms, updated_ms, expires_ms, " +
+      "last_writer) VALUES (?, 'note_raw22222', 'note', '{\"ü\":1}', 1, 0, 0, NULL, NULL)",
   ).run(user);
   raw.prepare("UPDATE handles SET state = '{}' WHERE user = ? AND handle <> 'note_raw22222'")
     .run(user);
