@@ -61,6 +61,7 @@ export {
   type MintOptions,
   type PatchOptions,
   type PathsReadResult,
+  type QuotaOptions,
   type ReadOptions,
   type ReadResult,
   type ReleaseOptions,
@@ -76,6 +77,7 @@ export {
   type TrashedInfo,
   type TrashOptions,
   type TrashPage,
+  type UsageInfo,
   type UserOption,
   type UsersOptions,
   type WatchOptions,
@@ -122,6 +124,7 @@ export type {
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
+  QuotaLimits,
   Replayed,
   Retention,
   SaveOutcome,
@@ -129,6 +132,7 @@ export type {
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
+  Usage,
   WriteContext,
 } from "./src/backend.ts";
 export { DEFAULT_URL, openBackend } from "./src/url.ts";

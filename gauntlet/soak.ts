@@ -8,7 +8,11 @@
  * an error). The server's RSS is sampled from `/proc/<pid>/status` and every
  * call's latency is recorded. The server runs with `--metrics-port`: at the
  * end, its `/metrics` must count exactly the tool calls the clients made,
- * tool by tool, and exactly the stale writes they were answered.
+ * tool by tool, and exactly the stale writes they were answered. It runs
+ * with every quota on, set above what the workload needs: no call may be
+ * refused, and afterwards each user's usage, as the backend kept it through
+ * the concurrent mints, patches, saves and deletes, must equal what their
+ * records hold.
  *
  * @module
  */
@@ -25,6 +29,7 @@ import {
 import { type RedisServer, startRedis } from "../tests/_redis.ts";
 import { scrape } from "../tests/_metrics.ts";
 import { startServer } from "./_server.ts";
+import { HandleStore } from "../mod.ts";
 import { messageOf, quantile, randomSeed, Rng, round, rssKiB } from "./_util.ts";
 
 /** The backends the soak runs on. */
@@ -101,6 +106,34 @@ export interface SoakReport {
   failures: string[];
 }
 
+/** Every quota on, above what the workload needs (nothing may be refused). */
+const SOAK_QUOTAS = { maxHandles: 10_000, maxBytes: 1_000_000_000, writesPerMinute: 10_000_000 };
+
+/**
+ * Each user's usage as the backend kept it, against what their records
+ * hold (live handles, UTF-8 bytes of their states): one line per mismatch.
+ */
+async function usageMismatches(url: string, users: string[]): Promise<string[]> {
+  await using store = await HandleStore.fromUrl(url, { reclaimIntervalMs: 0 });
+  const out: string[] = [];
+  const encoder = new TextEncoder();
+  for (const user of users) {
+    const kept = await store.usage(user);
+    const infos = await store.list(user, { includeExpired: true });
+    let bytes = 0;
+    for (const info of infos) {
+      bytes +=
+        encoder.encode(JSON.stringify((await store.get(info.handle, { user })).state)).length;
+    }
+    if (kept.handles !== infos.length || kept.bytes !== bytes) {
+      out.push(
+        `usage of ${user}: kept ${kept.handles} handles and ${kept.bytes} bytes, the records hold ${infos.length} and ${bytes}`,
+      );
+    }
+  }
+  return out;
+}
+
 function latencyOf(values: number[]): Latency {
   const s = [...values].sort((a, b) => a - b);
   return {
@@ -149,6 +182,12 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     backendUrl,
     "--metrics-port",
     String(metricsPort),
+    "--quota-handles",
+    String(SOAK_QUOTAS.maxHandles),
+    "--quota-bytes",
+    String(SOAK_QUOTAS.maxBytes),
+    "--quota-writes-per-minute",
+    String(SOAK_QUOTAS.writesPerMinute),
     ...issuer.serveArgs,
   ]);
   const aud = server.url.href;
@@ -444,6 +483,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
           );
         }
       }
+      const refused = m.sum("mcpstate_quota_refusals_total");
+      if (refused !== 0) failures.push(`/metrics counts ${refused} quota refusals, expected none`);
       if (report.metrics.staleWrites !== report.staleWritesRetried) {
         failures.push(
           `/metrics counts ${report.metrics.staleWrites} stale writes, the clients were answered ${report.staleWritesRetried}`,
@@ -458,6 +499,12 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const status = await server.stop();
     if (status.code !== 0 && status.signal !== "SIGTERM") {
       failures.push(`the server exited with ${status.code}: ${server.stderr().slice(-500)}`);
+    }
+    try {
+      const users = Array.from({ length: userCount }, (_, u) => `${issuer.issuer}#soak-${u}`);
+      failures.push(...await usageMismatches(backendUrl, users));
+    } catch (e) {
+      failures.push(`checking the usage failed: ${messageOf(e)}`);
     }
     await issuer.close();
     if (redis) await redis.stop();

@@ -99,6 +99,41 @@ export interface Retention {
   maxAgeMs: number;
 }
 
+/**
+ * Per-user limits a write carries (see {@link WriteContext.quota}); an
+ * absent field is no limit.
+ *
+ * @since 0.6.0
+ */
+export interface QuotaLimits {
+  /** At most this many live handles. */
+  maxHandles?: number;
+  /** At most this many UTF-8 bytes of state over the live handles. */
+  maxBytes?: number;
+  /** At most this many writes in one minute of the store clock (`floor(now / 60000)`). */
+  writesPerMinute?: number;
+}
+
+/**
+ * A user's usage: what {@link Backend.usage} answers.
+ *
+ * `handles` counts the user's records that are not in the trash, expired ones
+ * included until they are reclaimed (swept, or dropped by the engine's TTL);
+ * `bytes` is the sum of their states' UTF-8 lengths; `writesThisMinute`
+ * counts the writes made with a {@link WriteContext.quota} in the current
+ * minute of the store clock.
+ *
+ * @since 0.6.0
+ */
+export interface Usage {
+  /** Live (not trashed, not yet reclaimed) handles. */
+  handles: number;
+  /** UTF-8 bytes of their states. */
+  bytes: number;
+  /** Writes counted in the current minute. */
+  writesThisMinute: number;
+}
+
 /** What every write receives from the store. */
 export interface WriteContext {
   /** The store's clock, epoch ms. */
@@ -124,6 +159,21 @@ export interface WriteContext {
    * can bring it back. Absent: delete at once.
    */
   trashUntil?: number;
+  /**
+   * {@link Backend.insert}, {@link Backend.save}, {@link Backend.update}
+   * (when it writes) and {@link Backend.untrash}: the user's limits. In the
+   * same atomic step as the write, the backend runs `checkQuota` of
+   * `backends/_quota.ts` against the user's usage before the write (a new
+   * handle adds 1 handle, a state adds its size minus the old one's), which
+   * throws `QuotaExceeded` and writes nothing; otherwise it writes, updates
+   * the usage and counts one write in the current minute. On
+   * {@link Backend.remove} it is never a refusal; a backend may use it to
+   * keep the usage exact. Absent: no check and no count (the usage of
+   * handles and bytes stays right regardless).
+   *
+   * @since 0.6.0
+   */
+  quota?: QuotaLimits;
   /**
    * {@link Backend.insert}, {@link Backend.save} and {@link Backend.update}:
    * an advisory lease for the writer, to take in the same atomic step as the
@@ -468,6 +518,14 @@ export interface Backend {
    * @since 0.5.0
    */
   listTrash?(user: string, query: TrashQuery): Promise<TrashedMeta[]>;
+  /**
+   * Optional (quotas): the user's {@link Usage} as of `now`. A backend that
+   * has it honours {@link WriteContext.quota} on every write; the store
+   * refuses quotas on one that has not.
+   *
+   * @since 0.6.0
+   */
+  usage?(user: string, now: number): Promise<Usage>;
   /** Releases connections and files. Idempotent. */
   close(): Promise<void>;
 }

@@ -18,7 +18,8 @@ export type ErrorCode =
   | "unauthenticated"
   | "backend_error"
   | "internal_error"
-  | "invalid_state";
+  | "invalid_state"
+  | "quota_exceeded";
 
 /** The payload form of an error: `{ code, message, ...details }`. */
 export type ErrorPayload = { code: string; message: string } & Record<string, unknown>;
@@ -241,6 +242,48 @@ export class StateTooLarge extends McpStateError {
       `The state is ${sizeBytes} bytes of JSON, over the limit of ${limitBytes}. Nothing was saved. Store less (summaries, references instead of contents) or split it across several handles.`,
       { size_bytes: sizeBytes, limit_bytes: limitBytes },
     );
+  }
+}
+
+/** Which per-user quota a write would break: see {@link QuotaExceeded}. */
+export type QuotaName = "handles" | "bytes" | "writes_per_minute";
+
+/**
+ * A write would take the user over a quota (handles, bytes of state, or
+ * writes per minute). Nothing was written.
+ *
+ * @since 0.6.0
+ *
+ * @example
+ * ```ts
+ * import { QuotaExceeded } from "@mcpstate/core";
+ * const e = new QuotaExceeded("writes_per_minute", 60, 60, 12);
+ * e.toPayload().retry_after_seconds; // 12
+ * ```
+ */
+export class QuotaExceeded extends McpStateError {
+  /**
+   * Creates the error for a write over a quota.
+   *
+   * @param quota Which quota.
+   * @param limit The configured limit.
+   * @param usage The user's usage before the refused write.
+   * @param retryAfterSeconds For the rate: whole seconds until the next minute starts.
+   */
+  constructor(quota: QuotaName, limit: number, usage: number, retryAfterSeconds?: number) {
+    const what = quota === "handles"
+      ? `You have ${usage} handles, the most allowed is ${limit}. Nothing was saved. Delete handles you no longer need (state_delete), or keep this in an existing handle instead of minting a new one.`
+      : quota === "bytes"
+      ? `Your handles hold ${usage} bytes of state and this write would bring them over the limit of ${limit}. Nothing was saved. Shrink states (summaries, references instead of contents) or delete handles you no longer need, then try again.`
+      : `You made ${usage} writes this minute, the most allowed is ${limit}. Nothing was saved. Wait ${
+        retryAfterSeconds ?? 60
+      } seconds, then try again; combine several changes into one patch.`;
+    super("quota_exceeded", what, {
+      quota,
+      limit,
+      usage,
+      ...(retryAfterSeconds === undefined ? {} : { retry_after_seconds: retryAfterSeconds }),
+    });
   }
 }
 

@@ -15,10 +15,12 @@ import type {
   IdempotencyClaim,
   LeaseOutcome,
   LeaseRecord,
+  QuotaLimits,
   Replayed,
   Retention,
   Step,
   UpdateOutcome,
+  Usage,
   WriteContext,
 } from "./backend.ts";
 import { isReplayed } from "./backend.ts";
@@ -199,7 +201,39 @@ export interface HandleStoreOptions {
   history?: HistoryOptions | false;
   /** Days a revoked handle stays in the trash, restorable. Default 7; 0 deletes at once. */
   trashDays?: number;
+  /**
+   * Per-user quotas, each a whole number ≥ 1 (absent: no limit). A write over
+   * one is `QuotaExceeded` and writes nothing. Default: no quotas, and no
+   * cost on writes.
+   *
+   * @since 0.6.0
+   */
+  quotas?: QuotaOptions;
 }
+
+/**
+ * Per-user quotas (see {@link HandleStoreOptions.quotas}). They hold across
+ * processes and instances sharing a backend: each backend changes a user's
+ * usage in the same atomic write as the state. Deleting and shrinking are
+ * never refused.
+ *
+ * @since 0.6.0
+ */
+export interface QuotaOptions {
+  /** At most this many live handles per user (trashed ones do not count). */
+  maxHandles?: number;
+  /** At most this many UTF-8 bytes of state over a user's live handles. */
+  maxBytes?: number;
+  /** At most this many writes (mint, save, patch that changes something, touch, restore) per user per minute. */
+  writesPerMinute?: number;
+}
+
+/**
+ * A user's usage, as {@link HandleStore.usage} reports it.
+ *
+ * @since 0.6.0
+ */
+export type UsageInfo = Usage;
 
 /** Retention of the changelog. */
 export interface HistoryOptions {
@@ -590,6 +624,7 @@ export class HandleStore implements AsyncDisposable {
   readonly #retention: Retention | undefined;
   readonly #maxEntryBytes: number;
   readonly #trashMs: number;
+  readonly #quotas: QuotaLimits | undefined;
   #timer: ReturnType<typeof setInterval> | undefined;
   #closed = false;
 
@@ -651,6 +686,7 @@ export class HandleStore implements AsyncDisposable {
       throw new InvalidArgument("trashDays must be a finite number of days, 0 or more.");
     }
     this.#trashMs = Math.round(trash * DAY_MS);
+    this.#quotas = checkQuotas(options.quotas, backend);
     const every = options.reclaimIntervalMs ?? 600_000;
     // setInterval runs a delay over 2^31 - 1 ms every millisecond instead.
     if (typeof every !== "number" || !(every >= 0 && every <= MAX_TIMER_MS)) {
@@ -1379,9 +1415,9 @@ export class HandleStore implements AsyncDisposable {
     const user = checkUser(options);
     checkHandle(handle);
     const now = this.#clock();
-    const r = await this.#call(() =>
-      this.#backend.untrash(user, handle, { now, graceMs: this.#graceMs })
-    );
+    const ctx: WriteContext = { now, graceMs: this.#graceMs };
+    if (this.#quotas) ctx.quota = this.#quotas;
+    const r = await this.#call(() => this.#backend.untrash(user, handle, ctx));
     if (!r) throw new HandleNotFound(handle);
     return snapshotOf<S>(r);
   }
@@ -2002,6 +2038,44 @@ export class HandleStore implements AsyncDisposable {
     return this.#backend.importRecord?.bind(this.#backend);
   }
 
+  /**
+   * The quotas this store enforces (`undefined`: none).
+   *
+   * @since 0.6.0
+   */
+  get quotas(): QuotaOptions | undefined {
+    return this.#quotas && { ...this.#quotas };
+  }
+
+  /**
+   * A user's usage: live handles (expired ones count until they are
+   * reclaimed, trashed ones do not), the UTF-8 bytes of their states, and
+   * the writes counted against `writesPerMinute` in the current minute of
+   * the store clock (0 unless the store, or another sharing the backend,
+   * enforces quotas).
+   *
+   * @param user The user.
+   * @returns The usage.
+   * @throws {InvalidArgument} for a malformed user, or a backend that keeps no usage.
+   * @throws {BackendError} when the engine fails or the store is closed.
+   * @since 0.6.0
+   *
+   * @example
+   * ```ts
+   * import { HandleStore } from "@mcpstate/core";
+   * await using store = await HandleStore.fromUrl("memory://", { quotas: { maxHandles: 100 } });
+   * await store.mint("note", { text: "hi" }, { user: "alice" });
+   * await store.usage("alice"); // { handles: 1, bytes: 13, writesThisMinute: 1 }
+   * ```
+   */
+  async usage(user: string): Promise<UsageInfo> {
+    checkUser({ user });
+    const b = this.#backend;
+    if (!b.usage) throw unsupported("report usage");
+    const now = this.#clock();
+    return await this.#call(() => b.usage!(user, now));
+  }
+
   /** Closes the backend. Idempotent. */
   async close(): Promise<void> {
     if (this.#closed) return;
@@ -2182,7 +2256,11 @@ export class HandleStore implements AsyncDisposable {
     args: unknown[],
   ): Promise<WriteContext> {
     const now = this.#clock();
-    if (key === undefined) return { now, graceMs: this.#graceMs };
+    if (key === undefined) {
+      return this.#quotas
+        ? { now, graceMs: this.#graceMs, quota: this.#quotas }
+        : { now, graceMs: this.#graceMs };
+    }
     if (typeof key !== "string" || key.length === 0 || key.length > 256 || !isIdentifier(key)) {
       throw new InvalidArgument(
         "idempotencyKey must be a well-formed string of 1 to 256 characters, without U+0000.",
@@ -2197,7 +2275,9 @@ export class HandleStore implements AsyncDisposable {
       fingerprint: await digest(JSON.stringify(args)),
       expiresAt: now + IDEMPOTENCY_MS,
     };
-    return { now, graceMs: this.#graceMs, idempotency: claim };
+    const ctx: WriteContext = { now, graceMs: this.#graceMs, idempotency: claim };
+    if (this.#quotas) ctx.quota = this.#quotas;
+    return ctx;
   }
 
   #checkFingerprint(res: Replayed, ctx: WriteContext): void {
@@ -2409,6 +2489,34 @@ function checkUser(options: unknown): string {
     );
   }
   return user;
+}
+
+/** Validates the `quotas` option: `undefined` when there are none. */
+function checkQuotas(quotas: QuotaOptions | undefined, backend: Backend): QuotaLimits | undefined {
+  if (quotas === undefined) return undefined;
+  checkOptions(quotas, "quotas");
+  const out: QuotaLimits = {};
+  for (const name of ["maxHandles", "maxBytes", "writesPerMinute"] as const) {
+    const v = quotas[name];
+    if (v === undefined) continue;
+    if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 1) {
+      throw new InvalidArgument(
+        `quotas.${name} must be a whole number, at least 1 (omit it for no limit).`,
+        {
+          field: `quotas.${name}`,
+        },
+      );
+    }
+    out[name] = v;
+  }
+  if (Object.keys(out).length === 0) return undefined;
+  if (typeof backend.usage !== "function") {
+    throw new InvalidArgument(
+      "This backend keeps no per-user usage, so it cannot enforce quotas; open the store without quotas.",
+      { field: "quotas" },
+    );
+  }
+  return out;
 }
 
 function checkOptions(options: unknown, where: string): void {

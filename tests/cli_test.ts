@@ -194,7 +194,9 @@ Deno.test("cli: list, get, delete and sweep on a SQLite file", async (t) => {
       ok(r);
       const lines = r.stdout.trimEnd().split("\n");
       assert.match(lines[0]!, /^HANDLE\s+KIND\s+VERSION\s+UPDATED\s+EXPIRES\s+WRITER$/);
-      assert.equal(lines.length, 3, "two live handles; the expired one is hidden");
+      assert.equal(lines.length, 4, "two live handles (the expired one is hidden), then the usage");
+      // The expired handle still counts: it is not reclaimed yet.
+      assert.match(lines[3]!, /^Usage: 3 handles, [\d,]+ bytes, 0 writes this minute$/);
       assert.ok(r.stdout.includes(research) && r.stdout.includes(note));
       assert.ok(!r.stdout.includes(expired) && !r.stdout.includes(bobs));
       assert.match(r.stdout, /laptop\/claude-code/);
@@ -1075,4 +1077,43 @@ Deno.test({
       await Deno.remove(home, { recursive: true });
     }
   },
+});
+
+Deno.test("cli: list and doctor show a user's usage beside the MCPSTATE_QUOTA_* quotas", async () => {
+  const home = await tempHome();
+  try {
+    const url = sqliteUrl(join(home, "q", "state.db"));
+    {
+      await using store = await HandleStore.fromUrl(url, { reclaimIntervalMs: 0 });
+      await store.mint("note", { text: "hi" }, { user: "alice" }); // 13 bytes
+      await store.mint("note", { text: "there" }, { user: "alice" }); // 16 bytes
+    }
+    const env = { MCPSTATE_QUOTA_HANDLES: "2", MCPSTATE_QUOTA_BYTES: "1000" };
+    const list = await mcpstate(home, ["list", "--backend", url, "--user", "alice"], { env });
+    ok(list);
+    assert.match(
+      list.stdout,
+      /^Usage: 2 of 2 handles, 29 of 1,000 bytes, 0 writes this minute$/m,
+    );
+    const doctor = await mcpstate(home, ["doctor", "--json", "--backend", url, "--user", "alice"], {
+      env,
+    });
+    const usage = JSON.parse(doctor.stdout).checks.find((c: { check: string }) =>
+      c.check === "usage"
+    );
+    assert.equal(usage.status, "warn");
+    assert.match(usage.message, /"alice": 2 of 2 handles/);
+    assert.match(usage.fix, /handles quota/);
+    const bad = await mcpstate(home, ["doctor", "--json", "--backend", url], {
+      env: { MCPSTATE_QUOTA_WRITES_PER_MINUTE: "lots" },
+    });
+    assert.equal(bad.code, 1);
+    assert.ok(
+      JSON.parse(bad.stdout).checks.some((c: { status: string; message: string }) =>
+        c.status === "fail" && c.message.startsWith("MCPSTATE_QUOTA_WRITES_PER_MINUTE=")
+      ),
+    );
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
 });

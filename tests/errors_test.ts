@@ -16,6 +16,7 @@ const SAMPLES: Record<string, () => McpStateError> = {
   Unauthenticated: () => new errors.Unauthenticated(),
   BackendError: () => new errors.BackendError("redis://u:p@h is down"),
   InternalError: () => new errors.InternalError(new TypeError("x")),
+  QuotaExceeded: () => new errors.QuotaExceeded("writes_per_minute", 60, 60, 12),
   InvalidState: () => new errors.InvalidState("note", [{ path: "/a", message: "Expected string" }]),
 };
 
@@ -65,4 +66,22 @@ Deno.test("PatchError keeps the reason code apart from the sentence", () => {
   // Rewrapping a message that already says nothing was applied doesn't say it twice.
   const again = new errors.PatchError("bad_path", `Op 3: ${odd.message}`);
   assert.equal(again.message.match(/No op of this patch was applied/g)?.length, 1);
+});
+
+Deno.test("QuotaExceeded names the quota, the limit and the usage, and says what to do", () => {
+  const handles = new mod.QuotaExceeded("handles", 100, 100);
+  assert.deepEqual(handles.toPayload(), {
+    code: "quota_exceeded",
+    quota: "handles",
+    limit: 100,
+    usage: 100,
+    message: handles.message,
+  });
+  assert.match(handles.message, /Nothing was saved\. Delete handles/);
+  const bytes = new mod.QuotaExceeded("bytes", 1000, 990);
+  assert.match(bytes.message, /Shrink states .* or delete handles/);
+  assert.equal(bytes.details.retry_after_seconds, undefined);
+  const rate = new mod.QuotaExceeded("writes_per_minute", 60, 60, 12);
+  assert.equal(rate.details.retry_after_seconds, 12);
+  assert.match(rate.message, /Wait 12 seconds, then try again/);
 });

@@ -420,6 +420,7 @@ Deno.test("8 instances migrating one schema at the same moment all succeed, at o
       "idempotency",
       "leases",
       "meta",
+      "usage",
     ]);
     // Every instance works on the same tables.
     const user = freshUser();
@@ -499,6 +500,23 @@ Deno.test("a version-1 schema with data is migrated in place: rows kept, history
     assert.deepEqual((await store.list(user)).map((h) => h.handle), [a]);
     assert.equal((await store.restore(b, { user })).version, 1);
     assert.deepEqual((await store.list(user)).map((h) => h.handle), [a, b]);
+    // Usage is counted from the rows written before quotas existed, then kept
+    // by quota-checked writes and by a writer that knows nothing of usage.
+    await using limited = await HandleStore.fromUrl(urlFor(schema), { quotas: { maxHandles: 3 } });
+    const bytes = (...states: unknown[]) =>
+      states.reduce((n: number, x) => n + new TextEncoder().encode(JSON.stringify(x)).length, 0);
+    assert.deepEqual(await limited.usage(user), {
+      handles: 2,
+      bytes: bytes({ log: ["a", "b", "c"] }, { log: [] }),
+      writesThisMinute: 0,
+    });
+    await limited.mint("doc", { log: ["ü"] }, { user });
+    await sql.unsafe(`DELETE FROM ${s}.handles WHERE user_id = $1 AND handle = $2`, [user, b]);
+    await limited.mint("doc", {}, { user });
+    await rejectsWith(() => limited.mint("doc", {}, { user }), "quota_exceeded");
+    const u = await limited.usage(user);
+    assert.equal(u.handles, 3);
+    assert.equal(u.bytes, bytes({ log: ["a", "b", "c"] }, { log: ["ü"] }, {}));
   } finally {
     await store?.close();
     await sql.end();

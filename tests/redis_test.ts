@@ -469,6 +469,36 @@ Deno.test("redis: Redis reclaims expired records after the grace period; indexes
   }
 });
 
+Deno.test("redis: a record Redis drops by itself stops counting: the usage hash never outlives it", async () => {
+  const srv = await server();
+  const prefix = `quota-${crypto.randomUUID()}:`;
+  const store = await openStore(`${srv.url}?prefix=${prefix}`, {
+    expiredGraceDays: 0,
+    quotas: { maxHandles: 2 },
+  });
+  try {
+    const backend = backendOf(store);
+    const user = freshUser();
+    const short = await store.mint("t", { a: 1 }, { user, ttlDays: 600 / DAY });
+    await store.mint("t", { b: 2 }, { user });
+    await rejectsWith(() => store.mint("t", { c: 3 }, { user }), "quota_exceeded");
+    const usageKey = backend.keyOf(user).replace(/i$/, "q");
+    const at = Number(await srv.cli("PEXPIRETIME", usageKey));
+    const recordAt = Number(await srv.cli("PEXPIRETIME", backend.keyOf(user, short)));
+    // No later than the record: at the same moment, every script sees both gone.
+    assert.ok(at > 0 && at <= recordAt, `usage expires at ${at}, the record at ${recordAt}`);
+    // Redis drops the expired record (no sweep runs): its handle no longer counts.
+    await new Promise((r) => setTimeout(r, 800));
+    assert.equal(await srv.cli("EXISTS", backend.keyOf(user, short)), "0");
+    await store.mint("t", { c: 3 }, { user });
+    const u = await store.usage(user);
+    assert.equal(u.handles, 2);
+    assert.equal(u.bytes, JSON.stringify({ b: 2 }).length + JSON.stringify({ c: 3 }).length);
+  } finally {
+    await store.close();
+  }
+});
+
 Deno.test("redis: the changelog lives and expires in the record's hash; revoke renames both to a trash key that Redis drops at trashUntil", async () => {
   const srv = await server();
   const prefix = `log-${crypto.randomUUID()}:`;

@@ -130,8 +130,9 @@ function layoutOf(path: string, kept: string[], rowTables: string[]) {
       // Schema 5 drops the listing index by kind (checked on its own), and nothing else.
       old: JSON.stringify(
         db.prepare(
+          // Triggers are additions (the usage triggers on handles), never a rebuild.
           `SELECT name, rootpage, sql FROM sqlite_master WHERE tbl_name IN (${names}) ` +
-            `AND name != '${DROPPED_IN_5}' ORDER BY name`,
+            `AND name != '${DROPPED_IN_5}' AND type <> 'trigger' ORDER BY name`,
         ).all(),
       ).replace(added, ""),
       rows: rowTables.map((t) =>
@@ -192,7 +193,7 @@ Deno.test("sqlite: a new file is WAL, synchronous full through group commit, bus
     assert.ok(indexes.includes(name), name);
   }
   assert.ok(!indexes.includes(DROPPED_IN_5));
-  assert.deepEqual(tablesOf(db), ["changes", "handles", "idempotency", "leases", "trash"]);
+  assert.deepEqual(tablesOf(db), ["changes", "handles", "idempotency", "leases", "trash", "usage"]);
   await backend.close();
   await backend.close();
   assert.equal(db.isOpen, false);
@@ -651,7 +652,7 @@ Deno.test("sqlite: a schema 2 database gains the changelog and the trash in plac
   const store = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
   const after = layout();
   assert.equal(after.version, SQLITE_SCHEMA_VERSION);
-  assert.deepEqual(after.tables, ["changes", "handles", "idempotency", "leases", "trash"]);
+  assert.deepEqual(after.tables, ["changes", "handles", "idempotency", "leases", "trash", "usage"]);
   assert.equal(after.old, before.old);
   assert.deepEqual(after.rows, before.rows);
   const h = "note_aaaaaaaa";
@@ -895,7 +896,14 @@ Deno.test("sqlite: a Python mcpstate 0.2 database opens, reads back unchanged an
         cols.includes("created_ms INTEGER") && !cols.some((c) => c.startsWith("created_at")),
       );
       assert.equal(db.prepare("SELECT count(*) AS n FROM handles").get()?.n, SAMPLE_ROWS.length);
-      assert.deepEqual(tablesOf(db), ["changes", "handles", "idempotency", "leases", "trash"]);
+      assert.deepEqual(tablesOf(db), [
+        "changes",
+        "handles",
+        "idempotency",
+        "leases",
+        "trash",
+        "usage",
+      ]);
       const rows = db.prepare("SELECT typeof(created_ms) AS t FROM handles").all();
       assert.ok(rows.every((r) => r.t === "integer"));
     } finally {
@@ -1006,7 +1014,7 @@ Deno.test("sqlite: a schema 3 database gains the leases table in place, without 
   assert.equal(after.version, SQLITE_SCHEMA_VERSION);
   assert.equal(SQLITE_SCHEMA_VERSION, 5);
   assert.ok(before.indexes.includes(DROPPED_IN_5) && !after.indexes.includes(DROPPED_IN_5));
-  assert.deepEqual(after.tables, ["changes", "handles", "idempotency", "leases", "trash"]);
+  assert.deepEqual(after.tables, ["changes", "handles", "idempotency", "leases", "trash", "usage"]);
   assert.equal(after.old, before.old);
   assert.deepEqual(after.rows, before.rows);
   // The migrated rows work, leases included; a lease changes no record.
@@ -1181,4 +1189,61 @@ Deno.test("sqlite: listeners hear of every committed write, this object's at onc
 
 Deno.test("sqlite: processes creating one new file at the same moment all open it", async () => {
   await createAtOnce(Array.from({ length: 20 }, (_, k) => urlOf(`${dir}/race-${k}.db`)), 100);
+});
+
+/** Handles and UTF-8 bytes of a user's live rows, read from the file itself. */
+function rowsUsage(path: string, user: string): { handles: number; bytes: number } {
+  const db = new DatabaseSync(path, { readOnly: true });
+  try {
+    const states = db.prepare("SELECT state FROM handles WHERE user = ?").all(user)
+      .map((r) => r.state as string);
+    const bytes = states.reduce((n, s) => n + new TextEncoder().encode(s).length, 0);
+    return { handles: states.length, bytes };
+  } finally {
+    db.close();
+  }
+}
+
+Deno.test("sqlite: usage of a file written before quotas is counted from its rows, and kept by every writer, an older release included", async () => {
+  const path = freshPath("quota-v02");
+  makePythonV02Database(path);
+  const users = [...new Set(SAMPLE_ROWS.map((r) => r.user))];
+  const clock = new FakeClock(SAMPLE_NOW_S * 1000);
+  let store = await HandleStore.fromUrl(urlOf(path), {
+    clock: clock.fn,
+    reclaimIntervalMs: 0,
+    quotas: { maxHandles: 100 },
+  });
+  for (const user of users) {
+    const u = await store.usage(user);
+    assert.deepEqual({ handles: u.handles, bytes: u.bytes }, rowsUsage(path, user), user);
+  }
+  const user = users[0]!;
+  await store.mint("note", { text: "after" }, { user });
+  assert.deepEqual(
+    { ...(await store.usage(user)), writesThisMinute: 0 },
+    { ...rowsUsage(path, user), writesThisMinute: 0 },
+  );
+  // A writer that knows nothing of usage (an older release, a hand-made
+  // change) changes rows directly: the triggers keep the usage right.
+  const raw = new DatabaseSync(path);
+  raw.exec("PRAGMA busy_timeout = 5000");
+  raw.prepare(
+    "INSERT INTO handles (user, handle, kind, state, version, created_ms, updated_ms, expires_ms, " +
+      "last_writer) VALUES (?, 'note_raw22222', 'note', '{\"ü\":1}', 1, 0, 0, NULL, NULL)",
+  ).run(user);
+  raw.prepare("UPDATE handles SET state = '{}' WHERE user = ? AND handle <> 'note_raw22222'")
+    .run(user);
+  assert.deepEqual((await store.usage(user)).bytes, rowsUsage(path, user).bytes);
+  assert.equal((await store.usage(user)).handles, rowsUsage(path, user).handles);
+  // A release without the triggers writes: reopening finds them missing,
+  // recreates them and counts every user again.
+  await store.close();
+  raw.exec("DROP TRIGGER usage_after_insert");
+  raw.prepare("DELETE FROM handles WHERE user = ? AND handle = 'note_raw22222'").run(user);
+  raw.close();
+  store = await HandleStore.fromUrl(urlOf(path), { clock: clock.fn, reclaimIntervalMs: 0 });
+  const u = await store.usage(user);
+  assert.deepEqual({ handles: u.handles, bytes: u.bytes }, rowsUsage(path, user));
+  await store.close();
 });

@@ -123,6 +123,7 @@ import type {
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
+  Usage,
   WriteContext,
 } from "../backend.ts";
 import { BackendError, InvalidArgument } from "../errors.ts";
@@ -161,6 +162,8 @@ import { KvIo } from "./denokv/_io.ts";
 import { Keys, sameKey } from "./denokv/_keys.ts";
 import { sweep } from "./denokv/_sweep.ts";
 import { openDenoKv } from "./denokv/_url.ts";
+import { planUsage, readUsageEntries, staleUsage, usageOf } from "./denokv/_usage.ts";
+import { utf8Length } from "../json.ts";
 
 export type {
   Backend,
@@ -174,6 +177,7 @@ export type {
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
+  QuotaLimits,
   Replayed,
   Retention,
   SaveOutcome,
@@ -181,6 +185,7 @@ export type {
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
+  Usage,
   WriteContext,
 } from "../backend.ts";
 
@@ -311,6 +316,11 @@ export class DenoKvBackend implements Backend {
       if (replay) return replay;
       // A trashed handle stays taken until it is restored or purged.
       if (head.value !== null || trash.value !== null) return { inserted: false };
+      const usage = ctx.quota &&
+        await planUsage(this.#db, u, await readUsageEntries(this.#db, u), ctx.quota, {
+          handles: 1,
+          bytes: utf8Length(record.state),
+        }, ctx.now);
       const w = newId();
       const log = await planLog(this.#db, u, h, null, ctx.entry, ctx);
       const body = await bodyOf(this.#db, u, h, record.state);
@@ -324,6 +334,8 @@ export class DenoKvBackend implements Backend {
             op.check(head).check(trash);
             putHead(this.#db, op, u, h, null, record, body, w, log);
             op.set(this.#k.userName(u), user);
+            if (usage) usage(op);
+            else staleUsage(this.#db, op, u);
             idemPart?.add(op);
             lease = this.#takeLease(op, user, record.handle, lz, ctx);
           });
@@ -389,6 +401,11 @@ export class DenoKvBackend implements Backend {
           ) {
             return { ok: false, current: (await loadRecord(this.#db, u, h, handle, first)).record };
           }
+          const usage = ctx.quota &&
+            await planUsage(this.#db, u, await readUsageEntries(this.#db, u), ctx.quota, {
+              handles: 0,
+              bytes: utf8Length(write.state) - cur.z,
+            }, ctx.now);
           const next: HandleRecord = {
             handle,
             kind: cur.k,
@@ -414,6 +431,8 @@ export class DenoKvBackend implements Backend {
           const res = await this.#db.commit((op) => {
             op.check(first);
             after = putHead(this.#db, op, u, h, cur, next, body!, w, log);
+            if (usage) usage(op);
+            else staleUsage(this.#db, op, u);
             idemPart.add(op);
             lease = this.#takeLease(op, user, handle, lz, ctx);
           });
@@ -463,6 +482,11 @@ export class DenoKvBackend implements Backend {
         const step = change(current && { ...current });
         const next = step?.record ?? null;
         if (!next && !ctx.idempotency) return { record: current, written: false };
+        const usage = next && ctx.quota &&
+          await planUsage(this.#db, u, await readUsageEntries(this.#db, u), ctx.quota, {
+            handles: first.value ? 0 : 1,
+            bytes: utf8Length(next.state) - (first.value?.z ?? 0),
+          }, ctx.now);
         const w = newId();
         let body: BodyRef | null = null;
         let copy: { d: string; n: number } | null = null;
@@ -491,6 +515,8 @@ export class DenoKvBackend implements Backend {
               op.check(first);
               if (next) {
                 after = putHead(this.#db, op, u, h, first.value, next, body!, w, log!);
+                if (usage) usage(op);
+                else staleUsage(this.#db, op, u);
                 lease = this.#takeLease(op, user, handle, lz, ctx);
               }
               idemPart.add(op);
@@ -531,6 +557,20 @@ export class DenoKvBackend implements Backend {
       if (replay) return replay;
       const old = head.value;
       if (!old) return { removed: false };
+      // Under quotas the usage is kept exact (a delete is never refused).
+      const usage = ctx.quota &&
+        await planUsage(
+          this.#db,
+          u,
+          await readUsageEntries(this.#db, u),
+          undefined,
+          {
+            handles: -1,
+            bytes: -old.z,
+          },
+          ctx.now,
+          false,
+        );
       const idemPart = await prepareIdem(this.#db, u, ctx, idem, null, null);
       let after: Deno.KvKey[] = [];
       const res = await this.#db.commit((op) => {
@@ -552,6 +592,8 @@ export class DenoKvBackend implements Backend {
           op.set(this.#k.trash(u, h), { h: old, t: until } satisfies Trashed);
           op.set(this.#k.trashExpiry(until, u, h), 0);
         }
+        if (usage) usage(op);
+        else staleUsage(this.#db, op, u);
         idemPart.add(op);
       });
       if (res.ok) {
@@ -587,8 +629,15 @@ export class DenoKvBackend implements Backend {
         return AGAIN;
       }
       const record = recordOf(handle, t.h, text);
+      const usage = ctx.quota &&
+        await planUsage(this.#db, u, await readUsageEntries(this.#db, u), ctx.quota, {
+          handles: 1,
+          bytes: t.h.z,
+        }, ctx.now);
       const res = await this.#db.commit((op) => {
         op.check(head).check(trash);
+        if (usage) usage(op);
+        else staleUsage(this.#db, op, u);
         op.delete(this.#k.trash(u, h));
         op.delete(this.#k.trashExpiry(t.t, u, h));
         op.set(this.#k.head(u, h), t.h);
@@ -732,6 +781,7 @@ export class DenoKvBackend implements Backend {
             op.check(head);
             after = putHead(this.#db, op, u, h, old, record, body, w, log);
             op.set(this.#k.userName(u), user);
+            staleUsage(this.#db, op, u);
           });
           ok = res.ok || await landed(this.#db, u, h, w);
           if (ok) this.#feed.changed(user, record.handle, res);
@@ -743,6 +793,16 @@ export class DenoKvBackend implements Backend {
       if (ok) return old ? "replaced" : "inserted";
       return AGAIN;
     }, this.#db.contended(record.handle));
+  }
+
+  /**
+   * {@inheritDoc Backend.usage}
+   *
+   * One read of the user's usage key; when it is unknown (a write without
+   * quotas, an import or a sweep marked it so), a read of the user's heads.
+   */
+  usage(user: string, now: number): Promise<Usage> {
+    return usageOf(this.#db, this.#k.user(user), now);
   }
 
   /** The lease entry a write reads when it takes `ctx.lease` (`null`: none asked). */

@@ -29,9 +29,12 @@ import type {
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
+  Usage,
   WriteContext,
 } from "../backend.ts";
 import { metaOf } from "../backend.ts";
+import { utf8Length } from "../json.ts";
+import { checkQuota, MINUTE_MS, type UsageDelta, writesAt } from "./_quota.ts";
 import { compareListOrder, compareTrashOrder, Listeners, saveByUpdate } from "./_shared.ts";
 
 interface Trashed {
@@ -58,6 +61,7 @@ export type {
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
+  QuotaLimits,
   Replayed,
   Retention,
   SaveOutcome,
@@ -65,6 +69,7 @@ export type {
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
+  Usage,
   WriteContext,
 } from "../backend.ts";
 
@@ -76,6 +81,7 @@ export class MemoryBackend implements Backend {
   #trash = new Map<string, Trashed>();
   #leases = new Map<string, LeaseRecord>();
   #listeners = new Listeners();
+  #rates = new Map<string, { minute: number; writes: number }>();
 
   /**
    * Opens a memory backend from a `memory://` URL (the URL carries no options).
@@ -125,6 +131,34 @@ export class MemoryBackend implements Backend {
     }
   }
 
+  /** Checks `ctx.quota` against the usage before a write of `delta`, and counts the write. */
+  #quota(user: string, ctx: WriteContext, delta: UsageDelta): void {
+    if (!ctx.quota) return;
+    checkQuota(ctx.quota, this.#usageOf(user, ctx.now), delta, ctx.now);
+    const minute = Math.floor(ctx.now / MINUTE_MS);
+    const r = this.#rates.get(user);
+    this.#rates.set(user, { minute, writes: r?.minute === minute ? r.writes + 1 : 1 });
+  }
+
+  #usageOf(user: string, now: number): Usage {
+    let handles = 0, bytes = 0;
+    for (const r of this.#users.get(user)?.values() ?? []) {
+      handles++;
+      bytes += utf8Length(r.state);
+    }
+    const r = this.#rates.get(user);
+    return { handles, bytes, writesThisMinute: r ? writesAt(r.minute, r.writes, now) : 0 };
+  }
+
+  /**
+   * {@inheritDoc Backend.usage}
+   *
+   * Computed from the records on each call (the reference implementation).
+   */
+  usage(user: string, now: number): Promise<Usage> {
+    return Promise.resolve(this.#usageOf(user, now));
+  }
+
   #remember(user: string, ctx: WriteContext, result: HandleRecord | null): void {
     const c = ctx.idempotency;
     if (!c) return;
@@ -146,6 +180,7 @@ export class MemoryBackend implements Backend {
       if (records.has(record.handle) || this.#trash.has(JSON.stringify([user, record.handle]))) {
         return { inserted: false };
       }
+      this.#quota(user, ctx, { handles: 1, bytes: utf8Length(record.state) });
       records.set(record.handle, { ...record });
       this.#append(user, record.handle, ctx.entry, ctx);
       this.#remember(user, ctx, record);
@@ -188,6 +223,11 @@ export class MemoryBackend implements Backend {
       const step = change(current ? { ...current } : null);
       const next = step?.record ?? null;
       if (step) {
+        const old = current ? utf8Length(current.state) : 0;
+        this.#quota(user, ctx, {
+          handles: current ? 0 : 1,
+          bytes: utf8Length(step.record.state) - old,
+        });
         this.#records(user).set(handle, { ...step.record });
         this.#append(user, handle, step.entry, ctx);
       }
@@ -231,6 +271,11 @@ export class MemoryBackend implements Backend {
     const t = this.#trash.get(key);
     if (!t || t.until <= ctx.now || this.#users.get(user)?.has(handle)) {
       return Promise.resolve(null);
+    }
+    try {
+      this.#quota(user, ctx, { handles: 1, bytes: utf8Length(t.record.state) });
+    } catch (e) {
+      return Promise.reject(e);
     }
     this.#trash.delete(key);
     this.#records(user).set(handle, t.record);

@@ -97,6 +97,7 @@ import type {
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
+  Usage,
   WriteContext,
 } from "../backend.ts";
 import { AGAIN, optimistic } from "./_retry.ts";
@@ -115,6 +116,15 @@ import {
   recordParams,
 } from "./postgres/_rows.ts";
 import { migrate } from "./postgres/_schema.ts";
+import {
+  applyUsage,
+  prepareUsage,
+  readUsage,
+  type UsageStatements,
+  usageStatements,
+} from "./postgres/_usage.ts";
+import type { UsageDelta } from "./_quota.ts";
+import { utf8Length } from "../json.ts";
 import { listDialect, type Statements, statements } from "./postgres/_statements.ts";
 import { checkSchema, DEFAULT_POSTGRES_SCHEMA, openClient } from "./postgres/_url.ts";
 
@@ -133,6 +143,7 @@ export type {
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
+  QuotaLimits,
   Replayed,
   Retention,
   SaveOutcome,
@@ -140,6 +151,7 @@ export type {
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
+  Usage,
   WriteContext,
 } from "../backend.ts";
 
@@ -217,6 +229,7 @@ export class PostgresBackend implements Backend {
   readonly #schema: string;
   readonly #closeClient: boolean;
   readonly #q: Statements;
+  readonly #u: UsageStatements;
   readonly #dialect: ListDialect;
   readonly #lists = new Map<number, string>();
   readonly #feed: Feed;
@@ -240,9 +253,13 @@ export class PostgresBackend implements Backend {
     this.#closeClient = options.closeClient ?? false;
     const channel = channelOf(schema);
     this.#q = statements(`"${schema}"`, channel);
+    this.#u = usageStatements(`"${schema}"`);
     this.#dialect = listDialect(`"${schema}"`);
     this.#feed = new Feed(channel);
-    this.#pool = new Pool(sql, (tx) => migrate(tx, schema));
+    this.#pool = new Pool(sql, async (tx) => {
+      await migrate(tx, schema);
+      await prepareUsage(tx, `"${schema}"`);
+    });
     // The old pool's LISTEN ends with it: the feed moves to the new pool.
     this.#pool.onReplace = (fresh) => this.#feed.moveTo(fresh);
   }
@@ -315,6 +332,14 @@ export class PostgresBackend implements Backend {
       if (!row) return undefined;
       return leasedOutcome({ inserted: true }, ctx, row.slice(1));
     };
+    if (ctx.quota) {
+      return this.#guarded(user, ctx, async (tx, remember) => {
+        const out = await insert(tx);
+        if (!out) throw new Rollback({ inserted: false });
+        if (remember) await remember(record);
+        return { out, delta: { handles: 1, bytes: utf8Length(record.state) } };
+      });
+    }
     if (!ctx.idempotency) {
       return this.#pool.op(async (sql) => (await insert(sql)) ?? { inserted: false });
     }
@@ -374,6 +399,21 @@ export class PostgresBackend implements Backend {
     const text = lease ? this.#q.saveLeased : this.#q.save;
     const saved = (row: readonly unknown[]): SaveOutcome =>
       leasedOutcome({ ok: true as const, record: recordOf(row) }, ctx, row.slice(10));
+    if (ctx.quota) {
+      return this.#guarded(user, ctx, async (tx, remember) => {
+        // The old size under the row lock, so that it is the state the save replaces.
+        const [size] = await tx.unsafe(this.#u.size, [user, handle]).values();
+        const [row] = await tx.unsafe(text, params).values();
+        if (!row) {
+          const [cur] = await tx.unsafe(this.#q.read, [user, handle]).values();
+          throw new Rollback<SaveOutcome>({ ok: false, current: cur ? recordOf(cur) : null });
+        }
+        const out = saved(row);
+        if (remember) await remember(out.ok ? out.record : null);
+        const bytes = utf8Length(write.state) - Number(size?.[0] ?? 0);
+        return { out, delta: { handles: 0, bytes } };
+      });
+    }
     if (!ctx.idempotency) {
       return this.#pool.op(async (sql) => {
         const [row] = await sql.unsafe(text, params).values();
@@ -404,6 +444,7 @@ export class PostgresBackend implements Backend {
     change: Change,
     ctx: WriteContext,
   ): Promise<UpdateOutcome | Replayed> {
+    let prior: HandleRecord | null = null;
     const step = async (
       tx: Queryable,
       remember?: (r: HandleRecord | null) => Promise<void>,
@@ -412,6 +453,7 @@ export class PostgresBackend implements Backend {
       // queue here and each one reads the row its predecessor committed.
       const [row] = await tx.unsafe(this.#q.lock, [user, handle]).values();
       const current = row ? recordOf(row) : null;
+      prior = current;
       // A change that throws ends the transaction here: nothing is written.
       const next = change(current ? { ...current } : null);
       const record = next?.record ?? null;
@@ -445,6 +487,15 @@ export class PostgresBackend implements Backend {
       const out = { record: record ?? current, written: record !== null };
       return cols ? leasedOutcome(out, ctx, cols as unknown as unknown[]) : out;
     };
+    if (ctx.quota) {
+      return this.#guarded(user, ctx, async (tx, remember) => {
+        const out = await step(tx, remember);
+        if (!out.written || !out.record) return { out, delta: null };
+        const before = prior as HandleRecord | null;
+        const bytes = utf8Length(out.record.state) - (before ? utf8Length(before.state) : 0);
+        return { out, delta: { handles: before ? 0 : 1, bytes } };
+      });
+    }
     if (!ctx.idempotency) return this.#pool.op((sql) => this.#pool.begin(sql, (tx) => step(tx)));
     return this.#idempotent(user, ctx, step);
   }
@@ -493,6 +544,16 @@ export class PostgresBackend implements Backend {
 
   /** {@inheritDoc Backend.untrash} */
   untrash(user: string, handle: string, ctx: WriteContext): Promise<HandleRecord | null> {
+    if (ctx.quota) {
+      // The store passes no idempotency claim with a restore.
+      return this.#guarded(user, ctx, async (tx) => {
+        const params = [user, handle, ctx.now, payloadOf(user, handle)];
+        const [row] = await tx.unsafe(this.#q.untrash, params).values();
+        if (!row) return { out: null, delta: null };
+        const record = recordOf(row);
+        return { out: record, delta: { handles: 1, bytes: utf8Length(record.state) } };
+      }) as Promise<HandleRecord | null>;
+    }
     return this.#pool.op(async (sql) => {
       const params = [user, handle, ctx.now, payloadOf(user, handle)];
       const [row] = await sql.unsafe(this.#q.untrash, params).values();
@@ -577,6 +638,15 @@ export class PostgresBackend implements Backend {
     );
   }
 
+  /**
+   * {@inheritDoc Backend.usage}
+   *
+   * One row read; a user without a row yet is counted from the records.
+   */
+  usage(user: string, now: number): Promise<Usage> {
+    return this.#pool.op((sql) => readUsage(sql, this.#u, user, now));
+  }
+
   /** {@inheritDoc Backend.acquireLease} */
   acquireLease(
     user: string,
@@ -638,6 +708,29 @@ export class PostgresBackend implements Backend {
     if (this.#pool.closed) return;
     this.#feed.close(!this.#closeClient);
     await this.#pool.close(this.#closeClient);
+  }
+
+  /**
+   * A write under quotas: one transaction that first takes the user's usage
+   * lock (after the idempotency claim, when there is one), runs `fn`, and
+   * checks and counts the write by the delta it reports (`null`: nothing written).
+   */
+  #guarded<T>(
+    user: string,
+    ctx: WriteContext,
+    fn: (
+      tx: Queryable,
+      remember?: (r: HandleRecord | null) => Promise<void>,
+    ) => Promise<{ out: T; delta: UsageDelta | null }>,
+  ): Promise<T | Replayed> {
+    const body = async (tx: Queryable, remember?: (r: HandleRecord | null) => Promise<void>) => {
+      await tx.unsafe(this.#u.lock, [user]);
+      const { out, delta } = await fn(tx, remember);
+      if (delta) await applyUsage(tx, this.#u, user, ctx, delta);
+      return out;
+    };
+    if (ctx.idempotency) return this.#idempotent(user, ctx, body);
+    return this.#pool.op((sql) => this.#pool.begin(sql, (tx) => body(tx)));
   }
 
   /** A write that carries an idempotency key: see {@link idempotent}. */

@@ -78,6 +78,7 @@ import type {
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
+  Usage,
   WriteContext,
 } from "../backend.ts";
 import { BackendError, InvalidArgument } from "../errors.ts";
@@ -85,6 +86,7 @@ import { ByteCappedCache } from "./_cache.ts";
 import { compareTrashOrder } from "./_shared.ts";
 import { KeyedQueue } from "./_queue.ts";
 import { AGAIN, backoff, optimistic } from "./_retry.ts";
+import { writesAt } from "./_quota.ts";
 import {
   compareCodePoints,
   decodeHandle,
@@ -97,8 +99,10 @@ import {
   member,
   metaOf,
   metaText,
+  quotaArgs,
   recordOf,
   recordOfD,
+  refuseQuota,
   replayOf,
   type Reply,
   ttlOf,
@@ -156,6 +160,7 @@ export type {
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
+  QuotaLimits,
   Replayed,
   Retention,
   SaveOutcome,
@@ -163,6 +168,7 @@ export type {
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
+  Usage,
   WriteContext,
 } from "../backend.ts";
 
@@ -322,13 +328,14 @@ export class RedisBackend implements Backend {
     }\t${ttlOf(record.expiresAt, ctx)}\t${idemArgs(ctx, k.enc)}\t${logHead(ctx.entry, ctx)}\t${
       metaText(record)
     }`;
-    const args = [record.state, head, leaseArg(ctx), ...logArgs(ctx.entry)];
+    const args = [record.state, head, leaseArg(ctx), ...logArgs(ctx.entry), ...quotaArgs(ctx)];
     const reply = await this.#conn.run(
       S.insert,
       ik ? [k.rec, k.idx, k.exp, k.trash, lk, ik] : [k.rec, k.idx, k.exp, k.trash, lk],
       args,
       wroteLeased,
     );
+    if (Array.isArray(reply)) refuseQuota(reply as Reply, ctx);
     const held = heldOf(reply);
     if (held === undefined && Array.isArray(reply)) return replayOf(reply, record.handle);
     if (held === undefined && reply !== 1) return { inserted: false };
@@ -361,7 +368,7 @@ export class RedisBackend implements Backend {
     const head = `${ctx.now}\t${ctx.graceMs}\t${write.expectVersion}\t${write.updatedAt}\t${e}\t${
       member(write.updatedAt, k.enc)
     }\t${idemArgs(ctx, k.enc)}\t${writerText(write.lastWriter)}\t${write.schemaVersion ?? "keep"}`;
-    const args = [write.state, head, leaseArg(ctx)];
+    const args = [write.state, head, leaseArg(ctx), ...quotaArgs(ctx)];
     const reply = await this.#conn.run(
       S.save,
       ik ? [k.rec, k.idx, k.exp, lk, ik] : [k.rec, k.idx, k.exp, lk],
@@ -380,6 +387,7 @@ export class RedisBackend implements Backend {
       this.#guess(k.rec, null);
       return replayOf(reply, handle);
     }
+    refuseQuota(reply, ctx);
     const current = this.#guess(k.rec, recordOfD(handle, reply[1]));
     return { ok: false, current: current && { ...current } };
   }
@@ -448,7 +456,13 @@ export class RedisBackend implements Backend {
         next === null ? "" : metaText(next)
       }`;
       const lease = next === null ? "" : leaseArg(ctx);
-      const args = [next === null ? "" : next.state, head, lease, ...logArgs(entry)];
+      const args = [
+        next === null ? "" : next.state,
+        head,
+        lease,
+        ...logArgs(entry),
+        ...(next === null ? [] : quotaArgs(ctx)),
+      ];
       const lk = k.lease;
       const answer = await this.#conn.run(
         S.cas,
@@ -468,6 +482,7 @@ export class RedisBackend implements Backend {
         this.#guess(k.rec, null);
         return replayOf(reply, handle);
       }
+      refuseQuota(reply, ctx);
       current = this.#guess(k.rec, recordOfD(handle, reply[1]));
       confirmed = true;
       return AGAIN;
@@ -548,12 +563,14 @@ export class RedisBackend implements Backend {
   /** {@inheritDoc Backend.untrash} */
   async untrash(user: string, handle: string, ctx: WriteContext): Promise<HandleRecord | null> {
     const k = this.#k.of(user, handle);
-    const d = await this.#conn.run(
+    const reply = await this.#conn.run(
       S.untrash,
       [k.rec, k.idx, k.exp, k.trash],
-      [`${ctx.now}\t${ctx.graceMs}`],
-      (r) => r !== null,
-    ) as string | null;
+      [`${ctx.now}\t${ctx.graceMs}`, ...quotaArgs(ctx)],
+      (r) => typeof r === "string",
+    ) as string | Reply | null;
+    if (Array.isArray(reply)) refuseQuota(reply, ctx);
+    const d = reply as string | null;
     const record = recordOfD(handle, d);
     if (record !== null) {
       this.#guess(k.rec, { ...record });
@@ -696,6 +713,22 @@ export class RedisBackend implements Backend {
     const last = page[page.length - 1];
     this.#users = last === undefined ? undefined : { at: Date.now(), after: last, names: rest };
     return page;
+  }
+
+  /**
+   * {@inheritDoc Backend.usage}
+   *
+   * One script: the usage hash, counted from the user's index when absent
+   * (and kept from then on).
+   */
+  async usage(user: string, now: number): Promise<Usage> {
+    const [h, b, w] = await this.#conn.run(S.usage, [this.#k.of(user, "").idx], []) as Reply;
+    const [minute, writes] = (w ?? "0\t0").split("\t").map(Number);
+    return {
+      handles: Number(h),
+      bytes: Number(b),
+      writesThisMinute: writesAt(minute ?? 0, writes ?? 0, now),
+    };
   }
 
   /** {@inheritDoc Backend.importRecord} */

@@ -70,6 +70,7 @@ import type {
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
+  Usage,
   WriteContext,
 } from "../backend.ts";
 import { BackendError, InvalidArgument, McpStateError } from "../errors.ts";
@@ -91,6 +92,8 @@ import {
 import { prepareDatabase } from "./sqlite/_schema.ts";
 import { LEASE_SCAN_MAX, Statements, SWEEP_BATCH } from "./sqlite/_statements.ts";
 import { parseSqliteUrl, type SqliteSynchronous } from "./sqlite/_url.ts";
+import { prepareUsage, UsageStatements } from "./sqlite/_usage.ts";
+import { utf8Length } from "../json.ts";
 
 export type {
   Backend,
@@ -104,6 +107,7 @@ export type {
   LeaseOutcome,
   LeaseRecord,
   ListQuery,
+  QuotaLimits,
   Replayed,
   Retention,
   SaveOutcome,
@@ -111,6 +115,7 @@ export type {
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
+  Usage,
   WriteContext,
 } from "../backend.ts";
 
@@ -152,6 +157,7 @@ export class SqliteBackend implements Backend {
   readonly #closeDb: boolean;
   readonly #q: Statements;
   readonly #c: Connection;
+  readonly #u: UsageStatements;
   #trashList: StatementSync | undefined;
 
   /**
@@ -218,7 +224,9 @@ export class SqliteBackend implements Backend {
     const group = sync === "full" &&
       (options.groupCommit ?? (this.#closeDb && os !== "darwin" && os !== "windows"));
     prepareDatabase(db, group ? "normal" : sync, busy);
+    prepareUsage(db);
     this.#q = new Statements(db);
+    this.#u = new UsageStatements(db);
     this.#c = new Connection(db, this.#q, busy, group);
   }
 
@@ -244,6 +252,7 @@ export class SqliteBackend implements Backend {
       const { changes } = this.#q.insert.run(user, record.handle, ...recordValues(record));
       const inserted = Number(changes) === 1;
       if (inserted) {
+        if (ctx.quota) this.#u.apply(user, ctx, { handles: 1, bytes: utf8Length(record.state) });
         if (ctx.entry) {
           // A new record starts a new log.
           this.#q.logDrop.run(user, record.handle);
@@ -284,6 +293,7 @@ export class SqliteBackend implements Backend {
     ctx: WriteContext,
   ): Promise<SaveOutcome | Replayed> {
     return this.#claim(user, ctx, (): SaveOutcome => {
+      const old = ctx.quota ? this.#u.sizeOf(user, handle) : 0;
       // One conditional UPDATE: version and expiry are checked by the statement itself.
       const row = write.expiresAt === "keep"
         ? this.#q.saveKeep.get(
@@ -319,6 +329,7 @@ export class SqliteBackend implements Backend {
         lastWriter: write.lastWriter,
         ...schemaVersionOf(row.schema_version),
       };
+      if (ctx.quota) this.#u.apply(user, ctx, { handles: 0, bytes: utf8Length(write.state) - old });
       this.#q.remember(user, ctx, record);
       this.#c.wrote(user, handle);
       return this.#withLease({ ok: true as const, record }, user, handle, true, ctx);
@@ -355,6 +366,10 @@ export class SqliteBackend implements Backend {
           this.#q.insertRow.run(user, handle, ...recordValues(next));
         }
         if (step?.entry) this.#q.append(user, handle, step.entry, ctx);
+        if (ctx.quota) {
+          const bytes = utf8Length(next.state) - (current ? utf8Length(current.state) : 0);
+          this.#u.apply(user, ctx, { handles: current ? 0 : 1, bytes });
+        }
         this.#c.wrote(user, handle);
       }
       const record = next ? { ...next, handle } : current;
@@ -391,6 +406,7 @@ export class SqliteBackend implements Backend {
       const record = recordOf(handle, row);
       this.#q.insertRow.run(user, handle, ...recordValues(record));
       this.#q.trashDelete.run(user, handle);
+      if (ctx.quota) this.#u.apply(user, ctx, { handles: 1, bytes: utf8Length(record.state) });
       this.#c.wrote(user, handle);
       return record;
     });
@@ -506,6 +522,16 @@ export class SqliteBackend implements Backend {
       this.#c.wrote(user, record.handle);
       return current ? "replaced" : "inserted";
     });
+  }
+
+  /**
+   * {@inheritDoc Backend.usage}
+   *
+   * One row read; when the user has no row yet, it is rebuilt from the
+   * records and kept (one short write transaction).
+   */
+  usage(user: string, now: number): Promise<Usage> {
+    return this.#c.write(() => this.#u.read(user, now));
   }
 
   /** {@inheritDoc Backend.acquireLease} */

@@ -20,22 +20,26 @@ import {
   printJson,
   println,
   UsageError,
+  userOf,
 } from "./_common.ts";
 import { isCompiled } from "./config.ts";
 import { DENO_FLAGS } from "./permissions.ts";
 import { schemeOf } from "./transfer.ts";
 import { VERSION } from "../version.ts";
+import { describeUsage, quotasFromEnv, quotasReached } from "./_usage.ts";
 
 const HELP = `Usage: mcpstate doctor [options]
 
 Checks what mcpstate needs and says what to fix: the Deno version and flags
 (--unstable-kv for Deno KV), the permissions granted, the MCPSTATE_* settings,
 that the backend URL parses, that the database directory exists and is
-writable, that the backend opens and answers, and whether it supports
-export/import/migrate. Exit code 1 when a check fails.
+writable, that the backend opens and answers, whether it supports
+export/import/migrate, and a user's usage beside the MCPSTATE_QUOTA_*
+quotas. Exit code 1 when a check fails.
 
 Options:
   --backend URL    Backend to check (default: $MCPSTATE_BACKEND, else sqlite:///~/.mcpstate/state.db)
+  --user USER      Whose usage to show (default: $MCPSTATE_USER, else "local")
   --timeout SECS   How long to wait for the backend to answer (default 10)
   --json           Print the checks as JSON
   -h, --help       Show this help
@@ -71,13 +75,18 @@ export const doctor: Command = defineCommand({
   name: "doctor",
   summary: "Check the runtime, permissions and backend, and say what to fix",
   help: HELP,
-  options: { backend: { type: "string" }, timeout: { type: "string" }, json: { type: "boolean" } },
+  options: {
+    backend: { type: "string" },
+    timeout: { type: "string" },
+    json: { type: "boolean" },
+    user: { type: "string" },
+  },
   async run(values) {
     const timeout = values.timeout === undefined ? 10 : Number(values.timeout);
     if (!Number.isFinite(timeout) || timeout <= 0) {
       throw new UsageError(`--timeout must be a number of seconds greater than 0.`);
     }
-    const checks = await diagnose(backendUrl(values.backend), timeout * 1000);
+    const checks = await diagnose(backendUrl(values.backend), timeout * 1000, userOf(values.user));
     const failed = checks.some((c) => c.status === "fail");
     if (values.json) {
       await printJson({ ok: !failed, checks });
@@ -107,7 +116,11 @@ export const doctor: Command = defineCommand({
  * @param timeoutMs How long the backend may take to open and answer.
  * @returns The findings, in order.
  */
-export async function diagnose(url: string, timeoutMs: number): Promise<Check[]> {
+export async function diagnose(
+  url: string,
+  timeoutMs: number,
+  user = "local",
+): Promise<Check[]> {
   const checks: Check[] = [];
   const add = (c: Check) => checks.push(c);
   const scheme = schemeOf(url);
@@ -204,6 +217,15 @@ export async function diagnose(url: string, timeoutMs: number): Promise<Check[]>
       fix: "Set it to a whole number such as 1048576, or unset it.",
     });
   }
+  const { quotas, malformed } = quotasFromEnv();
+  for (const name of malformed) {
+    add({
+      status: "fail",
+      check: "settings",
+      message: `${name}=${JSON.stringify(Deno.env.get(name))} is not a whole number, at least 1`,
+      fix: "Set it to a whole number such as 1000, or unset it for no limit.",
+    });
+  }
   if (Deno.env.get("MCPSTATE_USER") === "") {
     add({
       status: "warn",
@@ -271,6 +293,20 @@ export async function diagnose(url: string, timeoutMs: number): Promise<Check[]>
         fix: "Upgrade mcpstate; until then export with --user, one user at a time.",
       });
     }
+    const usage = await withTimeout(store.usage(user), timeoutMs, "answer");
+    const reached = quotasReached(usage, quotas);
+    add({
+      status: reached.length > 0 ? "warn" : "ok",
+      check: "usage",
+      message: `user ${JSON.stringify(user)}: ${describeUsage(usage, quotas)}`,
+      ...(reached.length > 0
+        ? {
+          fix: `At the ${
+            reached.join(" and ")
+          } quota, writes are refused: delete or shrink handles, or raise MCPSTATE_QUOTA_*.`,
+        }
+        : {}),
+    });
   } catch (e) {
     add({
       status: "fail",

@@ -21,10 +21,14 @@ import {
   userOf,
 } from "./_common.ts";
 import { allUsers, requireCapability } from "./transfer.ts";
+import { usageLine } from "./_usage.ts";
 
 const HELP = `Usage: mcpstate list [options]
 
-Lists one user's handles (metadata only, never states), newest first.
+Lists one user's handles (metadata only, never states), newest first, then
+the user's usage (handles, bytes of state, writes this minute) beside the
+quotas set in MCPSTATE_QUOTA_HANDLES, MCPSTATE_QUOTA_BYTES and
+MCPSTATE_QUOTA_WRITES_PER_MINUTE.
 
 Options:
   --user USER          Whose handles (default: $MCPSTATE_USER, else "local")
@@ -75,10 +79,12 @@ export const list: Command = defineCommand({
       }));
       return EXIT_OK;
     }
+    const usage = values["all-users"] ? undefined : await usageLine(store, users[0]!);
     if (rows.length === 0) {
       await println(
         values["all-users"] ? "No handles." : `No handles for user ${JSON.stringify(users[0])}.`,
       );
+      if (usage) await println(`Usage: ${usage}`);
       return EXIT_OK;
     }
     const header = ["HANDLE", "KIND", "VERSION", "UPDATED", "EXPIRES", "WRITER"];
@@ -97,6 +103,7 @@ export const list: Command = defineCommand({
       return values["all-users"] ? [user, ...cells] : cells;
     });
     await println(table(values["all-users"] ? ["USER", ...header] : header, body));
+    if (usage) await println(`Usage: ${usage}`);
     return EXIT_OK;
   },
 });

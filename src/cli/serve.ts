@@ -69,7 +69,10 @@ export async function serve(args: string[]): Promise<number> {
     const backend = await openBackend(config.backend);
     store = new HandleStore(
       telemetry ? telemetry.instrument(backend) : backend,
-      config.maxStateBytes === undefined ? {} : { maxStateBytes: config.maxStateBytes },
+      {
+        ...(config.maxStateBytes === undefined ? {} : { maxStateBytes: config.maxStateBytes }),
+        ...(config.quotas === undefined ? {} : { quotas: config.quotas }),
+      },
     );
   } catch (e) {
     const msg = e instanceof McpStateError || e instanceof Error ? e.message : String(e);

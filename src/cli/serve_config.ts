@@ -15,6 +15,7 @@ import {
 import { DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT } from "../server/serve.ts";
 import { DEFAULT_MAX_READ_BYTES, DEFAULT_TOOLS, resolveToolNames } from "../server/tools.ts";
 import { MIN_READ_BYTES } from "../outline.ts";
+import type { QuotaOptions } from "../store.ts";
 
 /** Default JWKS refetch cooldown, in ms: at most one fetch per this interval for unknown key ids. */
 export const DEFAULT_JWKS_COOLDOWN_MS = 30_000;
@@ -77,6 +78,8 @@ export interface ServeConfig {
   maxWatchesPerUser: number;
   /** Where Prometheus metrics are served (`GET /metrics`), or `undefined`: no metrics. */
   metrics: MetricsConfig | undefined;
+  /** Per-user quotas, or `undefined` for none (the default). */
+  quotas: QuotaOptions | undefined;
 }
 
 /** The metrics listener of `mcpstate serve`: its own, apart from the MCP endpoint. */
@@ -127,6 +130,12 @@ ${wrapNames(DEFAULT_TOOLS)})
                            typed kinds (defineKind): their
                            states are validated, their JSON
                            Schemas offered to the model
+
+Per-user quotas (default: none; over one, a write is quota_exceeded):
+  --quota-handles N        Live handles per user                MCPSTATE_QUOTA_HANDLES
+  --quota-bytes N          Bytes of state per user              MCPSTATE_QUOTA_BYTES
+  --quota-writes-per-minute N                                   MCPSTATE_QUOTA_WRITES_PER_MINUTE
+                           Writes per user per minute
 
 Live updates (subscriptions/listen):
   --max-listen-streams N   Open streams, all users together     MCPSTATE_MAX_LISTEN_STREAMS
@@ -195,6 +204,9 @@ const OPTIONS = {
   "lease-seconds": { type: "string" },
   "max-read-bytes": { type: "string" },
   tools: { type: "string" },
+  "quota-handles": { type: "string" },
+  "quota-bytes": { type: "string" },
+  "quota-writes-per-minute": { type: "string" },
   kinds: { type: "string" },
   host: { type: "string" },
   port: { type: "string" },
@@ -370,6 +382,18 @@ export function parseServeArgs(
     int("max-watches-per-user", "MCPSTATE_MAX_WATCHES_PER_USER", 1, 1_000_000) ??
       DEFAULT_MAX_WATCHES_PER_USER;
 
+  const quotas: QuotaOptions = {};
+  for (
+    const [flag, env, field] of [
+      ["quota-handles", "MCPSTATE_QUOTA_HANDLES", "maxHandles"],
+      ["quota-bytes", "MCPSTATE_QUOTA_BYTES", "maxBytes"],
+      ["quota-writes-per-minute", "MCPSTATE_QUOTA_WRITES_PER_MINUTE", "writesPerMinute"],
+    ] as const
+  ) {
+    const n = int(flag, env, 1, Number.MAX_SAFE_INTEGER);
+    if (n !== undefined) quotas[field] = n;
+  }
+
   const metricsPort = int("metrics-port", "MCPSTATE_METRICS_PORT", 0, 65535);
   const metricsHost = str("metrics-host", "MCPSTATE_METRICS_HOST");
   if (metricsHost !== undefined && metricsPort === undefined) {
@@ -403,6 +427,7 @@ export function parseServeArgs(
     metrics: metricsPort === undefined
       ? undefined
       : { host: metricsHost ?? "127.0.0.1", port: metricsPort },
+    quotas: Object.keys(quotas).length > 0 ? quotas : undefined,
   };
 }
 

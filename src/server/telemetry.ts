@@ -152,6 +152,7 @@ const PRIMITIVES: Readonly<Record<Primitive, true>> = Object.freeze({
   leases: true,
   readLeased: true,
   subscribe: true,
+  usage: true,
 });
 /** Every property of {@link Backend} that is not a primitive, likewise. */
 const PROPERTIES: Readonly<Record<Exclude<keyof Backend, Primitive | "close">, true>> = Object

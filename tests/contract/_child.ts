@@ -28,6 +28,10 @@
  *   from stdin, then opens the `k`-th URL at that moment plus `k * gapMs`
  *   (busy-waiting for it) and mints a handle of kind `race` for user `u`
  *   there.
+ * - `mint-quota <url> <user> <maxHandles> <writers>`: opens one store per
+ *   writer with `quotas: { maxHandles }`, prints `ready`, waits for a line
+ *   on stdin, then each writer mints handles of kind `race` until one is
+ *   refused as `quota_exceeded`; prints `{"minted": <n>}`.
  * - `open <url>`: prints, as JSON, whether this process has Deno KV
  *   (`openKv`: the `typeof Deno.openKv`) and what opening the URL gave:
  *   `opened: true`, or the error's payload.
@@ -236,6 +240,34 @@ async function createAt(args: string[]): Promise<void> {
   }
 }
 
+async function mintQuota(args: string[]): Promise<void> {
+  const [url, user, maxArg, writersArg] = args;
+  if (!url || !user || !maxArg || !writersArg) {
+    throw new Error("usage: mint-quota <url> <user> <maxHandles> <writers>");
+  }
+  const quotas = { maxHandles: Number(maxArg) };
+  const stores = await Promise.all(
+    Array.from(
+      { length: Number(writersArg) },
+      () => HandleStore.fromUrl(url, { reclaimIntervalMs: 0, quotas }),
+    ),
+  );
+  say("ready");
+  await new Lines(Deno.stdin.readable).next();
+  const minted = await Promise.all(stores.map(async (store) => {
+    for (let n = 0;; n++) {
+      try {
+        await store.mint("race", { n }, { user });
+      } catch (e) {
+        if (e instanceof McpStateError && e.code === "quota_exceeded") return n;
+        throw e;
+      }
+    }
+  }));
+  say(JSON.stringify({ minted: minted.reduce((a, b) => a + b, 0) }));
+  await Promise.all(stores.map((s) => s.close()));
+}
+
 async function open(args: string[]): Promise<void> {
   const [url] = args;
   if (!url) throw new Error("usage: open <url>");
@@ -255,6 +287,7 @@ const MODES: Record<string, (args: string[]) => Promise<void>> = {
   lease,
   leases,
   "create-at": createAt,
+  "mint-quota": mintQuota,
   open,
 };
 

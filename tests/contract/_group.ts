@@ -55,6 +55,7 @@ export const CAPABILITIES = {
   importRecord: ["importRecord"],
   feed: ["subscribe"],
   leases: ["acquireLease", "releaseLease", "leases"],
+  quotas: ["usage"],
 } as const satisfies Record<string, readonly (keyof Backend)[]>;
 
 /**

@@ -29,6 +29,7 @@
  * | `importRecord` | `importRecord`                              | import (with users)        |
  * | `feed`         | `subscribe`                                 | feed                       |
  * | `leases`       | `acquireLease`, `releaseLease` and `leases` | leases                     |
+ * | `quotas`       | `usage`                                     | quotas                     |
  * | `crossProcess` | (the target has a `url`)                    | cross-process, and the     |
  * |                |                                             | cross-process steps of     |
  * |                |                                             | feed and leases            |
@@ -94,6 +95,7 @@ export const GROUPS: readonly ContractGroup[] = [
   (await import("./import.ts")).default,
   (await import("./feed.ts")).default,
   (await import("./leases.ts")).default,
+  (await import("./quotas.ts")).default,
   (await import("./kinds.ts")).default,
   (await import("./cross_process.ts")).default,
 ];

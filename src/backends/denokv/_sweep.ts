@@ -14,6 +14,7 @@ import { dropRecord } from "./_heads.ts";
 import { dropIdem } from "./_idempotency.ts";
 import type { KvIo } from "./_io.ts";
 import { samePart } from "./_keys.ts";
+import { staleUsage } from "./_usage.ts";
 
 /** Commits `sweep` tries per record before it leaves one that keeps changing to the next sweep. */
 const SWEEP_ATTEMPTS = 10;
@@ -121,6 +122,7 @@ export async function reclaim(
     const res = await db.commit((op) => {
       op.check(head);
       after = dropRecord(db, op, u, h, old, true);
+      staleUsage(db, op, u);
     });
     if (res.ok) {
       await afterCommit(db, after, res.versionstamp);

@@ -15,6 +15,8 @@ import type {
   Replayed,
   WriteContext,
 } from "../../backend.ts";
+import { QuotaExceeded, type QuotaName } from "../../errors.ts";
+import { retryAfterSeconds } from "../_quota.ts";
 
 /** A script's reply of several values. */
 export type Reply = (string | null)[];
@@ -175,3 +177,24 @@ export function idemArgs(ctx: WriteContext, enc: string): string {
 
 /** Whether a script's reply says it wrote (`1`). */
 export const wroteOne = (reply: unknown): boolean => reply === 1;
+
+/**
+ * The quota argument a script reads last (`Q`, tab, maxHandles, maxBytes,
+ * writesPerMinute, `""` = none), or nothing when the write has no quotas.
+ */
+export function quotaArgs(ctx: WriteContext): string[] {
+  const q = ctx.quota;
+  if (!q) return [];
+  return [`Q\t${q.maxHandles ?? ""}\t${q.maxBytes ?? ""}\t${q.writesPerMinute ?? ""}`];
+}
+
+/**
+ * Throws the {@link QuotaExceeded} of a script's refusal
+ * (`{'Q', quota, limit, usage}`); returns for any other reply.
+ */
+export function refuseQuota(reply: Reply, ctx: WriteContext): void {
+  if (reply[0] !== "Q") return;
+  const quota = reply[1] as QuotaName;
+  const retry = quota === "writes_per_minute" ? retryAfterSeconds(ctx.now) : undefined;
+  throw new QuotaExceeded(quota, Number(reply[2]), Number(reply[3]), retry);
+}

@@ -32,6 +32,15 @@
  *   (encoded handle) and `d` of the result.
  * - `P{T}:l:H` — string of a lease: expiresAt (store clock), tab, holder.
  *   Redis drops it once it lapses; it never touches the record.
+ * - `P{T}:q` — hash of the user's usage (quotas): `h` live handles, `b`
+ *   bytes of their states. Every script that adds, changes or removes a
+ *   record keeps it while it exists, so it costs one `EXISTS` otherwise; a
+ *   script that enforces quotas rebuilds it from the index when absent. Its
+ *   TTL is never later than the native expiry of a record it counts, so a
+ *   record Redis drops by itself is never counted after: the next check
+ *   rebuilds.
+ * - `P{T}:w` — string of the writes counted against a rate quota: the
+ *   minute (store clock, `floor(ms / 60000)`), tab, the count; it expires.
  * - `P{T}:c` — a pub/sub channel, not a key: every script that changes a
  *   record publishes `H` on it (the change feed).
  *
@@ -153,6 +162,73 @@ local function conflict(key, cur)
   if not cur then return {'C'} end
   return {'C', redis.call('HGET', key, 'd')}
 end
+-- Quotas. The base P{T}: of a record or trash key.
+local function basekey(key)
+  return string.match(key, '^(.*}:)[rt]:')
+end
+-- UTF-8 bytes of the state of a record hash whose m field is m.
+local function recbytes(key, m)
+  return redis.call('HSTRLEN', key, 'd') - #m - 1
+end
+-- Adds dh handles and db bytes to the usage of base while it is kept; ttl
+-- (> 0): the native expiry just given to a record it counts.
+local function track(base, dh, db, ttl)
+  local qk = base .. 'q'
+  if redis.call('EXISTS', qk) == 0 then return end
+  if dh ~= 0 then redis.call('HINCRBY', qk, 'h', dh) end
+  if db ~= 0 then redis.call('HINCRBY', qk, 'b', db) end
+  if ttl and ttl > 0 then redis.call('PEXPIRE', qk, math.max(ttl - 1, 1), 'LT') end
+end
+-- Counts the live records of base from its index into a new usage hash.
+local function rebuild(base)
+  local h, b, low = 0, 0, -1
+  for _, x in ipairs(redis.call('ZRANGE', base .. 'i', 0, -1)) do
+    local key = base .. 'r:' .. string.sub(x, 15)
+    local r = redis.call('HMGET', key, 'm', 'x')
+    if r[2] == x then
+      h = h + 1
+      b = b + recbytes(key, r[1])
+      local t = redis.call('PTTL', key)
+      if t > 0 and (low < 0 or t < low) then low = t end
+    end
+  end
+  redis.call('HSET', base .. 'q', 'h', h, 'b', b)
+  if low > 0 then redis.call('PEXPIRE', base .. 'q', math.max(low - 1, 1)) end
+end
+-- The quotas of this call: its last argument, 'Q', tab, maxHandles,
+-- maxBytes, writesPerMinute ('' = none), tab-joined; false when absent.
+local function quotas()
+  local qa = ARGV[#ARGV]
+  if not qa or string.sub(qa, 1, 2) ~= 'Q\\t' then return false end
+  return split(qa, 4)
+end
+-- Checks a write adding dh handles and db bytes at now against quotas q.
+-- Returns the refusal reply, or false and the rate counter (minute, count).
+local function quotacheck(base, q, dh, db, now)
+  local qk = base .. 'q'
+  if redis.call('EXISTS', qk) == 0 then rebuild(base) end
+  local u = redis.call('HMGET', qk, 'h', 'b')
+  local h, b = tonumber(u[1]), tonumber(u[2])
+  if q[2] ~= '' and dh > 0 and h + dh > tonumber(q[2]) then
+    return {'Q', 'handles', q[2], tostring(h)}
+  end
+  if q[3] ~= '' and db > 0 and b + db > tonumber(q[3]) then
+    return {'Q', 'bytes', q[3], tostring(b)}
+  end
+  local minute, w = math.floor(now / 60000), 0
+  local cur = redis.call('GET', base .. 'w')
+  if cur then
+    local cm, cw = string.match(cur, '^([^\\t]*)\\t(.*)$')
+    if tonumber(cm) == minute then w = tonumber(cw) end
+  end
+  if q[4] ~= '' and w >= tonumber(q[4]) then
+    return {'Q', 'writes_per_minute', q[4], tostring(w)}
+  end
+  return false, minute, w
+end
+local function countwrite(base, minute, w)
+  redis.call('SET', base .. 'w', string.format('%d\\t%d', minute, w + 1), 'PX', 120000)
+end
 -- The changelog bounds from an 'l' field: lo, hi (numbers), the at of hi,
 -- and a floor no higher than a<lo> (strings).
 local function bounds(l)
@@ -255,10 +331,18 @@ local a = split(ARGV[2], 13)
 local r = replay(KEYS[6], tonumber(a[1]))
 if r then return r end
 if redis.call('EXISTS', KEYS[1], KEYS[4]) > 0 then return 0 end
+local base, q, qm, qw = basekey(KEYS[1]), quotas(), 0, 0
+if q then
+  local refused
+  refused, qm, qw = quotacheck(base, q, 1, #ARGV[1], tonumber(a[1]))
+  if refused then return refused end
+end
 local ttl = tonumber(a[4])
 local log = a[9] ~= '' and append(KEYS[1], false, tonumber(a[9]), a[10], ARGV[4], a[11], a[12])
 putrec(KEYS[1], ARGV[1], a[13], a[2], a[3], ttl, false, log)
 reindex(KEYS[2], KEYS[3], false, a[2], a[3], ttl)
+track(base, 1, #ARGV[1], ttl)
+if q then countwrite(base, qm, qw) end
 remember(KEYS[6], a[5], a[6], a[7], a[8], KEYS[6] and a[13] .. '\\n' .. ARGV[1])
 announce(KEYS[1])
 local held = takelease(KEYS[5], ARGV[3], tonumber(a[1]))
@@ -285,6 +369,13 @@ if not cur or tonumber(cur.v) ~= tonumber(a[3])
     or (cur.e ~= '' and tonumber(cur.e) <= now) then
   return conflict(KEYS[1], cur)
 end
+local base, q, qm, qw = basekey(KEYS[1]), quotas(), 0, 0
+local db = #ARGV[1] - recbytes(KEYS[1], cur.m)
+if q then
+  local refused
+  refused, qm, qw = quotacheck(base, q, 0, db, now)
+  if refused then return refused end
+end
 local e = a[5]
 if e == 'keep' then e = cur.e end
 local ttl = -1
@@ -297,6 +388,8 @@ if sv ~= '' then m = m .. '\\t' .. sv end
 putrec(KEYS[1], ARGV[1], m, a[6], e, ttl, cur.e)
 droplog(KEYS[1], cur.l)
 reindex(KEYS[2], KEYS[3], cur, a[6], e, ttl)
+track(base, 0, db, ttl)
+if q then countwrite(base, qm, qw) end
 remember(KEYS[5], a[7], a[8], a[9], a[10], KEYS[5] and m .. '\\n' .. ARGV[1])
 announce(KEYS[1])
 local held = takelease(KEYS[4], ARGV[3], now)
@@ -326,6 +419,14 @@ elseif not cur or tonumber(cur.v) ~= tonumber(a[3]) or cur.c ~= a[4] then
   return conflict(KEYS[1], cur)
 end
 if a[2] == 'W' then
+  local base, q, qm, qw = basekey(KEYS[1]), quotas(), 0, 0
+  local dh, db = 1, #ARGV[1]
+  if cur then dh, db = 0, db - recbytes(KEYS[1], cur.m) end
+  if q then
+    local refused
+    refused, qm, qw = quotacheck(base, q, dh, db, tonumber(a[1]))
+    if refused then return refused end
+  end
   local ttl = tonumber(a[7])
   local log = false
   if a[12] ~= '' then
@@ -335,6 +436,8 @@ if a[2] == 'W' then
   end
   putrec(KEYS[1], ARGV[1], a[16], a[5], a[6], ttl, cur and cur.e, log)
   reindex(KEYS[2], KEYS[3], cur, a[5], a[6], ttl)
+  track(base, dh, db, ttl)
+  if q then countwrite(base, qm, qw) end
   remember(KEYS[5], a[8], a[9], a[10], a[11], KEYS[5] and a[16] .. '\\n' .. ARGV[1])
   announce(KEYS[1])
   local held = takelease(KEYS[4], ARGV[3], tonumber(a[1]))
@@ -361,6 +464,7 @@ local r = replay(KEYS[5], now)
 if r then return r end
 local cur = getrec(KEYS[1])
 if not cur then return 0 end
+track(basekey(KEYS[1]), -1, -recbytes(KEYS[1], cur.m))
 redis.call('ZREM', KEYS[2], cur.x)
 if cur.e ~= '' then redis.call('ZREM', KEYS[3], cur.x) end
 if a[6] == '' then
@@ -386,6 +490,13 @@ local a = split(ARGV[1], 2)
 local now = tonumber(a[1])
 local u = redis.call('HGET', KEYS[4], 'u')
 if not u or tonumber(u) <= now or redis.call('EXISTS', KEYS[1]) == 1 then return false end
+local base, q, qm, qw = basekey(KEYS[1]), quotas(), 0, 0
+local db = recbytes(KEYS[4], redis.call('HGET', KEYS[4], 'm'))
+if q then
+  local refused
+  refused, qm, qw = quotacheck(base, q, 1, db, now)
+  if refused then return refused end
+end
 redis.call('RENAME', KEYS[4], KEYS[1])
 redis.call('HDEL', KEYS[1], 'u')
 local cur = getrec(KEYS[1])
@@ -397,6 +508,8 @@ else
   redis.call('PEXPIRE', KEYS[1], ttl)
 end
 reindex(KEYS[2], KEYS[3], false, cur.x, cur.e, ttl)
+track(base, 1, db, ttl)
+if q then countwrite(base, qm, qw) end
 announce(KEYS[1])
 return redis.call('HGET', KEYS[1], 'd')
 `;
@@ -435,9 +548,12 @@ local a = split(ARGV[2], 5)
 local cur = getrec(KEYS[1])
 if cur and tonumber(cur.v) >= tonumber(a[3]) then return 'kept' end
 local ttl = tonumber(a[4])
+local dh, db = 1, #ARGV[1]
+if cur then dh, db = 0, db - recbytes(KEYS[1], cur.m) end
 if cur then redis.call('DEL', KEYS[1]) end
 putrec(KEYS[1], ARGV[1], a[5], a[1], a[2], ttl, false)
 reindex(KEYS[2], KEYS[3], cur, a[1], a[2], ttl)
+track(basekey(KEYS[1]), dh, db, ttl)
 announce(KEYS[1])
 if cur then return 'replaced' end
 return 'inserted'
@@ -490,10 +606,17 @@ export const SWEEP: string = `
 local idx, exp, prefix = KEYS[1], KEYS[2], ARGV[2]
 local channel = string.sub(idx, 1, -2) .. 'c'
 local ms = redis.call('ZRANGEBYSCORE', exp, '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
+local qk = string.sub(idx, 1, -2) .. 'q'
+local kept = redis.call('EXISTS', qk) == 1
 local n = 0
 for _, m in ipairs(ms) do
   local key = prefix .. string.sub(m, 15)
-  if redis.call('HGET', key, 'x') == m then
+  local r = redis.call('HMGET', key, 'x', 'm')
+  if r[1] == m then
+    if kept then
+      redis.call('HINCRBY', qk, 'h', -1)
+      redis.call('HINCRBY', qk, 'b', -(redis.call('HSTRLEN', key, 'd') - #r[2] - 1))
+    end
     redis.call('DEL', key)
     redis.call('PUBLISH', channel, string.sub(m, 15))
     n = n + 1
@@ -502,6 +625,18 @@ for _, m in ipairs(ms) do
   redis.call('ZREM', exp, m)
 end
 return {n, #ms}
+`;
+
+/**
+ * usage: a user's usage hash, rebuilt from the index when absent, and the
+ * rate counter. KEYS: index (`P{T}:i`). Replies `{h, b, w}` (`w`: the
+ * counter's text, or false).
+ */
+export const USAGE: string = PRELUDE + `
+local base = string.sub(KEYS[1], 1, -2)
+if redis.call('EXISTS', base .. 'q') == 0 then rebuild(base) end
+local u = redis.call('HMGET', base .. 'q', 'h', 'b')
+return {u[1], u[2], redis.call('GET', base .. 'w')}
 `;
 
 /**
@@ -569,4 +704,5 @@ export const S = {
   acquire: script(ACQUIRE),
   readLeased: script(READ_LEASED),
   release: script(RELEASE),
+  usage: script(USAGE),
 };
