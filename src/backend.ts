@@ -40,7 +40,38 @@ export interface HandleRecord {
    * @since 0.5.0
    */
   schemaVersion?: number | null;
+  /**
+   * Lineage of a fork (see `HandleStore.fork`): the handle it was forked
+   * from and that handle's version at the fork; `null` or absent for a
+   * handle that is no fork. Set when the record is inserted and kept, as
+   * given, by every later write of the record (a backend stores it beside
+   * the metadata and returns it with the record; listing may leave it out).
+   *
+   * @since 0.7.0
+   */
+  forkedFrom?: ForkPoint | null;
 }
+
+/**
+ * Where a fork comes from: a handle of the same user and its version at the fork.
+ *
+ * @since 0.7.0
+ */
+export interface ForkPoint {
+  /** The origin handle. */
+  handle: string;
+  /** The origin's version the fork started from. */
+  version: number;
+}
+
+/**
+ * Result of {@link Backend.transfer}: `"moved"`, or why nothing moved —
+ * `"absent"` (no live record of the old owner) or `"taken"` (the new owner
+ * already has a record, live or trashed, with that handle).
+ *
+ * @since 0.7.0
+ */
+export type TransferOutcome = "moved" | "absent" | "taken";
 
 /** A record without its state: what listing returns. */
 export type HandleMeta = Omit<HandleRecord, "state">;
@@ -526,6 +557,19 @@ export interface Backend {
    * @since 0.6.0
    */
   usage?(user: string, now: number): Promise<Usage>;
+  /**
+   * Optional (fork and transfer): in one atomic step, moves the live record
+   * `(user, handle)` and its changelog to `(to, handle)`, unchanged (same
+   * handle, version, timestamps, state), and drops the old owner's lease
+   * on it; the old owner keeps nothing. When `user` has no live record of
+   * that handle it answers `"absent"`, when `to` has any record of it (live
+   * or in the trash) `"taken"`, and changes nothing. The usage of both
+   * users follows (`ctx.quota` is checked for `to`, as a mint would be).
+   * A backend with this primitive also keeps {@link HandleRecord.forkedFrom}.
+   *
+   * @since 0.7.0
+   */
+  transfer?(user: string, handle: string, to: string, ctx: WriteContext): Promise<TransferOutcome>;
   /** Releases connections and files. Idempotent. */
   close(): Promise<void>;
 }
@@ -556,5 +600,6 @@ export function metaOf(r: HandleRecord): HandleMeta {
     expiresAt: r.expiresAt,
     lastWriter: r.lastWriter,
     ...(r.schemaVersion == null ? {} : { schemaVersion: r.schemaVersion }),
+    ...(r.forkedFrom == null ? {} : { forkedFrom: r.forkedFrom }),
   };
 }

@@ -10,6 +10,7 @@ import { createPatch, type Operation } from "rfc6902";
 import type {
   Backend,
   ChangeEntry,
+  ForkPoint,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
@@ -24,6 +25,7 @@ import type {
   WriteContext,
 } from "./backend.ts";
 import { isReplayed } from "./backend.ts";
+export type { ForkPoint } from "./backend.ts";
 import {
   BackendError,
   HandleExpired,
@@ -101,6 +103,14 @@ export interface HandleInfo {
    * @since 0.5.0
    */
   schemaVersion?: number;
+  /**
+   * Where a fork comes from (see {@link HandleStore.fork}): the origin handle
+   * and its version at the fork (`forked_from` in the wire form); absent for
+   * a handle that is no fork, and in listings.
+   *
+   * @since 0.7.0
+   */
+  forkedFrom?: ForkPoint;
   /**
    * Present while someone holds an advisory lease on the handle (see
    * {@link HandleStore.lease}): who is at work on it, and until when.
@@ -250,7 +260,9 @@ export interface HistoryOptions {
 
 /**
  * One changelog entry, in the wire form: `version`, `at` (ISO-8601 UTC),
- * `writer`, `op` (`mint`, `save`, `patch`, `touch`, `restore`), and what
+ * `writer`, `op` (`mint`, `save`, `patch`, `touch`, `restore`, `fork` — the
+ * mint of a fork, with `from` — and `merge` — a fork merged back, with
+ * `from` and `base_version`), and what
  * changed: `ops` (patch), `patch` (an RFC 6902 JSON Patch from the previous
  * state, mint and save), `expires_at` (touch), or `omitted: true` when the
  * entry was too large to keep.
@@ -263,7 +275,7 @@ export type ChangeInfo = {
   /** Who wrote. */
   writer: string | null;
   /** What kind of write. */
-  op: "mint" | "save" | "patch" | "touch" | "restore";
+  op: "mint" | "save" | "patch" | "touch" | "restore" | "fork" | "merge";
 } & Record<string, unknown>;
 
 /** Answer of {@link HandleStore.changesSince}. */
@@ -344,6 +356,31 @@ export type ImportResult =
   };
 
 /** Who is calling: every read and write is scoped to a user. */
+/**
+ * Options of {@link HandleStore.fork} and {@link HandleStore.mergeBack}.
+ *
+ * @since 0.7.0
+ */
+export interface ForkOptions extends UserOption {
+  /** The writer label of the write (the fork's mint, or the origin's merge). */
+  writer?: string;
+}
+
+/**
+ * Options of {@link HandleStore.transfer}.
+ *
+ * @since 0.7.0
+ */
+export interface TransferOptions extends UserOption {
+  /** The user who gets the handle. */
+  to: string;
+  /**
+   * Rights the old owner keeps through a grant. Not available yet: passing
+   * it is `invalid_argument`, and nothing moves.
+   */
+  keep?: string;
+}
+
 export interface UserOption {
   /** The user the state belongs to. */
   user: string;
@@ -1148,6 +1185,7 @@ export class HandleStore implements AsyncDisposable {
     mine: JsonObject,
     head: Pick<HandleRecord, "updatedAt" | "expiresAt" | "lastWriter">,
     rule: KindRule | undefined,
+    label?: { from: ForkPoint },
   ): Step & { record: HandleRecord; state: JsonObject } {
     if (live.version > (log[log.length - 1]?.version ?? expect)) throw new StaleVersion(live);
     let theirs = decodeState(live.state);
@@ -1165,7 +1203,9 @@ export class HandleStore implements AsyncDisposable {
     const state = rule ? checkNow(rule, out.state) : out.state;
     const text = rule ? encodeState(state, this.#maxBytes) : encodeParsed(state, this.#maxBytes);
     const version = live.version + 1;
-    const what = { merged_from: expect, patch: out.patch, undo: out.undo };
+    const what = label
+      ? { ...label, base_version: expect, patch: out.patch, undo: out.undo }
+      : { merged_from: expect, patch: out.patch, undo: out.undo };
     return {
       record: {
         ...live,
@@ -1174,7 +1214,7 @@ export class HandleStore implements AsyncDisposable {
         version,
         ...(rule ? { schemaVersion: rule.version } : {}),
       },
-      entry: this.#entry(version, head.updatedAt, head.lastWriter, "save", what),
+      entry: this.#entry(version, head.updatedAt, head.lastWriter, label ? "merge" : "save", what),
       state,
     };
   }
@@ -2076,6 +2116,249 @@ export class HandleStore implements AsyncDisposable {
     return await this.#call(() => b.usage!(user, now));
   }
 
+  /**
+   * Forks a handle: a new handle of the same kind, owned by the caller,
+   * holding the origin's state at its current version, with lineage
+   * `forkedFrom: { handle, version }`. The fork is an ordinary handle
+   * afterwards (its own versions from 1, its own changelog, the origin's
+   * expiry and schema version); {@link HandleStore.mergeBack} brings its
+   * changes home. The fork's mint entry in the changelog is `op: "fork"`
+   * with `from`. A fork counts for the caller's quotas like a mint.
+   *
+   * @param handle The handle to fork (the caller's own).
+   * @param options The user and the writer label.
+   * @returns The fork's handle (as long as the origin's).
+   * @throws {HandleNotFound} when the user has no such handle.
+   * @throws {HandleExpired} when its TTL passed.
+   * @throws {InvalidArgument} for a malformed handle, user or writer, or a
+   * backend without the `transfer` primitive (every built-in one but the
+   * engines listed in the README has it).
+   * @throws {QuotaExceeded} when the fork would put the user over a quota.
+   * @throws {BackendError} when the engine fails or the store is closed.
+   * @since 0.7.0
+   *
+   * @example Hand a copy to a sub-agent, then take its work back
+   * ```ts
+   * import { Append, HandleStore } from "@mcpstate/core";
+   * await using store = await HandleStore.fromUrl("memory://");
+   * const user = "alice";
+   * const plan = await store.mint("plan", { steps: [], notes: "" }, { user });
+   * const sub = await store.fork(plan, { user, writer: "sub-agent" });
+   * await store.patch(sub, [Append("steps", "measure")], { user });
+   * await store.patch(plan, [Append("steps", "ask")], { user }); // the parent goes on meanwhile
+   * const merged = await store.mergeBack(sub, { user });
+   * merged.state.steps; // ["ask", "measure"]
+   * ```
+   */
+  async fork(handle: string, options: ForkOptions): Promise<string> {
+    const user = checkUser(options);
+    checkHandle(handle);
+    const writer = checkWriter(options.writer);
+    this.#forkable("fork");
+    const now = this.#clock();
+    const origin = this.#live(
+      await this.#call(() => this.#backend.read(user, handle)),
+      handle,
+      now,
+    );
+    const ctx = await this.#context(undefined, "", []);
+    const from: ForkPoint = { handle, version: origin.version };
+    if (this.#retention) {
+      const what = { from, patch: diffOf({}, decodeState(origin.state)) };
+      ctx.entry = this.#entry(1, now, writer, "fork", what);
+      ctx.retention = this.#retention;
+    }
+    // As many random characters as the origin has: a 128-bit handle forks into one.
+    const chars = Math.max(8, handle.length - origin.kind.length - 1);
+    for (let attempt = 0; attempt < 8; attempt++) {
+      const record: HandleRecord = {
+        handle: `${origin.kind}_${randomChars(chars)}`,
+        kind: origin.kind,
+        state: origin.state,
+        version: 1,
+        createdAt: now,
+        updatedAt: now,
+        expiresAt: origin.expiresAt,
+        lastWriter: writer,
+        ...(origin.schemaVersion == null ? {} : { schemaVersion: origin.schemaVersion }),
+        forkedFrom: from,
+      };
+      const res = await this.#call(() => this.#backend.insert(user, record, ctx));
+      if (!isReplayed(res) && res.inserted) return record.handle;
+    }
+    throw new BackendError("Could not mint a unique handle after 8 attempts; try again.");
+  }
+
+  /**
+   * Merges a fork back into its origin: the fork's changes since the fork
+   * point are applied to the origin with the disjoint merge of
+   * `save(…, { onConflict: "merge" })` (see `merge.ts`), whatever the
+   * origin's writers did meanwhile, as long as the two sides touched
+   * disjoint places. The origin's changelog entry is `op: "merge"` with
+   * `from: { handle, version }` (the fork and the version merged) and
+   * `base_version` (the fork point). The fork stays as it is; merging it
+   * again later brings the changes made since the first merge only if they
+   * are still disjoint from the origin's, so fork again for more work.
+   *
+   * @param fork The fork (the caller's own handle made by {@link HandleStore.fork}).
+   * @param options The user and the writer label of the origin's write.
+   * @returns The origin's snapshot after the merge.
+   * @throws {StaleWrite} with `conflicts` (the JSON Pointers both sides
+   * changed) when the changes overlap, or with `reason: "history_unavailable"`
+   * when the origin's state at the fork point is no longer in its changelog;
+   * nothing is written.
+   * @throws {HandleNotFound} when the user has no such fork, or its origin is gone.
+   * @throws {HandleExpired} when the fork or the origin expired.
+   * @throws {InvalidArgument} when the handle is no fork, or for a malformed
+   * handle, user or writer.
+   * @throws {BackendError} when the engine fails or the store is closed.
+   * @since 0.7.0
+   */
+  async mergeBack<S = JsonObject>(fork: string, options: ForkOptions): Promise<Snapshot<S>> {
+    const user = checkUser(options);
+    checkHandle(fork);
+    const writer = checkWriter(options.writer);
+    this.#forkable("mergeBack");
+    const now = this.#clock();
+    const f = this.#live(await this.#call(() => this.#backend.read(user, fork)), fork, now);
+    const point = f.forkedFrom;
+    if (point == null) {
+      throw new InvalidArgument(
+        `The handle ${fork} is not a fork: only a handle made by state_fork can be merged back.`,
+        { field: "handle" },
+      );
+    }
+    const origin = point.handle;
+    const mine = decodeState(f.state);
+    const label = { from: { handle: fork, version: f.version } };
+    const ctx = await this.#context(undefined, origin, []);
+    if (this.#retention) ctx.retention = this.#retention;
+    let log: EntryInfo[] | undefined;
+    let merged: JsonObject | undefined;
+    for (let attempt = 1;; attempt++) {
+      const res = await this.#call(() =>
+        this.#backend.update(user, origin, (cur) => {
+          const live = this.#live(cur, origin, now);
+          const head = { updatedAt: now, expiresAt: live.expiresAt, lastWriter: writer };
+          if (live.version !== point.version) {
+            if (log === undefined || live.version < point.version) throw new StaleVersion(live);
+            const step = this.#mergeStep(live, point.version, log, mine, head, undefined, label);
+            merged = step.state;
+            return step;
+          }
+          // Nobody wrote the origin since the fork: the fork's state is the result.
+          const before = decodeState(live.state);
+          const version = live.version + 1;
+          const record: HandleRecord = {
+            ...live,
+            ...head,
+            state: f.state,
+            version,
+            ...(f.schemaVersion == null ? {} : { schemaVersion: f.schemaVersion }),
+          };
+          merged = mine;
+          const what = {
+            ...label,
+            base_version: point.version,
+            ...withUndo(before, diffOf(before, mine)),
+          };
+          return this.#retention
+            ? { record, entry: this.#entry(version, now, writer, "merge", what) }
+            : { record };
+        }, ctx)
+      ).catch((e) => {
+        if (e instanceof StaleVersion) return e;
+        throw e;
+      });
+      if (res instanceof StaleVersion) {
+        const current = res.current;
+        if (res.refusal !== undefined) {
+          throw await this.#stale(user, origin, point.version, current, res.refusal);
+        }
+        if (this.#retention && current.version > point.version && attempt < 8) {
+          log = await this.#entries(user, origin, point.version);
+          continue;
+        }
+        const refusal = current.version > point.version ? UNAVAILABLE : undefined;
+        throw await this.#stale(user, origin, point.version, current, refusal);
+      }
+      if (isReplayed(res)) throw new BackendError("A merge was answered as a replay; try again.");
+      const info = infoOf(this.#live(res.record, origin, now));
+      return { ...info, state: (merged ?? decodeState(res.record!.state)) as S };
+    }
+  }
+
+  /**
+   * Transfers a handle to another user for good: its state, version,
+   * timestamps and changelog move to `to` under the same handle string (so
+   * a link or a note that names it stays right), in one atomic step; the old
+   * owner loses access at once. Refused, with nothing changed, when `to`
+   * already has a handle of that name (live or in the trash).
+   *
+   * @param handle The caller's handle.
+   * @param options The user, `to` (the new owner) and `keep` (not available
+   * yet: a grant for the old owner needs sharing, see the README).
+   * @returns The handle as the new owner uses it (the same string).
+   * @throws {HandleNotFound} when the user has no such handle.
+   * @throws {HandleExpired} when its TTL passed.
+   * @throws {InvalidArgument} for a malformed handle, user or `to`, `to`
+   * equal to the user, `to` already holding that handle, `keep`, or a
+   * backend without the `transfer` primitive.
+   * @throws {QuotaExceeded} when the handle would put `to` over a quota.
+   * @throws {BackendError} when the engine fails or the store is closed.
+   * @since 0.7.0
+   *
+   * @example Hand a task over to someone else
+   * ```ts
+   * import { HandleNotFound, HandleStore } from "@mcpstate/core";
+   * await using store = await HandleStore.fromUrl("memory://");
+   * const h = await store.mint("task", { todo: ["ship"] }, { user: "alice" });
+   * const theirs = await store.transfer(h, { user: "alice", to: "bob" });
+   * (await store.get(theirs, { user: "bob" })).state.todo; // ["ship"]
+   * await store.get(h, { user: "alice" }).catch((e) => e instanceof HandleNotFound); // true
+   * ```
+   */
+  async transfer(handle: string, options: TransferOptions): Promise<string> {
+    const user = checkUser(options);
+    checkHandle(handle);
+    const to = checkUser({ user: (options as { to?: unknown }).to }, "to");
+    if (to === user) {
+      throw new InvalidArgument("to is the handle's owner already: name another user.", {
+        field: "to",
+      });
+    }
+    if (options.keep !== undefined) {
+      throw new InvalidArgument(
+        "keep is not available yet: transfer without it, and share the handle back once sharing exists.",
+        { field: "keep" },
+      );
+    }
+    this.#forkable("transfer");
+    const now = this.#clock();
+    this.#live(await this.#call(() => this.#backend.read(user, handle)), handle, now);
+    const ctx = await this.#context(undefined, handle, []);
+    const res = await this.#call(() => this.#backend.transfer!(user, handle, to, ctx));
+    if (res === "absent") throw new HandleNotFound(handle);
+    if (res === "taken") {
+      throw new InvalidArgument(
+        `The user ${
+          JSON.stringify(to)
+        } already has a handle named ${handle}; nothing was transferred.`,
+        { field: "to" },
+      );
+    }
+    return handle;
+  }
+
+  /** Refuses fork, merge and transfer on a backend without the `transfer` primitive. */
+  #forkable(what: string): void {
+    if (typeof this.#backend.transfer !== "function") {
+      throw new InvalidArgument(
+        `${what} needs a backend that keeps lineage and moves records (transfer); this one does not.`,
+      );
+    }
+  }
+
   /** Closes the backend. Idempotent. */
   async close(): Promise<void> {
     if (this.#closed) return;
@@ -2356,6 +2639,9 @@ export function toPayload(s: HandleInfo | Snapshot<unknown>): Record<string, unk
     last_writer: s.lastWriter,
   };
   if (s.schemaVersion !== undefined) out.schema_version = s.schemaVersion;
+  if (s.forkedFrom !== undefined) {
+    out.forked_from = { handle: s.forkedFrom.handle, version: s.forkedFrom.version };
+  }
   if (s.activeLease) out.active_lease = leasePayload(s.activeLease);
   if ("state" in s) out.state = s.state;
   return out;
@@ -2468,6 +2754,7 @@ function infoOf(r: HandleMeta, schemaVersion = true): HandleInfo {
     expiresAt: r.expiresAt === null ? null : new Date(r.expiresAt),
     lastWriter: r.lastWriter,
     ...(r.schemaVersion == null || !schemaVersion ? {} : { schemaVersion: r.schemaVersion }),
+    ...(r.forkedFrom == null || !schemaVersion ? {} : { forkedFrom: { ...r.forkedFrom } }),
   };
 }
 
@@ -2475,7 +2762,7 @@ function snapshotOf<S>(r: HandleRecord): Snapshot<S> {
   return { ...infoOf(r), state: decodeState<S>(r.state) };
 }
 
-function checkUser(options: unknown): string {
+function checkUser(options: unknown, field = "user"): string {
   if (typeof options !== "object" || options === null) {
     throw new InvalidArgument('Pass an options object with the user, e.g. { user: "alice" }.');
   }
@@ -2484,8 +2771,8 @@ function checkUser(options: unknown): string {
     typeof user !== "string" || user.length === 0 || user.length > 1024 || !isIdentifier(user)
   ) {
     throw new InvalidArgument(
-      "user must be a non-empty, well-formed Unicode string of at most 1024 characters, without U+0000: the identity the state belongs to.",
-      { field: "user" },
+      `${field} must be a non-empty, well-formed Unicode string of at most 1024 characters, without U+0000: the identity the state belongs to.`,
+      { field },
     );
   }
   return user;
@@ -2662,6 +2949,21 @@ function checkRecordRest(user: unknown, r: HandleRecord, maxBytes: number): void
     throw new InvalidArgument(`"schema_version" must be null or a whole number, 1 or more.`, {
       field: "schema_version",
     });
+  }
+  const ff: unknown = r.forkedFrom;
+  if (ff != null) {
+    const f = ff as Partial<ForkPoint>;
+    const keys = typeof ff === "object" && !Array.isArray(ff) ? Object.keys(ff).sort() : [];
+    if (
+      keys.join(",") !== "handle,version" || typeof f.handle !== "string" ||
+      f.handle.length > 200 || !isIdentifier(f.handle) || !Number.isSafeInteger(f.version) ||
+      (f.version as number) < 1
+    ) {
+      throw new InvalidArgument(
+        `"forked_from" must be null or {"handle": a handle, "version": a whole number, 1 or more}.`,
+        { field: "forked_from" },
+      );
+    }
   }
   let state: unknown;
   try {

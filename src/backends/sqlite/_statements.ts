@@ -73,6 +73,9 @@ export class Statements {
   readonly leaseOne: StatementSync;
   readonly sweepLeases: StatementSync;
   readonly dataVersion: StatementSync;
+  readonly moveRecord: StatementSync;
+  readonly moveLog: StatementSync;
+  readonly dropLease: StatementSync;
   readonly #db: DatabaseSync;
   readonly #lists = new Map<number, StatementSync>();
 
@@ -89,7 +92,8 @@ export class Statements {
     this.read = returnArrays(p(`SELECT ${RECORD} FROM handles WHERE user = ? AND handle = ?`));
     this.insert = p(
       "INSERT INTO handles (user, handle, kind, state, version, created_ms, updated_ms, " +
-        "expires_ms, last_writer, schema_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) " +
+        "expires_ms, last_writer, schema_version, forked_from) " +
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) " +
         "ON CONFLICT (user, handle) DO NOTHING",
     );
     const save = (expires: string) =>
@@ -98,13 +102,14 @@ export class Statements {
           "last_writer = ?, schema_version = COALESCE(?, schema_version) " +
           "WHERE user = ? AND handle = ? AND version = ? " +
           "AND (expires_ms IS NULL OR expires_ms > ?) " +
-          "RETURNING kind, version, created_ms, expires_ms, schema_version",
+          "RETURNING kind, version, created_ms, expires_ms, schema_version, forked_from",
       );
     this.saveKeep = save("");
     this.saveSet = save("expires_ms = ?, ");
     this.updateRow = p(
       "UPDATE handles SET kind = ?, state = ?, version = ?, created_ms = ?, updated_ms = ?, " +
-        "expires_ms = ?, last_writer = ?, schema_version = ? WHERE user = ? AND handle = ?",
+        "expires_ms = ?, last_writer = ?, schema_version = ?, forked_from = ? " +
+        "WHERE user = ? AND handle = ?",
     );
     // A step of a read-modify-write: SQLite rewrites the entries of every index
     // holding a column named in SET, so the columns that did not change are
@@ -118,7 +123,8 @@ export class Statements {
     this.stepSet = step("expires_ms = ?, ");
     this.insertRow = p(
       "INSERT INTO handles (user, handle, kind, state, version, created_ms, updated_ms, " +
-        "expires_ms, last_writer, schema_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "expires_ms, last_writer, schema_version, forked_from) " +
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     );
     this.delete = p("DELETE FROM handles WHERE user = ? AND handle = ?");
     this.idemGet = p(
@@ -159,9 +165,10 @@ export class Statements {
     this.inTrash = p("SELECT 1 AS x FROM trash WHERE user = ? AND handle = ?");
     this.toTrash = p(
       "INSERT OR REPLACE INTO trash (user, handle, kind, state, version, created_ms, " +
-        "updated_ms, expires_ms, last_writer, schema_version, trashed_until) SELECT user, " +
+        "updated_ms, expires_ms, last_writer, schema_version, forked_from, trashed_until) " +
+        "SELECT user, " +
         "handle, kind, state, version, created_ms, updated_ms, expires_ms, last_writer, " +
-        "schema_version, ? FROM handles " +
+        "schema_version, forked_from, ? FROM handles " +
         "WHERE user = ? AND handle = ?",
     );
     this.fromTrash = returnArrays(p(
@@ -169,6 +176,10 @@ export class Statements {
     ));
     this.trashDelete = p("DELETE FROM trash WHERE user = ? AND handle = ?");
     this.versionOf = p("SELECT version FROM handles WHERE user = ? AND handle = ?");
+    // A transfer: the row and its changelog change owner (the usage triggers follow).
+    this.moveRecord = p("UPDATE handles SET user = ?3 WHERE user = ?1 AND handle = ?2");
+    this.moveLog = p("UPDATE changes SET user = ?3 WHERE user = ?1 AND handle = ?2");
+    this.dropLease = p("DELETE FROM leases WHERE user = ? AND handle = ?");
     const users = (start: string) =>
       p(
         "WITH RECURSIVE u(user, n) AS (" +
@@ -202,7 +213,8 @@ export class Statements {
     // A get: the record and its lease in force, in one statement.
     this.readLeased = returnArrays(p(
       "SELECT h.kind, h.state, h.version, h.created_ms, h.updated_ms, h.expires_ms, " +
-        "h.last_writer, h.schema_version, l.holder, l.expires_at FROM handles h " +
+        "h.last_writer, h.schema_version, h.forked_from, l.holder, l.expires_at " +
+        "FROM handles h " +
         "LEFT JOIN leases l " +
         "ON l.user = h.user AND l.handle = h.handle AND l.expires_at > ?3 " +
         "WHERE h.user = ?1 AND h.handle = ?2",
