@@ -565,7 +565,6 @@ export interface Backend {
    * that handle it answers `"absent"`, when `to` has any record of it (live
    * or in the trash) `"taken"`, and changes nothing. The usage of both
    * users follows (`ctx.quota` is checked for `to`, as a mint would be).
-   * A backend with this primitive also keeps {@link HandleRecord.forkedFrom}.
    *
    * @since 0.7.0
    */

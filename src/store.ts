@@ -356,6 +356,11 @@ export type ImportResult =
   };
 
 /** Who is calling: every read and write is scoped to a user. */
+export interface UserOption {
+  /** The user the state belongs to. */
+  user: string;
+}
+
 /**
  * Options of {@link HandleStore.fork} and {@link HandleStore.mergeBack}.
  *
@@ -365,6 +370,17 @@ export interface ForkOptions extends UserOption {
   /** The writer label of the write (the fork's mint, or the origin's merge). */
   writer?: string;
 }
+
+/**
+ * Answer of {@link HandleStore.mergeBack}: the origin's snapshot after the
+ * merge, and which fork version was merged into it.
+ *
+ * @since 0.7.0
+ */
+export type MergeResult<S = JsonObject> = Snapshot<S> & {
+  /** The fork and its version whose changes were merged. */
+  mergedFrom: ForkPoint;
+};
 
 /**
  * Options of {@link HandleStore.transfer}.
@@ -379,11 +395,6 @@ export interface TransferOptions extends UserOption {
    * it is `invalid_argument`, and nothing moves.
    */
   keep?: string;
-}
-
-export interface UserOption {
-  /** The user the state belongs to. */
-  user: string;
 }
 
 /**
@@ -2130,9 +2141,7 @@ export class HandleStore implements AsyncDisposable {
    * @returns The fork's handle (as long as the origin's).
    * @throws {HandleNotFound} when the user has no such handle.
    * @throws {HandleExpired} when its TTL passed.
-   * @throws {InvalidArgument} for a malformed handle, user or writer, or a
-   * backend without the `transfer` primitive (every built-in one but the
-   * engines listed in the README has it).
+   * @throws {InvalidArgument} for a malformed handle, user or writer.
    * @throws {QuotaExceeded} when the fork would put the user over a quota.
    * @throws {BackendError} when the engine fails or the store is closed.
    * @since 0.7.0
@@ -2154,7 +2163,6 @@ export class HandleStore implements AsyncDisposable {
     const user = checkUser(options);
     checkHandle(handle);
     const writer = checkWriter(options.writer);
-    this.#forkable("fork");
     const now = this.#clock();
     const origin = this.#live(
       await this.#call(() => this.#backend.read(user, handle)),
@@ -2202,7 +2210,8 @@ export class HandleStore implements AsyncDisposable {
    *
    * @param fork The fork (the caller's own handle made by {@link HandleStore.fork}).
    * @param options The user and the writer label of the origin's write.
-   * @returns The origin's snapshot after the merge.
+   * @returns The origin's snapshot after the merge, with `mergedFrom`: the
+   * fork and its version that were merged.
    * @throws {StaleWrite} with `conflicts` (the JSON Pointers both sides
    * changed) when the changes overlap, or with `reason: "history_unavailable"`
    * when the origin's state at the fork point is no longer in its changelog;
@@ -2214,11 +2223,10 @@ export class HandleStore implements AsyncDisposable {
    * @throws {BackendError} when the engine fails or the store is closed.
    * @since 0.7.0
    */
-  async mergeBack<S = JsonObject>(fork: string, options: ForkOptions): Promise<Snapshot<S>> {
+  async mergeBack<S = JsonObject>(fork: string, options: ForkOptions): Promise<MergeResult<S>> {
     const user = checkUser(options);
     checkHandle(fork);
     const writer = checkWriter(options.writer);
-    this.#forkable("mergeBack");
     const now = this.#clock();
     const f = this.#live(await this.#call(() => this.#backend.read(user, fork)), fork, now);
     const point = f.forkedFrom;
@@ -2284,7 +2292,8 @@ export class HandleStore implements AsyncDisposable {
       }
       if (isReplayed(res)) throw new BackendError("A merge was answered as a replay; try again.");
       const info = infoOf(this.#live(res.record, origin, now));
-      return { ...info, state: (merged ?? decodeState(res.record!.state)) as S };
+      const state = (merged ?? decodeState(res.record!.state)) as S;
+      return { ...info, state, mergedFrom: label.from };
     }
   }
 
@@ -2303,7 +2312,7 @@ export class HandleStore implements AsyncDisposable {
    * @throws {HandleExpired} when its TTL passed.
    * @throws {InvalidArgument} for a malformed handle, user or `to`, `to`
    * equal to the user, `to` already holding that handle, `keep`, or a
-   * backend without the `transfer` primitive.
+   * backend without the `transfer` primitive (a Redis Cluster).
    * @throws {QuotaExceeded} when the handle would put `to` over a quota.
    * @throws {BackendError} when the engine fails or the store is closed.
    * @since 0.7.0
@@ -2333,7 +2342,11 @@ export class HandleStore implements AsyncDisposable {
         { field: "keep" },
       );
     }
-    this.#forkable("transfer");
+    if (typeof this.#backend.transfer !== "function") {
+      throw new InvalidArgument(
+        "transfer needs a backend that moves a record between users in one atomic step; this one cannot (on Redis, a Redis Cluster keeps two users in two hash slots).",
+      );
+    }
     const now = this.#clock();
     this.#live(await this.#call(() => this.#backend.read(user, handle)), handle, now);
     const ctx = await this.#context(undefined, handle, []);
@@ -2348,15 +2361,6 @@ export class HandleStore implements AsyncDisposable {
       );
     }
     return handle;
-  }
-
-  /** Refuses fork, merge and transfer on a backend without the `transfer` primitive. */
-  #forkable(what: string): void {
-    if (typeof this.#backend.transfer !== "function") {
-      throw new InvalidArgument(
-        `${what} needs a backend that keeps lineage and moves records (transfer); this one does not.`,
-      );
-    }
   }
 
   /** Closes the backend. Idempotent. */

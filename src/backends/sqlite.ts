@@ -102,6 +102,7 @@ export type {
   Change,
   ChangeEntry,
   ConditionalWrite,
+  ForkPoint,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
@@ -114,6 +115,7 @@ export type {
   Retention,
   SaveOutcome,
   Step,
+  TransferOutcome,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
@@ -422,10 +424,11 @@ export class SqliteBackend implements Backend {
       if (!row) return "absent";
       if (this.#q.versionOf.get(to, handle) || this.#q.inTrash.get(to, handle)) return "taken";
       const record = recordOf(handle, row);
-      if (ctx.quota) this.#u.apply(to, ctx, { handles: 1, bytes: utf8Length(record.state) });
       // Entries of the new owner under this handle (none live, none trashed) are orphans.
       this.#q.logDrop.run(to, handle);
       this.#q.moveRecord.run(user, handle, to);
+      // After the move, whose trigger counted it; a refusal rolls the transaction back.
+      if (ctx.quota) this.#u.apply(to, ctx, { handles: 1, bytes: utf8Length(record.state) });
       this.#q.moveLog.run(user, handle, to);
       this.#q.dropLease.run(user, handle);
       this.#c.wrote(user, handle);

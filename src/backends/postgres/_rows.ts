@@ -7,6 +7,7 @@
 
 import type {
   ChangeEntry,
+  ForkPoint,
   HandleMeta,
   HandleRecord,
   LeaseRecord,
@@ -76,7 +77,19 @@ export function recordOf(row: readonly unknown[]): HandleRecord {
     state: String(row[2]),
     ...tail(row, 3),
     ...(row[8] == null ? {} : { schemaVersion: Number(row[8]) }),
+    ...(row[9] == null ? {} : { forkedFrom: JSON.parse(String(row[9])) as ForkPoint }),
   };
+}
+
+/**
+ * The `forked_from` column of a record: its fork point as JSON text, or `null`.
+ *
+ * @param r The record.
+ * @returns The parameter.
+ */
+export function forkedFromText(r: Pick<HandleRecord, "forkedFrom">): string | null {
+  const f = r.forkedFrom;
+  return f == null ? null : JSON.stringify({ handle: f.handle, version: f.version });
 }
 
 /** Metadata from a row of `META_COLUMNS`. */

@@ -10,7 +10,8 @@ import type { ListDialect } from "../_sql.ts";
 // (`.values()`) keep the backend independent of any column-name transform the
 // caller configured on an injected client.
 export const RECORD_COLUMNS =
-  "handle, kind, state, version, created_at, updated_at, expires_at, last_writer, schema_version";
+  "handle, kind, state, version, created_at, updated_at, expires_at, last_writer, schema_version, " +
+  "forked_from";
 export const META_COLUMNS =
   "handle, kind, version, created_at, updated_at, expires_at, last_writer";
 
@@ -39,12 +40,13 @@ export function statements(s: string, channel: string) {
   const leaseCols = `(SELECT holder FROM lz), (SELECT expires_at FROM lz),
     (SELECT holder FROM ${l} WHERE user_id = $1 AND handle = $2),
     (SELECT expires_at FROM ${l} WHERE user_id = $1 AND handle = $2)`;
-  // A record's schema version is always the statement's last parameter
-  // (after the lease's, when it takes one).
+  // A record's schema version and fork point are always the statement's last
+  // two parameters (after the lease's, when it takes one).
   const insert = (leased: boolean) =>
     `WITH ins AS (
        INSERT INTO ${h} (user_id, ${RECORD_COLUMNS})
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $${leased ? 14 : 11}::bigint)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $${leased ? 14 : 11}::bigint,
+               $${leased ? 15 : 12}::text)
        ON CONFLICT (user_id, handle) DO NOTHING
        RETURNING 1
      )${leased ? leaseCte("ins", 11) : ""}
@@ -52,7 +54,8 @@ export function statements(s: string, channel: string) {
   const insertLogged = (leased: boolean) =>
     `WITH ins AS (
        INSERT INTO ${h} (user_id, ${RECORD_COLUMNS})
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $${leased ? 17 : 14}::bigint)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $${leased ? 17 : 14}::bigint,
+               $${leased ? 18 : 15}::text)
        ON CONFLICT (user_id, handle) DO NOTHING
        RETURNING user_id, handle
      ),
@@ -108,7 +111,8 @@ export function statements(s: string, channel: string) {
     saveLeased: save(true),
     write: `UPDATE ${h}
             SET kind = $3, state = $4, version = $5, created_at = $6, updated_at = $7,
-                expires_at = $8, last_writer = $9, schema_version = $10::bigint
+                expires_at = $8, last_writer = $9, schema_version = $10::bigint,
+                forked_from = $11::text
             WHERE user_id = $1 AND handle = $2`,
     // The new row, the entry and the retention trim in one statement (one
     // message where three would cost a server round each). The trim leaves
@@ -116,7 +120,8 @@ export function statements(s: string, channel: string) {
     writeLogged: `WITH w AS (
                     UPDATE ${h}
                     SET kind = $3, state = $4, version = $5, created_at = $6, updated_at = $7,
-                        expires_at = $8, last_writer = $9, schema_version = $15::bigint
+                        expires_at = $8, last_writer = $9, schema_version = $15::bigint,
+                        forked_from = $16::text
                     WHERE user_id = $1 AND handle = $2
                   ),
                   cut AS (
@@ -182,15 +187,21 @@ export function statements(s: string, channel: string) {
     // `xmax = 0` tells a fresh insert from an update of a conflicting row. A
     // trashed row gives way to any version and leaves the trash.
     importRecord: `INSERT INTO ${h} AS old (user_id, ${RECORD_COLUMNS})
-              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint)
+              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint, $11::text)
               ON CONFLICT (user_id, handle) DO UPDATE
                 SET kind = EXCLUDED.kind, state = EXCLUDED.state, version = EXCLUDED.version,
                     created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
                     expires_at = EXCLUDED.expires_at, last_writer = EXCLUDED.last_writer,
-                    schema_version = EXCLUDED.schema_version, trashed_until = NULL
+                    schema_version = EXCLUDED.schema_version,
+                    forked_from = EXCLUDED.forked_from, trashed_until = NULL
                 WHERE old.version < EXCLUDED.version OR old.trashed_until IS NOT NULL
               RETURNING old.xmax = 0`,
     notify: `SELECT ${notify("$1")}`,
+    // A transfer: the live row and its changelog change owner; the old
+    // owner's lease goes. Run after both keys are locked.
+    moveRecord: `UPDATE ${h} SET user_id = $3 WHERE user_id = $1 AND handle = $2 AND ${live}`,
+    moveLog: `UPDATE ${c} SET user_id = $3 WHERE user_id = $1 AND handle = $2`,
+    dropLease: `DELETE FROM ${l} WHERE user_id = $1 AND handle = $2`,
     // One user's trashed rows through the primary key, sorted: a trash is small.
     listTrash: `SELECT ${META_COLUMNS}, trashed_until FROM ${h}
               WHERE user_id = $1 AND trashed_until IS NOT NULL AND ($2::bigint IS NULL

@@ -9,6 +9,7 @@
 import { Buffer } from "node:buffer";
 import type {
   ChangeEntry,
+  ForkPoint,
   HandleMeta,
   HandleRecord,
   LeaseRecord,
@@ -68,16 +69,26 @@ export function writerText(w: string | null): string {
   return w === null ? "" : JSON.stringify(w);
 }
 
-/** The metadata field `m`: kind, version, createdAt, updatedAt, expiresAt, writer, tab-separated. */
+/**
+ * The metadata field `m`: kind, version, createdAt, updatedAt, expiresAt,
+ * writer, tab-separated, then the schema version and the fork point (JSON,
+ * which never holds a tab) when there are any.
+ */
 export function metaText(r: HandleMeta): string {
   return `${r.kind}\t${r.version}\t${r.createdAt}\t${r.updatedAt}\t${
     r.expiresAt === null ? "" : r.expiresAt
-  }\t${writerText(r.lastWriter)}${r.schemaVersion == null ? "" : `\t${r.schemaVersion}`}`;
+  }\t${writerText(r.lastWriter)}${r.schemaVersion == null ? "" : `\t${r.schemaVersion}`}${
+    r.forkedFrom == null
+      ? ""
+      : `${r.schemaVersion == null ? "\t" : ""}\t${
+        JSON.stringify({ handle: r.forkedFrom.handle, version: r.forkedFrom.version })
+      }`
+  }`;
 }
 
 /** Metadata from its `m` field. */
 export function metaOf(handle: string, m: string): HandleMeta {
-  const [kind = "", v, c, u, e = "", w = "", sv = ""] = m.split("\t");
+  const [kind = "", v, c, u, e = "", w = "", sv = "", fk = ""] = m.split("\t");
   return {
     handle,
     kind,
@@ -87,6 +98,7 @@ export function metaOf(handle: string, m: string): HandleMeta {
     expiresAt: e === "" ? null : Number(e),
     lastWriter: w === "" ? null : JSON.parse(w) as string,
     ...(sv === "" ? {} : { schemaVersion: Number(sv) }),
+    ...(fk === "" ? {} : { forkedFrom: JSON.parse(fk) as ForkPoint }),
   };
 }
 
@@ -103,6 +115,7 @@ export function recordOf(handle: string, s: string | null | undefined, m: string
     expiresAt: meta.expiresAt,
     lastWriter: meta.lastWriter,
     ...(meta.schemaVersion === undefined ? {} : { schemaVersion: meta.schemaVersion }),
+    ...(meta.forkedFrom === undefined ? {} : { forkedFrom: meta.forkedFrom }),
   };
 }
 
