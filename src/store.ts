@@ -2295,7 +2295,7 @@ export class HandleStore implements AsyncDisposable {
         if (res.refusal !== undefined) {
           throw await this.#stale(user, origin, point.version, current, res.refusal);
         }
-        if (this.#retention && current.version > point.version && attempt < 8) {
+        if (this.#retention && current.version > point.version && attempt < MERGE_ATTEMPTS) {
           log = await this.#entries(user, origin, point.version);
           continue;
         }
