@@ -2079,6 +2079,9 @@ export class HandleStore implements AsyncDisposable {
       expiresAt: record.expiresAt,
       lastWriter: record.lastWriter,
       ...(record.schemaVersion == null ? {} : { schemaVersion: record.schemaVersion }),
+      ...(record.forkedFrom == null
+        ? {}
+        : { forkedFrom: { handle: record.forkedFrom.handle, version: record.forkedFrom.version } }),
     };
     const read = () => this.#call(() => this.#backend.read(user, clean.handle));
     if (options.dryRun) {

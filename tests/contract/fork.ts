@@ -10,6 +10,7 @@
 import assert from "node:assert/strict";
 import { Append, SetKey } from "../../mod.ts";
 import { DAY, freshUser, rejectsWith } from "../_helpers.ts";
+import { parseRecordLine, recordLine } from "../../src/cli/records.ts";
 import { spawnChild } from "./_child.ts";
 import { group, step } from "./_group.ts";
 
@@ -140,6 +141,39 @@ export default group("fork", [], [
       const e2 = await rejectsWith(() => bare.mergeBack(k, { user }), "stale_write");
       assert.equal(e2.details.reason, "history_unavailable");
     },
+  ),
+  step(
+    "export and import carry a fork's lineage; a malformed one is refused",
+    async ({ store }) => {
+      const user = freshUser();
+      const h = await store.mint("t", { a: 1 }, { user });
+      const f = await store.fork(h, { user });
+      let exported, origin;
+      for await (const r of store.exportRecords(user)) {
+        if (r.handle === f) exported = r;
+        if (r.handle === h) origin = r;
+      }
+      assert.deepEqual(exported?.forkedFrom, { handle: h, version: 1 });
+      const line = recordLine(user, exported!);
+      assert.ok(line.includes(`"forked_from":{"handle":"${h}","version":1}`), line);
+      const parsed = parseRecordLine(line, 1, store);
+      const other = freshUser();
+      assert.equal((await store.importRecord(other, parsed.record)).outcome, "inserted");
+      assert.deepEqual((await store.get(f, { user: other })).forkedFrom, { handle: h, version: 1 });
+      // A line without lineage reads back without it.
+      const plain = recordLine(user, origin!);
+      assert.equal(parseRecordLine(plain, 2, store).record.forkedFrom ?? null, null);
+      for (
+        const bad of [{ handle: h }, { handle: 1, version: 1 }, { handle: h, version: 0 }, [h, 1]]
+      ) {
+        const text = line.replace(
+          /"forked_from":\{[^}]*\}/,
+          `"forked_from":${JSON.stringify(bad)}`,
+        );
+        assert.throws(() => parseRecordLine(text, 3, store), /forked_from/, text);
+      }
+    },
+    ["importRecord"],
   ),
   step(
     "transfer() moves state, version and changelog; the old owner loses access",
