@@ -6,7 +6,7 @@
  *
  * The line is a short outline of the state's top level, in key order: each
  * key with its value when that is short (strings quoted and cut, numbers,
- * booleans, `null`), `[n]` for a list of `n` items and `{n}` for an object of
+ * booleans, `null`; control characters escaped as in JSON), `[n]` for a list of `n` items and `{n}` for an object of
  * `n` keys, separated by `, `, and cut with `…` at the limit.
  *
  * @example
@@ -44,7 +44,10 @@ export function previewOf(state: Readonly<Record<string, unknown>>): string {
   let out = "";
   for (const key in state) {
     if (!Object.hasOwn(state, key)) continue;
-    const part = `${out === "" ? "" : ", "}${key}: ${shortValue(state[key])}`;
+    // A key as JSON writes it, unquoted: control characters and lone
+    // surrogates escaped, so the line is well-formed text every engine keeps.
+    const name = JSON.stringify(key).slice(1, -1);
+    const part = `${out === "" ? "" : ", "}${name}: ${shortValue(state[key])}`;
     if (out.length + part.length > PREVIEW_MAX_CHARS) return cut(out + part);
     out += part;
   }
