@@ -1937,7 +1937,7 @@ export class HandleStore implements AsyncDisposable {
       const records = await this.#call(() =>
         Promise.all(chunk.map((h) => this.#backend.read(user, h)))
       );
-      for (const record of records) if (record) yield record;
+      for (const record of records) if (record) yield withoutPreview(record);
     }
   }
 
@@ -2059,7 +2059,8 @@ export class HandleStore implements AsyncDisposable {
       // checkRecordRest checked that the state is a JSON object.
       preview: previewOf(decodeState(record.state)),
     };
-    const read = () => this.#call(() => this.#backend.read(user, clean.handle));
+    const read = async () =>
+      withoutPreview(await this.#call(() => this.#backend.read(user, clean.handle)));
     if (options.dryRun) {
       const current = await read();
       const outcome = current === null
@@ -2525,6 +2526,16 @@ function checkHolder(writer: unknown): string {
     );
   }
   return holder;
+}
+
+/**
+ * A record as the store hands records out (export, import): without its
+ * preview, which is derived from the state and computed again on import.
+ */
+function withoutPreview<R extends HandleRecord | null>(r: R): R {
+  if (r === null || r.preview === undefined) return r;
+  const { preview: _, ...rest } = r;
+  return rest as R;
 }
 
 function infoOf(r: HandleMeta, schemaVersion = true): HandleInfo {
