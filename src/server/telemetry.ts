@@ -153,6 +153,7 @@ const PRIMITIVES: Readonly<Record<Primitive, true>> = Object.freeze({
   readLeased: true,
   subscribe: true,
   usage: true,
+  trashedUntil: true,
 });
 /** Every property of {@link Backend} that is not a primitive, likewise. */
 const PROPERTIES: Readonly<Record<Exclude<keyof Backend, Primitive | "close">, true>> = Object
