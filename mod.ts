@@ -105,6 +105,7 @@ export {
   toPointer,
 } from "./src/outline.ts";
 export * from "./src/errors.ts";
+export { PREVIEW_MAX_CHARS, previewOf } from "./src/preview.ts";
 export { defineKind, Kind, type KindOptions, type Upcast } from "./src/kinds.ts";
 export type {
   InferInput,

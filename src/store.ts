@@ -6,6 +6,7 @@
  * @module
  */
 
+import { previewOf } from "./preview.ts";
 import { createPatch, type Operation } from "rfc6902";
 import type {
   Backend,
@@ -120,6 +121,14 @@ export interface HandleInfo {
    * @since 0.7.0
    */
   forkedFrom?: ForkPoint;
+  /**
+   * Listings with `previews: true` only: a line of at most 120 characters
+   * describing the state (see `previewOf`), kept beside the metadata on each
+   * write. Absent for a handle last written before previews existed.
+   *
+   * @since 0.6.0
+   */
+  preview?: string;
   /**
    * Present while someone holds an advisory lease on the handle (see
    * {@link HandleStore.lease}): who is at work on it, and until when.
@@ -522,6 +531,13 @@ export interface ListOptions {
   kind?: string;
   /** Include expired handles still in their grace period. */
   includeExpired?: boolean;
+  /**
+   * Give each handle its `preview` (see {@link HandleInfo.preview}); read
+   * from beside the metadata, never from the state.
+   *
+   * @since 0.6.0
+   */
+  previews?: boolean;
 }
 
 /** Options of {@link HandleStore.listPage}. */
@@ -908,6 +924,7 @@ export class HandleStore implements AsyncDisposable {
         expiresAt: ttl == null ? null : now + ttl,
         lastWriter: writer,
         ...(rule ? { schemaVersion: rule.version } : {}),
+        preview: previewOf(state),
       };
       const res = await this.#call(() => this.#backend.insert(user, record, ctx));
       if (isReplayed(res)) {
@@ -959,6 +976,7 @@ export class HandleStore implements AsyncDisposable {
       const { record, lease } = await b.readLeased(user, handle, now);
       return [record, lease ? new Map([[handle, lease]]) : undefined] as const;
     });
+    if (!r) throw await this.#missing(user, handle);
     const snap = snapshotOf<S>(this.#live(r, handle, now));
     const rule = rulesIn(options)?.(snap.kind);
     if (rule) {
@@ -1114,32 +1132,36 @@ export class HandleStore implements AsyncDisposable {
       let log: EntryInfo[] | undefined;
       let merged: { version: number; state: JsonObject } | undefined;
       for (let attempt = 1;; attempt++) {
-        const res = await this.#call(() =>
-          this.#backend.update(user, handle, (cur) => {
-            const live = this.#live(cur, handle, now);
-            const head = { updatedAt: now, expiresAt: expiresAt(live), lastWriter: writer };
-            if (live.version !== expect) {
-              if (log === undefined || live.version < expect) throw new StaleVersion(live);
-              const step = this.#mergeStep(live, expect, log, state, head, rule);
-              merged = { version: step.record.version, state: step.state };
-              return step;
-            }
-            const version = live.version + 1;
-            const before = decodeState(live.state);
-            const patch = diffOf(before, state);
-            return {
-              record: {
-                ...live,
-                state: text,
-                version,
-                updatedAt: now,
-                expiresAt: expiresAt(live),
-                lastWriter: writer,
-                ...stamp,
-              },
-              entry: this.#entry(version, now, writer, "save", withUndo(before, patch)),
-            };
-          }, ctx)
+        const res = await this.#callOn(
+          user,
+          handle,
+          () =>
+            this.#backend.update(user, handle, (cur) => {
+              const live = this.#live(cur, handle, now);
+              const head = { updatedAt: now, expiresAt: expiresAt(live), lastWriter: writer };
+              if (live.version !== expect) {
+                if (log === undefined || live.version < expect) throw new StaleVersion(live);
+                const step = this.#mergeStep(live, expect, log, state, head, rule);
+                merged = { version: step.record.version, state: step.state };
+                return step;
+              }
+              const version = live.version + 1;
+              const before = decodeState(live.state);
+              const patch = diffOf(before, state);
+              return {
+                record: {
+                  ...live,
+                  state: text,
+                  version,
+                  updatedAt: now,
+                  expiresAt: expiresAt(live),
+                  lastWriter: writer,
+                  ...stamp,
+                  preview: previewOf(state),
+                },
+                entry: this.#entry(version, now, writer, "save", withUndo(before, patch)),
+              };
+            }, ctx),
         ).catch((e) => {
           if (e instanceof StaleVersion) return e;
           throw e;
@@ -1176,6 +1198,7 @@ export class HandleStore implements AsyncDisposable {
         expiresAt: ttl === undefined ? "keep" : ttl === null ? null : now + ttl,
         lastWriter: writer,
         ...stamp,
+        preview: previewOf(state),
       }, ctx)
     );
     if (isReplayed(res)) {
@@ -1189,6 +1212,7 @@ export class HandleStore implements AsyncDisposable {
       // `state` was just validated and encoded: return it instead of parsing the text back.
       return { ...info, state };
     }
+    if (!res.current) throw await this.#missing(user, handle);
     const current = this.#live(res.current, handle, now);
     // Without a changelog there is no way back to the caller's version: nothing to merge with.
     throw await this.#stale(user, handle, expect, current, merge ? UNAVAILABLE : undefined);
@@ -1236,6 +1260,7 @@ export class HandleStore implements AsyncDisposable {
         state: text,
         version,
         ...(rule ? { schemaVersion: rule.version } : {}),
+        preview: previewOf(state),
       },
       entry: this.#entry(version, head.updatedAt, head.lastWriter, label ? "merge" : "save", what),
       state,
@@ -1299,7 +1324,7 @@ export class HandleStore implements AsyncDisposable {
     if (this.#retention) ctx.retention = this.#retention;
     if (lease) ctx.lease = lease;
     const rules = rulesIn(options);
-    const res = await this.#call(() =>
+    const res = await this.#callOn(user, handle, () =>
       this.#backend.update(user, handle, (cur) => {
         const live = this.#live(cur, handle, now);
         const rule = rules?.(live.kind);
@@ -1309,7 +1334,8 @@ export class HandleStore implements AsyncDisposable {
           const before = live.schemaVersion ?? null;
           const base = rule.upcast(decodeState(live.state), before ?? 1);
           const { state: applied, undo } = applyOpsWithUndo(base, parsed);
-          const next = encodeState(checkNow(rule, applied), this.#maxBytes);
+          const checked = checkNow(rule, applied);
+          const next = encodeState(checked, this.#maxBytes);
           if (next === live.state && before === rule.version) return null;
           const version = live.version + 1;
           return this.#step(
@@ -1320,6 +1346,7 @@ export class HandleStore implements AsyncDisposable {
               updatedAt: now,
               lastWriter: writer,
               schemaVersion: rule.version,
+              preview: previewOf(checked as JsonObject),
             },
             "patch",
             { ops: parsed, undo },
@@ -1332,12 +1359,18 @@ export class HandleStore implements AsyncDisposable {
         if (next === live.state) return null;
         const version = live.version + 1;
         return this.#step(
-          { ...live, state: next, version, updatedAt: now, lastWriter: writer },
+          {
+            ...live,
+            state: next,
+            version,
+            updatedAt: now,
+            lastWriter: writer,
+            preview: previewOf(applied),
+          },
           "patch",
           { ops: parsed, undo },
         );
-      }, ctx)
-    );
+      }, ctx));
     return await this.#written<S>(user, handle, res, ctx, now);
   }
 
@@ -1364,7 +1397,7 @@ export class HandleStore implements AsyncDisposable {
     if (this.#retention) ctx.retention = this.#retention;
     if (lease) ctx.lease = lease;
     const expiresAt = ttl == null ? null : now + ttl;
-    const res = await this.#call(() =>
+    const res = await this.#callOn(user, handle, () =>
       this.#backend.update(user, handle, (cur) => {
         const live = this.#live(cur, handle, now);
         return this.#step(
@@ -1372,8 +1405,7 @@ export class HandleStore implements AsyncDisposable {
           "touch",
           { expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString() },
         );
-      }, ctx)
-    );
+      }, ctx));
     return await this.#written<S>(user, handle, res, ctx, now);
   }
 
@@ -1429,6 +1461,7 @@ export class HandleStore implements AsyncDisposable {
         ...(kind === undefined ? {} : { kind }),
         ...(options.includeExpired ? {} : { liveAt: this.#clock() }),
         ...(after ? { after } : {}),
+        ...(options.previews ? { previews: true } : {}),
       })
     );
     const more = rows.length > limit;
@@ -1438,7 +1471,14 @@ export class HandleStore implements AsyncDisposable {
       ? undefined
       : await this.#call(() => this.#leasesOf(user, page.map((r) => r.handle), this.#clock()));
     // A listing never shows a schema version: SQL engines list from an index without it.
-    const handles = page.map((r) => withLease(infoOf(r, false), leases));
+    const handles = page.map((r) =>
+      withLease(
+        options.previews && r.preview !== undefined
+          ? { ...infoOf(r, false), preview: r.preview }
+          : infoOf(r, false),
+        leases,
+      )
+    );
     const kept = maxBytes === undefined ? handles.length : fitPage(handles, more, maxBytes);
     if (kept < handles.length) {
       return { handles: handles.slice(0, kept), nextCursor: encodeCursor(page[kept - 1]!) };
@@ -1462,7 +1502,7 @@ export class HandleStore implements AsyncDisposable {
       this.#checkFingerprint(res, ctx);
       return;
     }
-    if (!res.removed) throw new HandleNotFound(handle);
+    if (!res.removed) throw await this.#missing(user, handle);
   }
 
   /**
@@ -1587,11 +1627,9 @@ export class HandleStore implements AsyncDisposable {
     version: number,
     field: string,
   ): Promise<HandleRecord> {
-    const current = this.#live(
-      await this.#call(() => this.#backend.read(user, handle)),
-      handle,
-      this.#clock(),
-    );
+    const r = await this.#call(() => this.#backend.read(user, handle));
+    if (!r) throw await this.#missing(user, handle);
+    const current = this.#live(r, handle, this.#clock());
     if (version > current.version) {
       throw new InvalidArgument(
         `Handle "${handle}" is at version ${current.version}; ${field} ${version} is ahead of it. Pass a version you have seen.`,
@@ -1691,7 +1729,9 @@ export class HandleStore implements AsyncDisposable {
     const acquire = this.#backend.acquireLease?.bind(this.#backend);
     if (!acquire) throw noLeases();
     const now = this.#clock();
-    this.#live(await this.#call(() => this.#backend.read(user, handle)), handle, now);
+    const r = await this.#call(() => this.#backend.read(user, handle));
+    if (!r) throw await this.#missing(user, handle);
+    this.#live(r, handle, now);
     const expiresAt = now + Math.max(1, Math.round(seconds * 1000));
     const res = await this.#call(() => acquire(user, handle, { holder, expiresAt }, now));
     return {
@@ -1960,7 +2000,7 @@ export class HandleStore implements AsyncDisposable {
       const records = await this.#call(() =>
         Promise.all(chunk.map((h) => this.#backend.read(user, h)))
       );
-      for (const record of records) if (record) yield record;
+      for (const record of records) if (record) yield withoutPreview(record);
     }
   }
 
@@ -2082,8 +2122,11 @@ export class HandleStore implements AsyncDisposable {
       ...(record.forkedFrom == null
         ? {}
         : { forkedFrom: { handle: record.forkedFrom.handle, version: record.forkedFrom.version } }),
+      // checkRecordRest checked that the state is a JSON object.
+      preview: previewOf(decodeState(record.state)),
     };
-    const read = () => this.#call(() => this.#backend.read(user, clean.handle));
+    const read = async () =>
+      withoutPreview(await this.#call(() => this.#backend.read(user, clean.handle)));
     if (options.dryRun) {
       const current = await read();
       const outcome = current === null
@@ -2205,6 +2248,7 @@ export class HandleStore implements AsyncDisposable {
         lastWriter: writer,
         ...(origin.schemaVersion == null ? {} : { schemaVersion: origin.schemaVersion }),
         forkedFrom: from,
+        preview: origin.preview ?? previewOf(decodeState(origin.state)),
       };
       const res = await this.#call(() => this.#backend.insert(user, record, ctx));
       if (!isReplayed(res) && res.inserted) return record.handle;
@@ -2278,6 +2322,7 @@ export class HandleStore implements AsyncDisposable {
             state: f.state,
             version,
             ...(f.schemaVersion == null ? {} : { schemaVersion: f.schemaVersion }),
+            preview: previewOf(mine),
           };
           merged = mine;
           const what = {
@@ -2539,6 +2584,32 @@ export class HandleStore implements AsyncDisposable {
     }
   }
 
+  /**
+   * {@link HandleStore.#call} for a read or write of `(user, handle)`: a
+   * not-found of that handle says whether it is in the caller's trash.
+   */
+  async #callOn<T>(user: string, handle: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await this.#call(fn);
+    } catch (e) {
+      if (!(e instanceof HandleNotFound) || e.details.handle !== handle) throw e;
+      throw await this.#missing(user, handle);
+    }
+  }
+
+  /**
+   * The not-found of `handle` for `user`: with `restorableUntil` when it is in
+   * the user's own trash (one backend call, made on a miss only).
+   */
+  async #missing(user: string, handle: string): Promise<HandleNotFound> {
+    const b = this.#backend;
+    if (!b.trashedUntil) return new HandleNotFound(handle);
+    const until = await this.#call(() => b.trashedUntil!(user, handle));
+    return until === null || until <= this.#clock()
+      ? new HandleNotFound(handle)
+      : new HandleNotFound(handle, { restorableUntil: new Date(until) });
+  }
+
   /** Returns the record if it exists and is live, else throws not-found / expired. */
   #live(r: HandleRecord | null, handle: string, now: number): HandleRecord {
     if (!r) throw new HandleNotFound(handle);
@@ -2662,6 +2733,7 @@ export function toPayload(s: HandleInfo | Snapshot<unknown>): Record<string, unk
     out.forked_from = { handle: s.forkedFrom.handle, version: s.forkedFrom.version };
   }
   if (s.activeLease) out.active_lease = leasePayload(s.activeLease);
+  if (s.preview !== undefined) out.preview = s.preview;
   if ("state" in s) out.state = s.state;
   return out;
 }
@@ -2761,6 +2833,16 @@ function checkHolder(writer: unknown): string {
     );
   }
   return holder;
+}
+
+/**
+ * A record as the store hands records out (export, import): without its
+ * preview, which is derived from the state and computed again on import.
+ */
+function withoutPreview<R extends HandleRecord | null>(r: R): R {
+  if (r === null || r.preview === undefined) return r;
+  const { preview: _, ...rest } = r;
+  return rest as R;
 }
 
 function infoOf(r: HandleMeta, schemaVersion = true): HandleInfo {

@@ -133,9 +133,14 @@ for _, key in ipairs(KEYS) do
     if f.d and f.m and string.sub(f.d, 1, #f.m + 1) ~= f.m .. '\\n' then
       err(key .. ' has a state that disagrees with its metadata')
     end
-    local k, v, c, u, e, w = string.match(f.m or '',
-      '^([a-z][a-z0-9-]*)\\t(%d+)\\t(-?%d+)\\t(-?%d+)\\t(-?%d*)\\t(.*)$')
+    -- The writer, then optionally the schema version and 'P' + the preview.
+    local k, v, c, u, e, w, tail = string.match(f.m or '',
+      '^([a-z][a-z0-9-]*)\\t(%d+)\\t(-?%d+)\\t(-?%d+)\\t(-?%d*)\\t([^\\t]*)(.*)$')
     if not k then err(key .. ' has malformed metadata ' .. tostring(f.m)) end
+    if tail and tail ~= '' and not string.match(tail, '^\\t%d+$')
+        and not string.match(tail, '^\\t%d*\\tP[^\\t\\n]*$') then
+      err(key .. ' has a malformed schema version or preview ' .. tail)
+    end
     if w ~= '' and (not w or string.sub(w, 1, 1) ~= '"') then err(key .. ' writer ' .. tostring(w)) end
     if f.l then
       want = want + 1

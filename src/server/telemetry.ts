@@ -154,6 +154,7 @@ const PRIMITIVES: Readonly<Record<Primitive, true>> = Object.freeze({
   subscribe: true,
   usage: true,
   transfer: true,
+  trashedUntil: true,
 });
 /** Every property of {@link Backend} that is not a primitive, likewise. */
 const PROPERTIES: Readonly<Record<Exclude<keyof Backend, Primitive | "close">, true>> = Object

@@ -57,6 +57,7 @@ export const CAPABILITIES = {
   leases: ["acquireLease", "releaseLease", "leases"],
   quotas: ["usage"],
   transfer: ["transfer"],
+  found: ["trashedUntil"],
 } as const satisfies Record<string, readonly (keyof Backend)[]>;
 
 /**

@@ -46,6 +46,8 @@ export interface Meta {
   s?: number;
   /** forkedFrom, when the record is a fork. */
   f?: ForkPoint;
+  /** preview, when the record was written with one. */
+  p?: string;
 }
 
 /** The head of a record: its metadata and its state (inline or a chunk set). */
@@ -216,6 +218,7 @@ export function indexOf(r: HandleRecord): IndexEntry {
     l: r.lastWriter,
     ...(r.schemaVersion == null ? {} : { s: r.schemaVersion }),
     ...(r.forkedFrom == null ? {} : { f: forkPointOf(r.forkedFrom) }),
+    ...(r.preview === undefined ? {} : { p: r.preview }),
   };
 }
 
@@ -244,6 +247,7 @@ function tail(m: Meta): Omit<HandleMeta, "handle" | "kind"> {
     lastWriter: m.l,
     ...(m.s == null ? {} : { schemaVersion: m.s }),
     ...(m.f == null ? {} : { forkedFrom: forkPointOf(m.f) }),
+    ...(m.p === undefined ? {} : { preview: m.p }),
   };
 }
 

@@ -42,6 +42,7 @@ export function putHead(
   };
   if (next.schemaVersion != null) head.s = next.schemaVersion;
   if (next.forkedFrom != null) head.f = forkPointOf(next.forkedFrom);
+  if (next.preview !== undefined) head.p = next.preview;
   if ("inline" in body) head.b = body.inline;
   else {
     head.d = body.d;

@@ -120,6 +120,7 @@ export async function replayOf(
       lastWriter: r.l,
       ...(r.s == null ? {} : { schemaVersion: r.s }),
       ...(r.f == null ? {} : { forkedFrom: forkPointOf(r.f) }),
+      ...(r.p === undefined ? {} : { preview: r.p }),
     },
   };
 }

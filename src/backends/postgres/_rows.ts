@@ -77,7 +77,8 @@ export function recordOf(row: readonly unknown[]): HandleRecord {
     state: String(row[2]),
     ...tail(row, 3),
     ...(row[8] == null ? {} : { schemaVersion: Number(row[8]) }),
-    ...(row[9] == null ? {} : { forkedFrom: JSON.parse(String(row[9])) as ForkPoint }),
+    ...(row[9] == null ? {} : { preview: String(row[9]) }),
+    ...(row[10] == null ? {} : { forkedFrom: JSON.parse(String(row[10])) as ForkPoint }),
   };
 }
 

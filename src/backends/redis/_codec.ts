@@ -71,24 +71,28 @@ export function writerText(w: string | null): string {
 
 /**
  * The metadata field `m`: kind, version, createdAt, updatedAt, expiresAt,
- * writer, tab-separated, then the schema version and the fork point (JSON,
- * which never holds a tab) when there are any.
+ * writer, then, when there are, the schema version (`""`: none) and
+ * tagged fields, tab-separated: `P` + the preview (a tab or newline in it
+ * written as a space) and `F` + the fork point as JSON (which never holds a
+ * tab).
  */
 export function metaText(r: HandleMeta): string {
+  const sv = r.schemaVersion == null ? "" : String(r.schemaVersion);
+  const p = r.preview === undefined ? "" : `\tP${r.preview.replace(/[\t\n]/g, " ")}`;
+  const f = r.forkedFrom == null
+    ? ""
+    : `\tF${JSON.stringify({ handle: r.forkedFrom.handle, version: r.forkedFrom.version })}`;
+  const tail = p === "" && f === "" ? (sv === "" ? "" : `\t${sv}`) : `\t${sv}${p}${f}`;
   return `${r.kind}\t${r.version}\t${r.createdAt}\t${r.updatedAt}\t${
     r.expiresAt === null ? "" : r.expiresAt
-  }\t${writerText(r.lastWriter)}${r.schemaVersion == null ? "" : `\t${r.schemaVersion}`}${
-    r.forkedFrom == null
-      ? ""
-      : `${r.schemaVersion == null ? "\t" : ""}\t${
-        JSON.stringify({ handle: r.forkedFrom.handle, version: r.forkedFrom.version })
-      }`
-  }`;
+  }\t${writerText(r.lastWriter)}${tail}`;
 }
 
 /** Metadata from its `m` field. */
 export function metaOf(handle: string, m: string): HandleMeta {
-  const [kind = "", v, c, u, e = "", w = "", sv = "", fk = ""] = m.split("\t");
+  const [kind = "", v, c, u, e = "", w = "", sv = "", ...tagged] = m.split("\t");
+  const p = tagged.find((f) => f.startsWith("P"));
+  const fk = tagged.find((f) => f.startsWith("F"));
   return {
     handle,
     kind,
@@ -98,7 +102,8 @@ export function metaOf(handle: string, m: string): HandleMeta {
     expiresAt: e === "" ? null : Number(e),
     lastWriter: w === "" ? null : JSON.parse(w) as string,
     ...(sv === "" ? {} : { schemaVersion: Number(sv) }),
-    ...(fk === "" ? {} : { forkedFrom: JSON.parse(fk) as ForkPoint }),
+    ...(p === undefined ? {} : { preview: p.slice(1) }),
+    ...(fk === undefined ? {} : { forkedFrom: JSON.parse(fk.slice(1)) as ForkPoint }),
   };
 }
 
@@ -115,6 +120,7 @@ export function recordOf(handle: string, s: string | null | undefined, m: string
     expiresAt: meta.expiresAt,
     lastWriter: meta.lastWriter,
     ...(meta.schemaVersion === undefined ? {} : { schemaVersion: meta.schemaVersion }),
+    ...(meta.preview === undefined ? {} : { preview: meta.preview }),
     ...(meta.forkedFrom === undefined ? {} : { forkedFrom: meta.forkedFrom }),
   };
 }

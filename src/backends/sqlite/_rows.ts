@@ -23,7 +23,7 @@ export const META = "handle, kind, version, created_ms, updated_ms, expires_ms, 
 /** A record's columns but the handle, in the order {@link recordOf} reads them. */
 export const RECORD =
   "kind, state, version, created_ms, updated_ms, expires_ms, last_writer, schema_version, " +
-  "forked_from";
+  "preview, forked_from";
 
 /**
  * Asks a statement for rows as arrays, which skips building an object per
@@ -49,7 +49,8 @@ export function recordOf(handle: string, r: Row): HandleRecord {
     state: row[1] as string,
     ...tail(row),
     ...schemaVersionOf(row[7]),
-    ...forkedFromOf(row[8]),
+    ...(row[8] == null ? {} : { preview: row[8] as string }),
+    ...forkedFromOf(row[9]),
   };
 }
 
@@ -132,6 +133,7 @@ export function recordValues(
   string | null,
   number | null,
   string | null,
+  string | null,
 ] {
   return [
     r.kind,
@@ -142,6 +144,7 @@ export function recordValues(
     r.expiresAt,
     r.lastWriter,
     r.schemaVersion ?? null,
+    r.preview ?? null,
     forkedFromText(r),
   ];
 }

@@ -28,6 +28,12 @@ const LIST_DIALECT: ListDialect = {
   param: (n) => `?${n}`,
 };
 
+/** The listing query with each row's preview: the index gives the order, the row the preview. */
+const PREVIEW_DIALECT: ListDialect = {
+  ...LIST_DIALECT,
+  from: () => `SELECT ${META}, preview FROM handles INDEXED BY handles_by_user_updated`,
+};
+
 /** The prepared statements of one connection. */
 export class Statements {
   readonly begin: StatementSync;
@@ -57,6 +63,8 @@ export class Statements {
   readonly logDropOrphan: StatementSync;
   readonly logRead: StatementSync;
   readonly inTrash: StatementSync;
+  /** The `trashed_until` of one trashed record. */
+  readonly trashedUntil: StatementSync;
   readonly toTrash: StatementSync;
   readonly fromTrash: StatementSync;
   readonly trashDelete: StatementSync;
@@ -92,23 +100,23 @@ export class Statements {
     this.read = returnArrays(p(`SELECT ${RECORD} FROM handles WHERE user = ? AND handle = ?`));
     this.insert = p(
       "INSERT INTO handles (user, handle, kind, state, version, created_ms, updated_ms, " +
-        "expires_ms, last_writer, schema_version, forked_from) " +
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) " +
-        "ON CONFLICT (user, handle) DO NOTHING",
+        "expires_ms, last_writer, schema_version, preview, forked_from) " +
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (user, handle) DO NOTHING",
     );
     const save = (expires: string) =>
       p(
         `UPDATE handles SET state = ?, version = version + 1, updated_ms = ?, ${expires}` +
-          "last_writer = ?, schema_version = COALESCE(?, schema_version) " +
+          "last_writer = ?, schema_version = COALESCE(?, schema_version), " +
+          "preview = COALESCE(?, preview) " +
           "WHERE user = ? AND handle = ? AND version = ? " +
           "AND (expires_ms IS NULL OR expires_ms > ?) " +
-          "RETURNING kind, version, created_ms, expires_ms, schema_version, forked_from",
+          "RETURNING kind, version, created_ms, expires_ms, schema_version, preview, forked_from",
       );
     this.saveKeep = save("");
     this.saveSet = save("expires_ms = ?, ");
     this.updateRow = p(
       "UPDATE handles SET kind = ?, state = ?, version = ?, created_ms = ?, updated_ms = ?, " +
-        "expires_ms = ?, last_writer = ?, schema_version = ?, forked_from = ? " +
+        "expires_ms = ?, last_writer = ?, schema_version = ?, preview = ?, forked_from = ? " +
         "WHERE user = ? AND handle = ?",
     );
     // A step of a read-modify-write: SQLite rewrites the entries of every index
@@ -116,15 +124,15 @@ export class Statements {
     // left out (the expiry index is rewritten only when the expiry changes).
     const step = (expires: string) =>
       p(
-        `UPDATE handles SET state = ?, version = ?, updated_ms = ?, ${expires}last_writer = ? ` +
-          "WHERE user = ? AND handle = ?",
+        `UPDATE handles SET state = ?, version = ?, updated_ms = ?, ${expires}last_writer = ?, ` +
+          "preview = ? WHERE user = ? AND handle = ?",
       );
     this.stepKeep = step("");
     this.stepSet = step("expires_ms = ?, ");
     this.insertRow = p(
       "INSERT INTO handles (user, handle, kind, state, version, created_ms, updated_ms, " +
-        "expires_ms, last_writer, schema_version, forked_from) " +
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "expires_ms, last_writer, schema_version, preview, forked_from) " +
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     );
     this.delete = p("DELETE FROM handles WHERE user = ? AND handle = ?");
     this.idemGet = p(
@@ -163,12 +171,12 @@ export class Statements {
         "AND EXISTS (SELECT 1 FROM handles WHERE user = ?1 AND handle = ?2) ORDER BY version",
     ));
     this.inTrash = p("SELECT 1 AS x FROM trash WHERE user = ? AND handle = ?");
+    this.trashedUntil = p("SELECT trashed_until FROM trash WHERE user = ? AND handle = ?");
     this.toTrash = p(
       "INSERT OR REPLACE INTO trash (user, handle, kind, state, version, created_ms, " +
-        "updated_ms, expires_ms, last_writer, schema_version, forked_from, trashed_until) " +
-        "SELECT user, " +
-        "handle, kind, state, version, created_ms, updated_ms, expires_ms, last_writer, " +
-        "schema_version, forked_from, ? FROM handles " +
+        "updated_ms, expires_ms, last_writer, schema_version, preview, forked_from, " +
+        "trashed_until) SELECT user, handle, kind, state, version, created_ms, updated_ms, " +
+        "expires_ms, last_writer, schema_version, preview, forked_from, ? FROM handles " +
         "WHERE user = ? AND handle = ?",
     );
     this.fromTrash = returnArrays(p(
@@ -213,7 +221,7 @@ export class Statements {
     // A get: the record and its lease in force, in one statement.
     this.readLeased = returnArrays(p(
       "SELECT h.kind, h.state, h.version, h.created_ms, h.updated_ms, h.expires_ms, " +
-        "h.last_writer, h.schema_version, h.forked_from, l.holder, l.expires_at " +
+        "h.last_writer, h.schema_version, h.preview, h.forked_from, l.holder, l.expires_at " +
         "FROM handles h " +
         "LEFT JOIN leases l " +
         "ON l.user = h.user AND l.handle = h.handle AND l.expires_at > ?3 " +
@@ -238,12 +246,19 @@ export class Statements {
     this.dataVersion = p("PRAGMA data_version");
   }
 
-  /** The listing query of a shape (see `listFilters`), prepared on first use. */
-  list(shape: number): StatementSync {
-    let stmt = this.#lists.get(shape);
+  /**
+   * The listing query of a shape (see `listFilters`), prepared on first use;
+   * with `previews`, each row ends with the `preview` column, read from the
+   * row itself (the covering index leaves it out, so that a write rewrites
+   * no more of the index than before).
+   */
+  list(shape: number, previews = false): StatementSync {
+    const key = previews ? -1 - shape : shape;
+    let stmt = this.#lists.get(key);
     if (!stmt) {
-      stmt = returnArrays(this.#db.prepare(listSql(shape, LIST_DIALECT)));
-      this.#lists.set(shape, stmt);
+      const dialect = previews ? PREVIEW_DIALECT : LIST_DIALECT;
+      stmt = returnArrays(this.#db.prepare(listSql(shape, dialect)));
+      this.#lists.set(key, stmt);
     }
     return stmt;
   }
