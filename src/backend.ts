@@ -41,6 +41,16 @@ export interface HandleRecord {
    */
   schemaVersion?: number | null;
   /**
+   * Lineage of a fork (see `HandleStore.fork`): the handle it was forked
+   * from and that handle's version at the fork; `null` or absent for a
+   * handle that is no fork. Set when the record is inserted and kept, as
+   * given, by every later write of the record (a backend stores it beside
+   * the metadata and returns it with the record; listing may leave it out).
+   *
+   * @since 0.7.0
+   */
+  forkedFrom?: ForkPoint | null;
+  /**
    * A line of at most 120 characters describing the state, computed by the
    * store on each write and kept beside the metadata, so that a listing with
    * previews never reads a state. Absent on records written before previews
@@ -52,6 +62,27 @@ export interface HandleRecord {
    */
   preview?: string;
 }
+
+/**
+ * Where a fork comes from: a handle of the same user and its version at the fork.
+ *
+ * @since 0.7.0
+ */
+export interface ForkPoint {
+  /** The origin handle. */
+  handle: string;
+  /** The origin's version the fork started from. */
+  version: number;
+}
+
+/**
+ * Result of {@link Backend.transfer}: `"moved"`, or why nothing moved —
+ * `"absent"` (no live record of the old owner) or `"taken"` (the new owner
+ * already has a record, live or trashed, with that handle).
+ *
+ * @since 0.7.0
+ */
+export type TransferOutcome = "moved" | "absent" | "taken";
 
 /** A record without its state: what listing returns. */
 export type HandleMeta = Omit<HandleRecord, "state">;
@@ -561,6 +592,18 @@ export interface Backend {
    * @since 0.6.0
    */
   usage?(user: string, now: number): Promise<Usage>;
+  /**
+   * Optional (fork and transfer): in one atomic step, moves the live record
+   * `(user, handle)` and its changelog to `(to, handle)`, unchanged (same
+   * handle, version, timestamps, state), and drops the old owner's lease
+   * on it; the old owner keeps nothing. When `user` has no live record of
+   * that handle it answers `"absent"`, when `to` has any record of it (live
+   * or in the trash) `"taken"`, and changes nothing. The usage of both
+   * users follows (`ctx.quota` is checked for `to`, as a mint would be).
+   *
+   * @since 0.7.0
+   */
+  transfer?(user: string, handle: string, to: string, ctx: WriteContext): Promise<TransferOutcome>;
   /** Releases connections and files. Idempotent. */
   close(): Promise<void>;
 }
@@ -591,6 +634,7 @@ export function metaOf(r: HandleRecord): HandleMeta {
     expiresAt: r.expiresAt,
     lastWriter: r.lastWriter,
     ...(r.schemaVersion == null ? {} : { schemaVersion: r.schemaVersion }),
+    ...(r.forkedFrom == null ? {} : { forkedFrom: r.forkedFrom }),
     ...(r.preview === undefined ? {} : { preview: r.preview }),
   };
 }

@@ -110,7 +110,9 @@ export function rewind(
     const e = byVersion.get(v);
     if (e === undefined || e.omitted) return null;
     if (e.op === "touch") continue;
-    if ((e.op !== "save" && e.op !== "patch") || !Array.isArray(e.undo)) return null;
+    if ((e.op !== "save" && e.op !== "patch" && e.op !== "merge") || !Array.isArray(e.undo)) {
+      return null;
+    }
     try {
       at = applyJsonPatch(at, e.undo as JsonPatchOp[]);
     } catch (err) {

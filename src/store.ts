@@ -11,6 +11,7 @@ import { createPatch, type Operation } from "rfc6902";
 import type {
   Backend,
   ChangeEntry,
+  ForkPoint,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
@@ -25,6 +26,7 @@ import type {
   WriteContext,
 } from "./backend.ts";
 import { isReplayed } from "./backend.ts";
+export type { ForkPoint } from "./backend.ts";
 import {
   BackendError,
   HandleExpired,
@@ -111,6 +113,14 @@ export interface HandleInfo {
    * @since 0.5.0
    */
   schemaVersion?: number;
+  /**
+   * Where a fork comes from (see {@link HandleStore.fork}): the origin handle
+   * and its version at the fork (`forked_from` in the wire form); absent for
+   * a handle that is no fork, and in listings.
+   *
+   * @since 0.7.0
+   */
+  forkedFrom?: ForkPoint;
   /**
    * Listings with `previews: true` only: a line of at most 120 characters
    * describing the state (see `previewOf`), kept beside the metadata on each
@@ -268,7 +278,9 @@ export interface HistoryOptions {
 
 /**
  * One changelog entry, in the wire form: `version`, `at` (ISO-8601 UTC),
- * `writer`, `op` (`mint`, `save`, `patch`, `touch`, `restore`), and what
+ * `writer`, `op` (`mint`, `save`, `patch`, `touch`, `restore`, `fork` — the
+ * mint of a fork, with `from` — and `merge` — a fork merged back, with
+ * `from` and `base_version`), and what
  * changed: `ops` (patch), `patch` (an RFC 6902 JSON Patch from the previous
  * state, mint and save), `expires_at` (touch), or `omitted: true` when the
  * entry was too large to keep.
@@ -281,7 +293,7 @@ export type ChangeInfo = {
   /** Who wrote. */
   writer: string | null;
   /** What kind of write. */
-  op: "mint" | "save" | "patch" | "touch" | "restore";
+  op: "mint" | "save" | "patch" | "touch" | "restore" | "fork" | "merge";
 } & Record<string, unknown>;
 
 /** Answer of {@link HandleStore.changesSince}. */
@@ -365,6 +377,42 @@ export type ImportResult =
 export interface UserOption {
   /** The user the state belongs to. */
   user: string;
+}
+
+/**
+ * Options of {@link HandleStore.fork} and {@link HandleStore.mergeBack}.
+ *
+ * @since 0.7.0
+ */
+export interface ForkOptions extends UserOption {
+  /** The writer label of the write (the fork's mint, or the origin's merge). */
+  writer?: string;
+}
+
+/**
+ * Answer of {@link HandleStore.mergeBack}: the origin's snapshot after the
+ * merge, and which fork version was merged into it.
+ *
+ * @since 0.7.0
+ */
+export type MergeResult<S = JsonObject> = Snapshot<S> & {
+  /** The fork and its version whose changes were merged. */
+  mergedFrom: ForkPoint;
+};
+
+/**
+ * Options of {@link HandleStore.transfer}.
+ *
+ * @since 0.7.0
+ */
+export interface TransferOptions extends UserOption {
+  /** The user who gets the handle. */
+  to: string;
+  /**
+   * Rights the old owner keeps through a grant. Not available yet: passing
+   * it is `invalid_argument`, and nothing moves.
+   */
+  keep?: string;
 }
 
 /**
@@ -1184,6 +1232,7 @@ export class HandleStore implements AsyncDisposable {
     mine: JsonObject,
     head: Pick<HandleRecord, "updatedAt" | "expiresAt" | "lastWriter">,
     rule: KindRule | undefined,
+    label?: { from: ForkPoint },
   ): Step & { record: HandleRecord; state: JsonObject } {
     if (live.version > (log[log.length - 1]?.version ?? expect)) throw new StaleVersion(live);
     let theirs = decodeState(live.state);
@@ -1201,7 +1250,9 @@ export class HandleStore implements AsyncDisposable {
     const state = rule ? checkNow(rule, out.state) : out.state;
     const text = rule ? encodeState(state, this.#maxBytes) : encodeParsed(state, this.#maxBytes);
     const version = live.version + 1;
-    const what = { merged_from: expect, patch: out.patch, undo: out.undo };
+    const what = label
+      ? { ...label, base_version: expect, patch: out.patch, undo: out.undo }
+      : { merged_from: expect, patch: out.patch, undo: out.undo };
     return {
       record: {
         ...live,
@@ -1211,7 +1262,7 @@ export class HandleStore implements AsyncDisposable {
         ...(rule ? { schemaVersion: rule.version } : {}),
         preview: previewOf(state),
       },
-      entry: this.#entry(version, head.updatedAt, head.lastWriter, "save", what),
+      entry: this.#entry(version, head.updatedAt, head.lastWriter, label ? "merge" : "save", what),
       state,
     };
   }
@@ -2068,6 +2119,9 @@ export class HandleStore implements AsyncDisposable {
       expiresAt: record.expiresAt,
       lastWriter: record.lastWriter,
       ...(record.schemaVersion == null ? {} : { schemaVersion: record.schemaVersion }),
+      ...(record.forkedFrom == null
+        ? {}
+        : { forkedFrom: { handle: record.forkedFrom.handle, version: record.forkedFrom.version } }),
       // checkRecordRest checked that the state is a JSON object.
       preview: previewOf(decodeState(record.state)),
     };
@@ -2129,6 +2183,244 @@ export class HandleStore implements AsyncDisposable {
     if (!b.usage) throw unsupported("report usage");
     const now = this.#clock();
     return await this.#call(() => b.usage!(user, now));
+  }
+
+  /**
+   * Forks a handle: a new handle of the same kind, owned by the caller,
+   * holding the origin's state at its current version, with lineage
+   * `forkedFrom: { handle, version }`. The fork is an ordinary handle
+   * afterwards (its own versions from 1, its own changelog, the origin's
+   * expiry and schema version); {@link HandleStore.mergeBack} brings its
+   * changes home. The fork's mint entry in the changelog is `op: "fork"`
+   * with `from`. A fork counts for the caller's quotas like a mint.
+   *
+   * @param handle The handle to fork (the caller's own).
+   * @param options The user and the writer label.
+   * @returns The fork's handle (as long as the origin's).
+   * @throws {HandleNotFound} when the user has no such handle.
+   * @throws {HandleExpired} when its TTL passed.
+   * @throws {InvalidArgument} for a malformed handle, user or writer.
+   * @throws {QuotaExceeded} when the fork would put the user over a quota.
+   * @throws {BackendError} when the engine fails or the store is closed.
+   * @since 0.7.0
+   *
+   * @example Hand a copy to a sub-agent, then take its work back
+   * ```ts
+   * import { Append, HandleStore } from "@mcpstate/core";
+   * await using store = await HandleStore.fromUrl("memory://");
+   * const user = "alice";
+   * const plan = await store.mint("plan", { steps: [], notes: "" }, { user });
+   * const sub = await store.fork(plan, { user, writer: "sub-agent" });
+   * await store.patch(sub, [Append("steps", "measure")], { user });
+   * await store.patch(plan, [Append("steps", "ask")], { user }); // the parent goes on meanwhile
+   * const merged = await store.mergeBack(sub, { user });
+   * merged.state.steps; // ["ask", "measure"]
+   * ```
+   */
+  async fork(handle: string, options: ForkOptions): Promise<string> {
+    const user = checkUser(options);
+    checkHandle(handle);
+    const writer = checkWriter(options.writer);
+    const now = this.#clock();
+    const origin = this.#live(
+      await this.#call(() => this.#backend.read(user, handle)),
+      handle,
+      now,
+    );
+    const ctx = await this.#context(undefined, "", []);
+    const from: ForkPoint = { handle, version: origin.version };
+    if (this.#retention) {
+      const what = { from, patch: diffOf({}, decodeState(origin.state)) };
+      ctx.entry = this.#entry(1, now, writer, "fork", what);
+      ctx.retention = this.#retention;
+    }
+    // As many random characters as the origin has: a 128-bit handle forks into one.
+    const chars = Math.max(8, handle.length - origin.kind.length - 1);
+    for (let attempt = 0; attempt < 8; attempt++) {
+      const record: HandleRecord = {
+        handle: `${origin.kind}_${randomChars(chars)}`,
+        kind: origin.kind,
+        state: origin.state,
+        version: 1,
+        createdAt: now,
+        updatedAt: now,
+        expiresAt: origin.expiresAt,
+        lastWriter: writer,
+        ...(origin.schemaVersion == null ? {} : { schemaVersion: origin.schemaVersion }),
+        forkedFrom: from,
+        preview: origin.preview ?? previewOf(decodeState(origin.state)),
+      };
+      const res = await this.#call(() => this.#backend.insert(user, record, ctx));
+      if (!isReplayed(res) && res.inserted) return record.handle;
+    }
+    throw new BackendError("Could not mint a unique handle after 8 attempts; try again.");
+  }
+
+  /**
+   * Merges a fork back into its origin: the fork's changes since the fork
+   * point are applied to the origin with the disjoint merge of
+   * `save(…, { onConflict: "merge" })` (see `merge.ts`), whatever the
+   * origin's writers did meanwhile, as long as the two sides touched
+   * disjoint places. The origin's changelog entry is `op: "merge"` with
+   * `from: { handle, version }` (the fork and the version merged) and
+   * `base_version` (the fork point). The fork stays as it is; merging it
+   * again later brings the changes made since the first merge only if they
+   * are still disjoint from the origin's, so fork again for more work.
+   *
+   * @param fork The fork (the caller's own handle made by {@link HandleStore.fork}).
+   * @param options The user and the writer label of the origin's write.
+   * @returns The origin's snapshot after the merge, with `mergedFrom`: the
+   * fork and its version that were merged.
+   * @throws {StaleWrite} with `conflicts` (the JSON Pointers both sides
+   * changed) when the changes overlap, or with `reason: "history_unavailable"`
+   * when the origin's state at the fork point is no longer in its changelog;
+   * nothing is written.
+   * @throws {HandleNotFound} when the user has no such fork, or its origin is gone.
+   * @throws {HandleExpired} when the fork or the origin expired.
+   * @throws {InvalidArgument} when the handle is no fork, or for a malformed
+   * handle, user or writer.
+   * @throws {BackendError} when the engine fails or the store is closed.
+   * @since 0.7.0
+   */
+  async mergeBack<S = JsonObject>(fork: string, options: ForkOptions): Promise<MergeResult<S>> {
+    const user = checkUser(options);
+    checkHandle(fork);
+    const writer = checkWriter(options.writer);
+    const now = this.#clock();
+    const f = this.#live(await this.#call(() => this.#backend.read(user, fork)), fork, now);
+    const point = f.forkedFrom;
+    if (point == null) {
+      throw new InvalidArgument(
+        `The handle ${fork} is not a fork: only a handle made by state_fork can be merged back.`,
+        { field: "handle" },
+      );
+    }
+    const origin = point.handle;
+    const mine = decodeState(f.state);
+    const label = { from: { handle: fork, version: f.version } };
+    const ctx = await this.#context(undefined, origin, []);
+    if (this.#retention) ctx.retention = this.#retention;
+    let log: EntryInfo[] | undefined;
+    let merged: JsonObject | undefined;
+    for (let attempt = 1;; attempt++) {
+      const res = await this.#call(() =>
+        this.#backend.update(user, origin, (cur) => {
+          const live = this.#live(cur, origin, now);
+          const head = { updatedAt: now, expiresAt: live.expiresAt, lastWriter: writer };
+          if (live.version !== point.version) {
+            if (log === undefined || live.version < point.version) throw new StaleVersion(live);
+            const step = this.#mergeStep(live, point.version, log, mine, head, undefined, label);
+            merged = step.state;
+            return step;
+          }
+          // Nobody wrote the origin since the fork: the fork's state is the result.
+          const before = decodeState(live.state);
+          const version = live.version + 1;
+          const record: HandleRecord = {
+            ...live,
+            ...head,
+            state: f.state,
+            version,
+            ...(f.schemaVersion == null ? {} : { schemaVersion: f.schemaVersion }),
+            preview: previewOf(mine),
+          };
+          merged = mine;
+          const what = {
+            ...label,
+            base_version: point.version,
+            ...withUndo(before, diffOf(before, mine)),
+          };
+          return this.#retention
+            ? { record, entry: this.#entry(version, now, writer, "merge", what) }
+            : { record };
+        }, ctx)
+      ).catch((e) => {
+        if (e instanceof StaleVersion) return e;
+        throw e;
+      });
+      if (res instanceof StaleVersion) {
+        const current = res.current;
+        if (res.refusal !== undefined) {
+          throw await this.#stale(user, origin, point.version, current, res.refusal);
+        }
+        if (this.#retention && current.version > point.version && attempt < MERGE_ATTEMPTS) {
+          log = await this.#entries(user, origin, point.version);
+          continue;
+        }
+        const refusal = current.version > point.version ? UNAVAILABLE : undefined;
+        throw await this.#stale(user, origin, point.version, current, refusal);
+      }
+      if (isReplayed(res)) throw new BackendError("A merge was answered as a replay; try again.");
+      const info = infoOf(this.#live(res.record, origin, now));
+      const state = (merged ?? decodeState(res.record!.state)) as S;
+      return { ...info, state, mergedFrom: label.from };
+    }
+  }
+
+  /**
+   * Transfers a handle to another user for good: its state, version,
+   * timestamps and changelog move to `to` under the same handle string (so
+   * a link or a note that names it stays right), in one atomic step; the old
+   * owner loses access at once. Refused, with nothing changed, when `to`
+   * already has a handle of that name (live or in the trash).
+   *
+   * @param handle The caller's handle.
+   * @param options The user, `to` (the new owner) and `keep` (not available
+   * yet: a grant for the old owner needs sharing, see the README).
+   * @returns The handle as the new owner uses it (the same string).
+   * @throws {HandleNotFound} when the user has no such handle.
+   * @throws {HandleExpired} when its TTL passed.
+   * @throws {InvalidArgument} for a malformed handle, user or `to`, `to`
+   * equal to the user, `to` already holding that handle, `keep`, or a
+   * backend without the `transfer` primitive (a Redis Cluster).
+   * @throws {QuotaExceeded} when the handle would put `to` over a quota.
+   * @throws {BackendError} when the engine fails or the store is closed.
+   * @since 0.7.0
+   *
+   * @example Hand a task over to someone else
+   * ```ts
+   * import { HandleNotFound, HandleStore } from "@mcpstate/core";
+   * await using store = await HandleStore.fromUrl("memory://");
+   * const h = await store.mint("task", { todo: ["ship"] }, { user: "alice" });
+   * const theirs = await store.transfer(h, { user: "alice", to: "bob" });
+   * (await store.get(theirs, { user: "bob" })).state.todo; // ["ship"]
+   * await store.get(h, { user: "alice" }).catch((e) => e instanceof HandleNotFound); // true
+   * ```
+   */
+  async transfer(handle: string, options: TransferOptions): Promise<string> {
+    const user = checkUser(options);
+    checkHandle(handle);
+    const to = checkUser({ user: (options as { to?: unknown }).to }, "to");
+    if (to === user) {
+      throw new InvalidArgument("to is the handle's owner already: name another user.", {
+        field: "to",
+      });
+    }
+    if (options.keep !== undefined) {
+      throw new InvalidArgument(
+        "keep is not available yet: transfer without it, and share the handle back once sharing exists.",
+        { field: "keep" },
+      );
+    }
+    if (typeof this.#backend.transfer !== "function") {
+      throw new InvalidArgument(
+        "transfer needs a backend that moves a record between users in one atomic step; this one cannot (on Redis, a Redis Cluster keeps two users in two hash slots).",
+      );
+    }
+    const now = this.#clock();
+    this.#live(await this.#call(() => this.#backend.read(user, handle)), handle, now);
+    const ctx = await this.#context(undefined, handle, []);
+    const res = await this.#call(() => this.#backend.transfer!(user, handle, to, ctx));
+    if (res === "absent") throw new HandleNotFound(handle);
+    if (res === "taken") {
+      throw new InvalidArgument(
+        `The user ${
+          JSON.stringify(to)
+        } already has a handle named ${handle}; nothing was transferred.`,
+        { field: "to" },
+      );
+    }
+    return handle;
   }
 
   /** Closes the backend. Idempotent. */
@@ -2437,6 +2729,9 @@ export function toPayload(s: HandleInfo | Snapshot<unknown>): Record<string, unk
     last_writer: s.lastWriter,
   };
   if (s.schemaVersion !== undefined) out.schema_version = s.schemaVersion;
+  if (s.forkedFrom !== undefined) {
+    out.forked_from = { handle: s.forkedFrom.handle, version: s.forkedFrom.version };
+  }
   if (s.activeLease) out.active_lease = leasePayload(s.activeLease);
   if (s.preview !== undefined) out.preview = s.preview;
   if ("state" in s) out.state = s.state;
@@ -2560,6 +2855,7 @@ function infoOf(r: HandleMeta, schemaVersion = true): HandleInfo {
     expiresAt: r.expiresAt === null ? null : new Date(r.expiresAt),
     lastWriter: r.lastWriter,
     ...(r.schemaVersion == null || !schemaVersion ? {} : { schemaVersion: r.schemaVersion }),
+    ...(r.forkedFrom == null || !schemaVersion ? {} : { forkedFrom: { ...r.forkedFrom } }),
   };
 }
 
@@ -2567,7 +2863,7 @@ function snapshotOf<S>(r: HandleRecord): Snapshot<S> {
   return { ...infoOf(r), state: decodeState<S>(r.state) };
 }
 
-function checkUser(options: unknown): string {
+function checkUser(options: unknown, field = "user"): string {
   if (typeof options !== "object" || options === null) {
     throw new InvalidArgument('Pass an options object with the user, e.g. { user: "alice" }.');
   }
@@ -2576,8 +2872,8 @@ function checkUser(options: unknown): string {
     typeof user !== "string" || user.length === 0 || user.length > 1024 || !isIdentifier(user)
   ) {
     throw new InvalidArgument(
-      "user must be a non-empty, well-formed Unicode string of at most 1024 characters, without U+0000: the identity the state belongs to.",
-      { field: "user" },
+      `${field} must be a non-empty, well-formed Unicode string of at most 1024 characters, without U+0000: the identity the state belongs to.`,
+      { field },
     );
   }
   return user;
@@ -2754,6 +3050,21 @@ function checkRecordRest(user: unknown, r: HandleRecord, maxBytes: number): void
     throw new InvalidArgument(`"schema_version" must be null or a whole number, 1 or more.`, {
       field: "schema_version",
     });
+  }
+  const ff: unknown = r.forkedFrom;
+  if (ff != null) {
+    const f = ff as Partial<ForkPoint>;
+    const keys = typeof ff === "object" && !Array.isArray(ff) ? Object.keys(ff).sort() : [];
+    if (
+      keys.join(",") !== "handle,version" || typeof f.handle !== "string" ||
+      f.handle.length > 200 || !isIdentifier(f.handle) || !Number.isSafeInteger(f.version) ||
+      (f.version as number) < 1
+    ) {
+      throw new InvalidArgument(
+        `"forked_from" must be null or {"handle": a handle, "version": a whole number, 1 or more}.`,
+        { field: "forked_from" },
+      );
+    }
   }
   let state: unknown;
   try {

@@ -9,7 +9,7 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { HandleStore } from "../mod.ts";
+import { Append, HandleStore } from "../mod.ts";
 import type { Backend } from "../src/backend.ts";
 import { openBackend } from "../src/url.ts";
 import { DENO_FLAGS, PERMISSION_FLAGS } from "../src/cli/permissions.ts";
@@ -1119,4 +1119,39 @@ Deno.test("cli: list and doctor show a user's usage beside the MCPSTATE_QUOTA_* 
   } finally {
     await Deno.remove(home, { recursive: true });
   }
+});
+
+Deno.test("cli: transfer hands a handle to another user; the old owner loses it", async () => {
+  const home = await tempHome();
+  const url = sqliteUrl(join(home, "state.db"));
+  const store = await openStore(url);
+  let task: string, taken: string;
+  try {
+    task = await store.mint("task", { todo: ["ship"] }, { user: "alice" });
+    await store.patch(task, [Append("todo", "test")], { user: "alice" });
+    taken = await store.mint("task", { a: 1 }, { user: "alice" });
+    for await (const r of store.exportRecords("alice")) {
+      if (r.handle === taken) await store.importRecord("carol", r);
+    }
+  } finally {
+    await store.close();
+  }
+  const as = { env: { MCPSTATE_BACKEND: url, MCPSTATE_USER: "alice" } };
+  assertOneLineError(await mcpstate(home, ["transfer", task], as), 2, /--to USER/);
+  const r = await mcpstate(home, ["transfer", task, "--to", "bob", "--json"], as);
+  ok(r);
+  assert.deepEqual(JSON.parse(r.stdout), { ok: true, handle: task, from: "alice", to: "bob" });
+  assertOneLineError(await mcpstate(home, ["get", task], as), 1, /No handle/);
+  const bob = await mcpstate(home, ["get", task, "--user", "bob"], as);
+  ok(bob);
+  const snap = JSON.parse(bob.stdout);
+  assert.equal(snap.version, 2);
+  assert.deepEqual(snap.state, { todo: ["ship", "test"] });
+  // Carol already has a handle of that name: refused, nothing moves.
+  assertOneLineError(
+    await mcpstate(home, ["transfer", taken, "--to", "carol"], as),
+    2,
+    /already has a handle named/,
+  );
+  ok(await mcpstate(home, ["get", taken], as));
 });

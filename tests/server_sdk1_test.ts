@@ -83,6 +83,8 @@ const MATRIX: Record<string, string[]> = {
   state_changes: ["handle_expired", "handle_not_found", "invalid_argument"],
   state_restore: ["handle_not_found", "invalid_argument"],
   state_lease: ["handle_expired", "handle_not_found", "invalid_argument"],
+  state_fork: ["handle_expired", "handle_not_found", "invalid_argument"],
+  state_merge: ["handle_not_found", "invalid_argument", "stale_write"],
 };
 
 /**
@@ -195,12 +197,32 @@ async function everyToolEveryError(client: AnyClient, writer: string): Promise<v
   await failing("state_lease", { handle, seconds: 0 }, "invalid_argument");
   await failing("state_lease", { handle: missing }, "handle_not_found");
 
+  // state_fork and state_merge
+  const fork = await ok(client, "state_fork", { handle });
+  const sub = String(fork.handle);
+  assert.equal((fork.forked_from as Record<string, unknown>).handle, handle);
+  await ok(client, "state_patch", {
+    handle: sub,
+    ops: [{ op: "set_key", path: "", key: "k", value: 1 }],
+  });
+  await ok(client, "state_patch", {
+    handle,
+    ops: [{ op: "set_key", path: "", key: "k", value: 2 }],
+  });
+  const clash = await failing("state_merge", { handle: sub }, "stale_write");
+  assert.deepEqual(clash.conflicts, ["/k"]);
+  await failing("state_merge", { handle }, "invalid_argument");
+  await failing("state_merge", { handle: missing }, "handle_not_found");
+  await failing("state_fork", { handle: missing }, "handle_not_found");
+  await failing("state_fork", {}, "invalid_argument");
+
   // state_delete and state_restore
   assert.equal((await ok(client, "state_delete", { handle })).deleted, true);
   await failing("state_delete", { handle }, "handle_not_found");
   await failing("state_delete", { handle: [] }, "invalid_argument");
   assert.deepEqual((await ok(client, "state_restore", { handle })).state, {
     items: ["a", "b", "c"],
+    k: 2,
   });
   await failing("state_restore", { handle: missing }, "handle_not_found");
   await failing("state_restore", {}, "invalid_argument");
@@ -214,6 +236,7 @@ async function everyToolEveryError(client: AnyClient, writer: string): Promise<v
   await failing("state_touch", { handle: brief }, "handle_expired");
   await failing("state_changes", { handle: brief, since_version: 1 }, "handle_expired");
   await failing("state_lease", { handle: brief }, "handle_expired");
+  await failing("state_fork", { handle: brief }, "handle_expired");
 
   const got = Object.fromEntries(Object.entries(seen).map(([k, v]) => [k, [...v].sort()]));
   assert.deepEqual(got, MATRIX, "every tool was driven into every error it can produce");

@@ -157,8 +157,8 @@ Deno.test("the tools option of the server entries: resolved once, unknown names 
     assert.throws(() => resolveToolNames(bad), TypeError, JSON.stringify(bad));
   }
   assert.throws(
-    () => checkReadAndTools({ tools: ["fork"] }),
-    /Unknown tool "fork"; the tools are save, load, list, patch, touch, delete, changes, restore, lease\./,
+    () => checkReadAndTools({ tools: ["spoon"] }),
+    /Unknown tool "spoon"; the tools are save, load, list, patch, touch, delete, changes, restore, lease, fork, merge\./,
   );
   for (const maxReadBytes of [1, 255, -1, 1.5, NaN]) {
     assert.throws(() => checkReadAndTools({ maxReadBytes }), TypeError, String(maxReadBytes));
@@ -201,10 +201,10 @@ Deno.test("serve config: --max-read-bytes and --tools, their MCPSTATE_* twins, b
   assert.deepEqual(parse([], { MCPSTATE_TOOLS: "state_patch" }).tools, ["state_patch"]);
   assert.deepEqual(parse(["--tools", "load"], { MCPSTATE_TOOLS: "patch" }).tools, ["state_load"]);
   assert.throws(
-    () => parse(["--tools", "save,fork"]),
+    () => parse(["--tools", "save,spoon"]),
     (e) =>
       e instanceof ConfigError && !e.message.includes("\n") &&
-      /--tools \(MCPSTATE_TOOLS\): Unknown tool "fork"; the tools are save, load, list/.test(
+      /--tools \(MCPSTATE_TOOLS\): Unknown tool "spoon"; the tools are save, load, list/.test(
         e.message,
       ),
   );
@@ -228,7 +228,7 @@ Deno.test("serve: an unknown tool is exit 2 and one line naming the valid tools"
     assert.equal(err.split("\n").length, 1, err);
     assert.match(
       err,
-      /Unknown tool "nope"; the tools are save, load, list, patch, touch, delete, changes, restore, lease\./,
+      /Unknown tool "nope"; the tools are save, load, list, patch, touch, delete, changes, restore, lease, fork, merge\./,
     );
     assert.equal(out.stdout.length, 0);
   }

@@ -119,10 +119,12 @@ function layoutOf(path: string, kept: string[], rowTables: string[]) {
     const names = kept.map((t) => `'${t}'`).join(", ");
     // The columns added in place to the record tables (ALTER TABLE … ADD COLUMN, which
     // rewrites no row): a layout without them compares equal to the layout before.
-    const added = / (schema_version INTEGER|preview TEXT),/g;
+    const added = / (schema_version INTEGER|forked_from TEXT|preview TEXT),/g;
     const withoutAdded = (row: Record<string, unknown>) => {
-      const { schema_version: v, preview: p, ...rest } = row;
-      return v === null && p === null ? rest : row;
+      const { schema_version: v, forked_from: f, preview: p, ...rest } = row;
+      return v === null && (f === null || f === undefined) && (p === null || p === undefined)
+        ? rest
+        : row;
     };
     return {
       version: pragma(db, "user_version"),

@@ -136,6 +136,7 @@ import {
   type BodyRef,
   decodeBytes,
   ENTRY_MAX,
+  forkPointOf,
   type Head,
   type IdemValue,
   type IndexEntry,
@@ -170,6 +171,7 @@ export type {
   Change,
   ChangeEntry,
   ConditionalWrite,
+  ForkPoint,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
@@ -182,6 +184,7 @@ export type {
   Retention,
   SaveOutcome,
   Step,
+  TransferOutcome,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
@@ -418,6 +421,7 @@ export class DenoKvBackend implements Backend {
             ...((write.schemaVersion ?? cur.s) == null
               ? {}
               : { schemaVersion: write.schemaVersion ?? cur.s }),
+            ...(cur.f == null ? {} : { forkedFrom: forkPointOf(cur.f) }),
             ...((write.preview ?? cur.p) === undefined ? {} : { preview: write.preview ?? cur.p }),
           };
           // One chunk set serves every attempt of this call: the state is the same.

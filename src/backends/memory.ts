@@ -26,6 +26,7 @@ import type {
   ListQuery,
   Replayed,
   SaveOutcome,
+  TransferOutcome,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
@@ -54,6 +55,7 @@ export type {
   Change,
   ChangeEntry,
   ConditionalWrite,
+  ForkPoint,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
@@ -66,6 +68,7 @@ export type {
   Retention,
   SaveOutcome,
   Step,
+  TransferOutcome,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
@@ -326,6 +329,31 @@ export class MemoryBackend implements Backend {
       if (t.until <= now && (user === null || JSON.parse(k)[0] === user)) this.#trash.delete(k);
     }
     return Promise.resolve(n);
+  }
+
+  /** {@inheritDoc Backend.transfer} */
+  transfer(user: string, handle: string, to: string, ctx: WriteContext): Promise<TransferOutcome> {
+    const current = this.#users.get(user)?.get(handle);
+    if (!current) return Promise.resolve("absent");
+    const target = JSON.stringify([to, handle]);
+    if (this.#users.get(to)?.has(handle) || this.#trash.has(target)) {
+      return Promise.resolve("taken");
+    }
+    try {
+      this.#quota(to, ctx, { handles: 1, bytes: utf8Length(current.state) });
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    const key = JSON.stringify([user, handle]);
+    this.#users.get(user)?.delete(handle);
+    this.#records(to).set(handle, current);
+    const log = this.#logs.get(key);
+    this.#logs.delete(key);
+    if (log) this.#logs.set(target, log);
+    this.#leases.delete(key);
+    this.#listeners.notify(user, handle);
+    this.#listeners.notify(to, handle);
+    return Promise.resolve("moved");
   }
 
   /** {@inheritDoc Backend.listTrash} */

@@ -94,6 +94,7 @@ import type {
   ListQuery,
   Replayed,
   SaveOutcome,
+  TransferOutcome,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
@@ -109,6 +110,7 @@ import { Pool, type Queryable, Rollback } from "./postgres/_pool.ts";
 import {
   channelOf,
   entryParams,
+  forkedFromText,
   leaseOf,
   metaOf,
   payloadOf,
@@ -136,6 +138,7 @@ export type {
   Change,
   ChangeEntry,
   ConditionalWrite,
+  ForkPoint,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
@@ -148,6 +151,7 @@ export type {
   Retention,
   SaveOutcome,
   Step,
+  TransferOutcome,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
@@ -326,8 +330,8 @@ export class PostgresBackend implements Backend {
     if (ctx.entry) params.push(ctx.entry.version, ctx.entry.at, ctx.entry.text);
     params.push(payloadOf(user, record.handle));
     if (lease) params.push(lease.holder, lease.expiresAt, ctx.now);
-    // Always the last two parameters.
-    params.push(record.schemaVersion ?? null, record.preview ?? null);
+    // Always the last three parameters.
+    params.push(record.schemaVersion ?? null, record.preview ?? null, forkedFromText(record));
     const insert = async (sql: Queryable): Promise<InsertOutcome | undefined> => {
       const [row] = await sql.unsafe(text, params as never[]).values();
       if (!row) return undefined;
@@ -370,7 +374,7 @@ export class PostgresBackend implements Backend {
     return this.#pool.read(async (sql) => {
       const [row] = await sql.unsafe(this.#q.readLeased, [user, handle, now]).values();
       if (!row) return { record: null, lease: null };
-      return { record: recordOf(row), lease: row[10] == null ? null : leaseOf(row.slice(10)) };
+      return { record: recordOf(row), lease: row[11] == null ? null : leaseOf(row.slice(11)) };
     });
   }
 
@@ -400,7 +404,7 @@ export class PostgresBackend implements Backend {
     params.push(write.schemaVersion ?? null, write.preview ?? null);
     const text = lease ? this.#q.saveLeased : this.#q.save;
     const saved = (row: readonly unknown[]): SaveOutcome =>
-      leasedOutcome({ ok: true as const, record: recordOf(row) }, ctx, row.slice(11));
+      leasedOutcome({ ok: true as const, record: recordOf(row) }, ctx, row.slice(12));
     if (ctx.quota) {
       return this.#guarded(user, ctx, async (tx, remember) => {
         // The old size under the row lock, so that it is the state the save replaces.
@@ -463,7 +467,7 @@ export class PostgresBackend implements Backend {
       if (next && record && current) {
         const params: unknown[] = [user, ...recordParams(record)];
         if (next.entry) params.push(...entryParams(next.entry, ctx));
-        params.push(record.schemaVersion ?? null, record.preview ?? null);
+        params.push(record.schemaVersion ?? null, record.preview ?? null, forkedFromText(record));
         writes.push(tx.unsafe(next.entry ? this.#q.writeLogged : this.#q.write, params as never[]));
         writes.push(tx.unsafe(this.#q.notify, [payloadOf(user, handle)]));
       } else if (next && record) {
@@ -471,7 +475,12 @@ export class PostgresBackend implements Backend {
         // taken (by a trashed row).
         const params: unknown[] = [user, ...recordParams(record)];
         if (next.entry) params.push(next.entry.version, next.entry.at, next.entry.text);
-        params.push(payloadOf(user, handle), record.schemaVersion ?? null, record.preview ?? null);
+        params.push(
+          payloadOf(user, handle),
+          record.schemaVersion ?? null,
+          record.preview ?? null,
+          forkedFromText(record),
+        );
         const res = await tx.unsafe(
           next.entry ? this.#q.insertLogged : this.#q.insert,
           params as never[],
@@ -563,6 +572,40 @@ export class PostgresBackend implements Backend {
     });
   }
 
+  /** {@inheritDoc Backend.transfer} */
+  transfer(user: string, handle: string, to: string, ctx: WriteContext): Promise<TransferOutcome> {
+    const move = async (
+      tx: Queryable,
+    ): Promise<{ out: TransferOutcome; delta: UsageDelta | null }> => {
+      // Both keys locked, the old owner's first: a second transfer of the
+      // same row waits here and then finds it gone.
+      const [row] = await tx.unsafe(this.#q.lock, [user, handle]).values();
+      if (!row) return { out: "absent", delta: null };
+      const [taken] = await tx.unsafe(this.#q.lockAny, [to, handle]).values();
+      if (taken) return { out: "taken", delta: null };
+      const record = recordOf(row);
+      // Entries left under the new owner's key by a row deleted long ago are orphans.
+      await tx.unsafe(this.#q.dropLog, [to, handle]);
+      // A row of the new owner inserted after the lock check meets the primary key.
+      await tx.unsafe(this.#q.moveRecord, [user, handle, to]).catch((e) => {
+        if ((e as { code?: unknown })?.code === "23505") {
+          throw new Rollback<TransferOutcome>("taken");
+        }
+        throw e;
+      });
+      await Promise.all([
+        tx.unsafe(this.#q.moveLog, [user, handle, to]),
+        tx.unsafe(this.#q.dropLease, [user, handle]),
+        tx.unsafe(this.#q.notify, [payloadOf(user, handle)]),
+        tx.unsafe(this.#q.notify, [payloadOf(to, handle)]),
+      ]);
+      return { out: "moved", delta: { handles: 1, bytes: utf8Length(record.state) } };
+    };
+    return ctx.quota
+      ? this.#guarded(to, ctx, move) as Promise<TransferOutcome>
+      : this.#pool.op((sql) => this.#pool.begin(sql, async (tx) => (await move(tx)).out));
+  }
+
   /** {@inheritDoc Backend.changes} */
   changes(user: string, handle: string, afterVersion: number): Promise<ChangeEntry[]> {
     return this.#pool.read(async (sql) => {
@@ -641,6 +684,7 @@ export class PostgresBackend implements Backend {
             ...recordParams(record),
             record.schemaVersion ?? null,
             record.preview ?? null,
+            forkedFromText(record),
           ]).values(),
         ]);
         if (row === undefined) return "kept";

@@ -75,6 +75,7 @@ import type {
   Replayed,
   SaveOutcome,
   Step,
+  TransferOutcome,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
@@ -153,6 +154,7 @@ export type {
   Change,
   ChangeEntry,
   ConditionalWrite,
+  ForkPoint,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
@@ -165,6 +167,7 @@ export type {
   Retention,
   SaveOutcome,
   Step,
+  TransferOutcome,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
@@ -231,6 +234,20 @@ export class RedisBackend implements Backend {
   readonly #closeClient: boolean;
   /** Which Redis this is, for sharing the per-handle queues of one process. */
   #scope: string;
+  /**
+   * {@inheritDoc Backend.transfer}
+   *
+   * One script over the keys of both users, which a standalone server runs
+   * atomically. On a Redis Cluster the two users' keys sit in two hash
+   * slots, which no script can span: there this primitive is absent (and
+   * `HandleStore.transfer` says so).
+   */
+  readonly transfer?: (
+    user: string,
+    handle: string,
+    to: string,
+    ctx: WriteContext,
+  ) => Promise<TransferOutcome>;
   #users: { at: number; after: string | undefined; names: string[] } | undefined;
 
   /**
@@ -271,6 +288,31 @@ export class RedisBackend implements Backend {
     this.#feed = new Feed(this.#conn);
     this.#k = new KeySpace(prefix);
     this.#closeClient = options.closeClient ?? false;
+    if (!(client as { isCluster?: boolean }).isCluster) {
+      this.transfer = (user, handle, to, ctx) => this.#transfer(user, handle, to, ctx);
+    }
+  }
+
+  async #transfer(
+    user: string,
+    handle: string,
+    to: string,
+    ctx: WriteContext,
+  ): Promise<TransferOutcome> {
+    const k = this.#k.of(user, handle), t = this.#k.of(to, handle);
+    const reply = await this.#conn.run(
+      S.transfer,
+      [k.rec, k.idx, k.exp, k.lease, t.rec, t.idx, t.exp, t.trash],
+      [`${ctx.now}\t${ctx.graceMs}`, ...quotaArgs(ctx)],
+    ) as number | Reply;
+    if (Array.isArray(reply)) refuseQuota(reply, ctx);
+    if (reply === 0) return "absent";
+    if (reply === -1) return "taken";
+    this.#guess(k.rec, null);
+    this.#guess(t.rec, null);
+    this.#feed.notify(user, handle);
+    this.#feed.notify(to, handle);
+    return "moved";
   }
 
   /**

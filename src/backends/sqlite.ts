@@ -67,6 +67,7 @@ import type {
   ListQuery,
   Replayed,
   SaveOutcome,
+  TransferOutcome,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
@@ -80,6 +81,7 @@ import { Connection } from "./sqlite/_connection.ts";
 import {
   cells,
   entryOf,
+  forkedFromOf,
   leaseOf,
   META,
   metaOf,
@@ -100,6 +102,7 @@ export type {
   Change,
   ChangeEntry,
   ConditionalWrite,
+  ForkPoint,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
@@ -112,6 +115,7 @@ export type {
   Retention,
   SaveOutcome,
   Step,
+  TransferOutcome,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
@@ -280,7 +284,7 @@ export class SqliteBackend implements Backend {
       const row = this.#q.readLeased.get(user, handle, now) as Row | undefined;
       if (!row) return { record: null, lease: null };
       const c = cells(row);
-      const lease = c[9] == null ? null : { holder: c[9] as string, expiresAt: c[10] as number };
+      const lease = c[10] == null ? null : { holder: c[10] as string, expiresAt: c[11] as number };
       return { record: recordOf(handle, row), lease };
     });
   }
@@ -330,6 +334,7 @@ export class SqliteBackend implements Backend {
         expiresAt: row.expires_ms as number | null,
         lastWriter: write.lastWriter,
         ...schemaVersionOf(row.schema_version),
+        ...forkedFromOf(row.forked_from),
         ...(row.preview == null ? {} : { preview: row.preview as string }),
       };
       if (ctx.quota) this.#u.apply(user, ctx, { handles: 0, bytes: utf8Length(write.state) - old });
@@ -413,6 +418,26 @@ export class SqliteBackend implements Backend {
       if (ctx.quota) this.#u.apply(user, ctx, { handles: 1, bytes: utf8Length(record.state) });
       this.#c.wrote(user, handle);
       return record;
+    });
+  }
+
+  /** {@inheritDoc Backend.transfer} */
+  transfer(user: string, handle: string, to: string, ctx: WriteContext): Promise<TransferOutcome> {
+    return this.#c.write((): TransferOutcome => {
+      const row = this.#q.read.get(user, handle) as Row | undefined;
+      if (!row) return "absent";
+      if (this.#q.versionOf.get(to, handle) || this.#q.inTrash.get(to, handle)) return "taken";
+      const record = recordOf(handle, row);
+      // Entries of the new owner under this handle (none live, none trashed) are orphans.
+      this.#q.logDrop.run(to, handle);
+      this.#q.moveRecord.run(user, handle, to);
+      // After the move, whose trigger counted it; a refusal rolls the transaction back.
+      if (ctx.quota) this.#u.apply(to, ctx, { handles: 1, bytes: utf8Length(record.state) });
+      this.#q.moveLog.run(user, handle, to);
+      this.#q.dropLease.run(user, handle);
+      this.#c.wrote(user, handle);
+      this.#c.wrote(to, handle);
+      return "moved";
     });
   }
 

@@ -43,6 +43,7 @@ import { importCommand } from "./import.ts";
 import { list } from "./list.ts";
 import { migrate } from "./migrate.ts";
 import { sweep } from "./sweep.ts";
+import { transferHandle } from "./transfer_handle.ts";
 import { VERSION } from "../version.ts";
 
 const serve: Command = {
@@ -72,6 +73,7 @@ export const COMMANDS: readonly Command[] = Object.freeze([
   list,
   get,
   del,
+  transferHandle,
   sweep,
   exportCommand,
   importCommand,
@@ -100,7 +102,7 @@ Options:
 
 Settings (flags override them):
   MCPSTATE_BACKEND   Backend URL (default sqlite:///~/.mcpstate/state.db); --backend
-  MCPSTATE_USER      User for list, get, delete, inspect and stdio serve (default "local"); --user
+  MCPSTATE_USER      User for list, get, delete, transfer, inspect and stdio serve (default "local"); --user
 
 Backend URLs: sqlite:///~/path.db, sqlite:////abs/path.db, redis://[user:pass@]host:port/db,
 rediss://…, denokv:///path.kv, denokv+https://…, postgres://…, memory://

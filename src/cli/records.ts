@@ -15,7 +15,7 @@
  * @module
  */
 
-import type { HandleRecord } from "../backend.ts";
+import type { ForkPoint, HandleRecord } from "../backend.ts";
 import { McpStateError, StateTooLarge } from "../errors.ts";
 import { isPlainObject } from "../json.ts";
 import type { HandleStore } from "../store.ts";
@@ -42,10 +42,11 @@ export const FIELDS: readonly string[] = Object.freeze([
 ]);
 
 /**
- * Fields a line may carry beside {@link FIELDS}: `schema_version` (before
- * `state`), only for a record written by a typed kind.
+ * Fields a line may carry beside {@link FIELDS}, before `state`:
+ * `schema_version`, only for a record written by a typed kind, and
+ * `forked_from` (`{"handle", "version"}`), only for a fork.
  */
-export const OPTIONAL_FIELDS: readonly string[] = Object.freeze(["schema_version"]);
+export const OPTIONAL_FIELDS: readonly string[] = Object.freeze(["schema_version", "forked_from"]);
 
 const ISO_RE = /^[+-]?\d{4,6}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d)$/;
 const encoder = new TextEncoder();
@@ -82,9 +83,13 @@ export function recordLine(user: string, r: HandleRecord): string {
     iso(r.updatedAt)
   },"expires_at":${r.expiresAt === null ? "null" : iso(r.expiresAt)},"last_writer":${
     JSON.stringify(r.lastWriter)
-  }${r.schemaVersion == null ? "" : `,"schema_version":${r.schemaVersion}`},"state":${
-    stateText(r.state)
-  }}`;
+  }${r.schemaVersion == null ? "" : `,"schema_version":${r.schemaVersion}`}${
+    r.forkedFrom == null
+      ? ""
+      : `,"forked_from":${
+        JSON.stringify({ handle: r.forkedFrom.handle, version: r.forkedFrom.version })
+      }`
+  },"state":${stateText(r.state)}}`;
 }
 
 function iso(ms: number): string {
@@ -176,6 +181,9 @@ export function parseRecordLine(
   };
   if (v.schema_version !== undefined && v.schema_version !== null) {
     record.schemaVersion = v.schema_version as number;
+  }
+  if (v.forked_from !== undefined && v.forked_from !== null) {
+    record.forkedFrom = v.forked_from as ForkPoint;
   }
   try {
     store.checkRecord(user, record);

@@ -153,6 +153,7 @@ const PRIMITIVES: Readonly<Record<Primitive, true>> = Object.freeze({
   readLeased: true,
   subscribe: true,
   usage: true,
+  transfer: true,
   trashedUntil: true,
 });
 /** Every property of {@link Backend} that is not a primitive, likewise. */

@@ -1,7 +1,7 @@
 /**
  * The mcpstate tools (`state_save`, `state_load`, `state_list`,
  * `state_patch`, `state_touch`, `state_delete`, `state_changes`,
- * `state_restore`, `state_lease`) on an `McpServer`, wire-compatible with the
+ * `state_restore`, `state_lease`, `state_fork`, `state_merge`) on an `McpServer`, wire-compatible with the
  * original Python mcpstate 0.2 server.
  *
  * @module
@@ -174,6 +174,8 @@ export const STATE_TOOLS: readonly string[] = Object.freeze([
   "state_changes",
   "state_restore",
   "state_lease",
+  "state_fork",
+  "state_merge",
 ]);
 
 /**
@@ -312,6 +314,8 @@ const touchInput = z.object({
 const deleteInput = z.object({ handle: z.string(), idempotency_key: str });
 const changesInput = z.object({ handle: z.string(), since_version: z.number().int() });
 const restoreInput = z.object({ handle: z.string() });
+const forkInput = z.object({ handle: z.string() });
+const mergeInput = z.object({ handle: z.string() });
 const leaseInput = z.object({
   handle: z.string(),
   seconds: z.number().nullish(),
@@ -328,6 +332,8 @@ const metaShape = {
   last_writer: z.string().nullable(),
   // Present for a state written by a typed kind (see StateToolsOptions.kinds).
   schema_version: z.number().int().optional(),
+  // Present for a fork (state_fork): the origin and its version at the fork.
+  forked_from: z.strictObject({ handle: z.string(), version: z.number().int() }).optional(),
   active_lease: z.strictObject({ holder: z.string(), expires_at: z.string() }).optional(),
   // state_list with previews: true (a line describing the state).
   preview: z.string().optional(),
@@ -375,6 +381,12 @@ const restoreOutput = z.strictObject({
   ...metaShape,
   state: z.unknown(),
   restored: z.literal(true),
+});
+const forkOutput = z.strictObject({ ok, ...metaShape });
+const mergeOutput = z.strictObject({
+  ok,
+  ...metaShape,
+  merged_from: z.strictObject({ handle: z.string(), version: z.number().int() }),
 });
 const leaseOutput = z.strictObject({
   ok,
@@ -454,6 +466,14 @@ const ADVERTISED: Record<string, { input: Json; output: Json }> = {
     input: obj({ handle: S, seconds: N, release: B }, ["handle"]),
     output: obj({ acquired: B }),
   },
+  fork: {
+    input: obj({ handle: S }, ["handle"]),
+    output: obj({ ...meta, forked_from: O }),
+  },
+  merge: {
+    input: obj({ handle: says(S, "The fork") }, ["handle"]),
+    output: obj({ ...meta, merged_from: O }),
+  },
 };
 
 /**
@@ -520,6 +540,8 @@ const SCHEMAS = {
   changes: schemas("changes", changesInput, changesOutput),
   restore: schemas("restore", restoreInput, restoreOutput),
   lease: schemas("lease", leaseInput, leaseOutput),
+  fork: schemas("fork", forkInput, forkOutput),
+  merge: schemas("merge", mergeInput, mergeOutput),
 };
 
 // ---------------------------------------------------------------------------
@@ -1021,6 +1043,40 @@ export function registerStateTools(
       seconds: args.seconds ?? 300,
     });
     return { handle: args.handle, acquired: l.acquired, active_lease: leasePayload(l) };
+  });
+
+  offer("state_fork", {
+    title: "Fork state",
+    description: [
+      "Copy a handle into a new one (forked_from names the origin), e.g. for a sub-agent to work on; state_merge brings its changes back.",
+    ].join("\n"),
+    schemas: SCHEMAS.fork,
+    annotations: { destructiveHint: false, openWorldHint: false },
+  }, async (args, _raw, { user, writer }) => {
+    checkHandle(args.handle);
+    const fork = await store.fork(args.handle, {
+      user,
+      ...(writer === undefined ? {} : { writer }),
+    });
+    const { activeLease: _, ...rest } = infoOnly(await store.get(fork, { user }));
+    return toPayload(rest);
+  });
+
+  offer("state_merge", {
+    title: "Merge a fork",
+    description: [
+      "Apply a fork's changes to its origin. stale_write: both changed error.conflicts; nothing merged.",
+    ].join("\n"),
+    schemas: SCHEMAS.merge,
+    annotations: { destructiveHint: false, openWorldHint: false },
+  }, async (args, _raw, { user, writer }) => {
+    checkHandle(args.handle);
+    const snap = await store.mergeBack(args.handle, {
+      user,
+      ...(writer === undefined ? {} : { writer }),
+    });
+    const { activeLease: _, ...rest } = infoOnly(snap);
+    return { ...toPayload(rest), merged_from: snap.mergedFrom };
   });
 }
 

@@ -32,6 +32,9 @@
  *   writer with `quotas: { maxHandles }`, prints `ready`, waits for a line
  *   on stdin, then each writer mints handles of kind `race` until one is
  *   refused as `quota_exceeded`; prints `{"minted": <n>}`.
+ * - `merge-back <url> <user> <fork>`: prints `ready`, waits for a line on
+ *   stdin, merges the fork back, and prints `{"ok": true, "version": <n>}`
+ *   or the error's payload with `"ok": false`.
  * - `open <url>`: prints, as JSON, whether this process has Deno KV
  *   (`openKv`: the `typeof Deno.openKv`) and what opening the URL gave:
  *   `opened: true`, or the error's payload.
@@ -268,6 +271,23 @@ async function mintQuota(args: string[]): Promise<void> {
   await Promise.all(stores.map((s) => s.close()));
 }
 
+async function mergeBack(args: string[]): Promise<void> {
+  const [url, user, fork] = args;
+  if (!url || !user || !fork) throw new Error("usage: merge-back <url> <user> <fork>");
+  const store = await HandleStore.fromUrl(url, { reclaimIntervalMs: 0 });
+  say("ready");
+  await new Lines(Deno.stdin.readable).next();
+  try {
+    const snap = await store.mergeBack(fork, { user, writer: `child/${fork}` });
+    say(JSON.stringify({ ok: true, version: snap.version }));
+  } catch (e) {
+    if (!(e instanceof McpStateError)) throw e;
+    say(JSON.stringify({ ok: false, ...e.toPayload() }));
+  } finally {
+    await store.close();
+  }
+}
+
 async function open(args: string[]): Promise<void> {
   const [url] = args;
   if (!url) throw new Error("usage: open <url>");
@@ -288,6 +308,7 @@ const MODES: Record<string, (args: string[]) => Promise<void>> = {
   leases,
   "create-at": createAt,
   "mint-quota": mintQuota,
+  "merge-back": mergeBack,
   open,
 };
 

@@ -98,6 +98,7 @@ export const GROUPS: readonly ContractGroup[] = [
   (await import("./leases.ts")).default,
   (await import("./quotas.ts")).default,
   (await import("./kinds.ts")).default,
+  (await import("./fork.ts")).default,
   (await import("./found.ts")).default,
   (await import("./cross_process.ts")).default,
 ];

@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { ChangeEntry, HandleMeta, HandleRecord } from "../../backend.ts";
+import type { ChangeEntry, ForkPoint, HandleMeta, HandleRecord } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 
 /** Largest state (bytes) kept inside the head key; larger states are chunked. */
@@ -44,6 +44,8 @@ export interface Meta {
   l: string | null;
   /** schemaVersion, when the state was written by a typed kind. */
   s?: number;
+  /** forkedFrom, when the record is a fork. */
+  f?: ForkPoint;
   /** preview, when the record was written with one. */
   p?: string;
 }
@@ -215,8 +217,19 @@ export function indexOf(r: HandleRecord): IndexEntry {
     e: r.expiresAt,
     l: r.lastWriter,
     ...(r.schemaVersion == null ? {} : { s: r.schemaVersion }),
+    ...(r.forkedFrom == null ? {} : { f: forkPointOf(r.forkedFrom) }),
     ...(r.preview === undefined ? {} : { p: r.preview }),
   };
+}
+
+/**
+ * A fork point as the head keeps it: exactly its two fields.
+ *
+ * @param f The fork point.
+ * @returns A copy.
+ */
+export function forkPointOf(f: ForkPoint): ForkPoint {
+  return { handle: f.handle, version: f.version };
 }
 
 /** The metadata of a listing index entry. */
@@ -233,6 +246,7 @@ function tail(m: Meta): Omit<HandleMeta, "handle" | "kind"> {
     expiresAt: m.e,
     lastWriter: m.l,
     ...(m.s == null ? {} : { schemaVersion: m.s }),
+    ...(m.f == null ? {} : { forkedFrom: forkPointOf(m.f) }),
     ...(m.p === undefined ? {} : { preview: m.p }),
   };
 }

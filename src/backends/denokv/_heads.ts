@@ -9,7 +9,7 @@
 import type { HandleRecord } from "../../backend.ts";
 import { dropChunks } from "./_bodies.ts";
 import { dropLog } from "./_changelog.ts";
-import { type BodyRef, type Head, indexOf, type LogPlan } from "./_codec.ts";
+import { type BodyRef, forkPointOf, type Head, indexOf, type LogPlan } from "./_codec.ts";
 import type { KvIo } from "./_io.ts";
 
 /**
@@ -41,6 +41,7 @@ export function putHead(
     z: body.z,
   };
   if (next.schemaVersion != null) head.s = next.schemaVersion;
+  if (next.forkedFrom != null) head.f = forkPointOf(next.forkedFrom);
   if (next.preview !== undefined) head.p = next.preview;
   if ("inline" in body) head.b = body.inline;
   else {

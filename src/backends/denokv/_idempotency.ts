@@ -16,6 +16,7 @@ import {
   DELETE_BATCH,
   DELETE_IN_COMMIT,
   encodeText,
+  forkPointOf,
   type Head,
   type IdemValue,
   indexOf,
@@ -118,6 +119,7 @@ export async function replayOf(
       expiresAt: r.e,
       lastWriter: r.l,
       ...(r.s == null ? {} : { schemaVersion: r.s }),
+      ...(r.f == null ? {} : { forkedFrom: forkPointOf(r.f) }),
       ...(r.p === undefined ? {} : { preview: r.p }),
     },
   };

@@ -7,6 +7,7 @@
 
 import type {
   ChangeEntry,
+  ForkPoint,
   HandleMeta,
   HandleRecord,
   LeaseRecord,
@@ -77,7 +78,19 @@ export function recordOf(row: readonly unknown[]): HandleRecord {
     ...tail(row, 3),
     ...(row[8] == null ? {} : { schemaVersion: Number(row[8]) }),
     ...(row[9] == null ? {} : { preview: String(row[9]) }),
+    ...(row[10] == null ? {} : { forkedFrom: JSON.parse(String(row[10])) as ForkPoint }),
   };
+}
+
+/**
+ * The `forked_from` column of a record: its fork point as JSON text, or `null`.
+ *
+ * @param r The record.
+ * @returns The parameter.
+ */
+export function forkedFromText(r: Pick<HandleRecord, "forkedFrom">): string | null {
+  const f = r.forkedFrom;
+  return f == null ? null : JSON.stringify({ handle: f.handle, version: f.version });
 }
 
 /** Metadata from a row of `META_COLUMNS`. */

@@ -81,6 +81,13 @@ export async function migrate(tx: postgres.ISql, schema: string): Promise<void> 
     [`${s}.handles`],
   ).values();
   if (!hasPreview?.[0]) await tx.unsafe(`ALTER TABLE ${s}.handles ADD COLUMN preview text`);
+  // A fork's lineage (`{"handle":…,"version":…}` as text), likewise.
+  const [forked] = await tx.unsafe(
+    `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::text::regclass
+       AND attname = 'forked_from' AND NOT attisdropped)`,
+    [`${s}.handles`],
+  ).values();
+  if (!forked?.[0]) await tx.unsafe(`ALTER TABLE ${s}.handles ADD COLUMN forked_from text`);
   if (current < POSTGRES_SCHEMA_VERSION) {
     await tx.unsafe(
       `INSERT INTO ${s}.meta (key, value) VALUES ('schema_version', $1::text)

@@ -11,7 +11,7 @@ import type { ListDialect } from "../_sql.ts";
 // caller configured on an injected client.
 export const RECORD_COLUMNS =
   "handle, kind, state, version, created_at, updated_at, expires_at, last_writer, schema_version, " +
-  "preview";
+  "preview, forked_from";
 export const META_COLUMNS =
   "handle, kind, version, created_at, updated_at, expires_at, last_writer";
 
@@ -40,13 +40,13 @@ export function statements(s: string, channel: string) {
   const leaseCols = `(SELECT holder FROM lz), (SELECT expires_at FROM lz),
     (SELECT holder FROM ${l} WHERE user_id = $1 AND handle = $2),
     (SELECT expires_at FROM ${l} WHERE user_id = $1 AND handle = $2)`;
-  // A record's schema version is always the statement's last parameter but
-  // one (after the lease's, when it takes one), and its preview the last.
+  // A record's schema version, preview and fork point are always the
+  // statement's last three parameters (after the lease's, when it takes one).
   const insert = (leased: boolean) =>
     `WITH ins AS (
        INSERT INTO ${h} (user_id, ${RECORD_COLUMNS})
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $${leased ? 14 : 11}::bigint,
-               $${leased ? 15 : 12}::text)
+               $${leased ? 15 : 12}::text, $${leased ? 16 : 13}::text)
        ON CONFLICT (user_id, handle) DO NOTHING
        RETURNING 1
      )${leased ? leaseCte("ins", 11) : ""}
@@ -55,7 +55,7 @@ export function statements(s: string, channel: string) {
     `WITH ins AS (
        INSERT INTO ${h} (user_id, ${RECORD_COLUMNS})
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $${leased ? 17 : 14}::bigint,
-               $${leased ? 18 : 15}::text)
+               $${leased ? 18 : 15}::text, $${leased ? 19 : 16}::text)
        ON CONFLICT (user_id, handle) DO NOTHING
        RETURNING user_id, handle
      ),
@@ -113,7 +113,7 @@ export function statements(s: string, channel: string) {
     write: `UPDATE ${h}
             SET kind = $3, state = $4, version = $5, created_at = $6, updated_at = $7,
                 expires_at = $8, last_writer = $9, schema_version = $10::bigint,
-                preview = $11::text
+                preview = $11::text, forked_from = $12::text
             WHERE user_id = $1 AND handle = $2`,
     // The new row, the entry and the retention trim in one statement (one
     // message where three would cost a server round each). The trim leaves
@@ -122,7 +122,7 @@ export function statements(s: string, channel: string) {
                     UPDATE ${h}
                     SET kind = $3, state = $4, version = $5, created_at = $6, updated_at = $7,
                         expires_at = $8, last_writer = $9, schema_version = $15::bigint,
-                        preview = $16::text
+                        preview = $16::text, forked_from = $17::text
                     WHERE user_id = $1 AND handle = $2
                   ),
                   cut AS (
@@ -188,18 +188,23 @@ export function statements(s: string, channel: string) {
     // `xmax = 0` tells a fresh insert from an update of a conflicting row. A
     // trashed row gives way to any version and leaves the trash.
     importRecord: `INSERT INTO ${h} AS old (user_id, ${RECORD_COLUMNS})
-              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint, $11::text)
+              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint, $11::text, $12::text)
               ON CONFLICT (user_id, handle) DO UPDATE
                 SET kind = EXCLUDED.kind, state = EXCLUDED.state, version = EXCLUDED.version,
                     created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
                     expires_at = EXCLUDED.expires_at, last_writer = EXCLUDED.last_writer,
                     schema_version = EXCLUDED.schema_version, preview = EXCLUDED.preview,
-                    trashed_until = NULL
+                    forked_from = EXCLUDED.forked_from, trashed_until = NULL
                 WHERE old.version < EXCLUDED.version OR old.trashed_until IS NOT NULL
               RETURNING old.xmax = 0`,
     notify: `SELECT ${notify("$1")}`,
     trashedUntil: `SELECT trashed_until FROM ${h}
                    WHERE user_id = $1 AND handle = $2 AND trashed_until IS NOT NULL`,
+    // A transfer: the live row and its changelog change owner; the old
+    // owner's lease goes. Run after both keys are locked.
+    moveRecord: `UPDATE ${h} SET user_id = $3 WHERE user_id = $1 AND handle = $2 AND ${live}`,
+    moveLog: `UPDATE ${c} SET user_id = $3 WHERE user_id = $1 AND handle = $2`,
+    dropLease: `DELETE FROM ${l} WHERE user_id = $1 AND handle = $2`,
     // One user's trashed rows through the primary key, sorted: a trash is small.
     listTrash: `SELECT ${META_COLUMNS}, trashed_until FROM ${h}
               WHERE user_id = $1 AND trashed_until IS NOT NULL AND ($2::bigint IS NULL

@@ -9,6 +9,7 @@
 import { Buffer } from "node:buffer";
 import type {
   ChangeEntry,
+  ForkPoint,
   HandleMeta,
   HandleRecord,
   LeaseRecord,
@@ -70,14 +71,18 @@ export function writerText(w: string | null): string {
 
 /**
  * The metadata field `m`: kind, version, createdAt, updatedAt, expiresAt,
- * writer, then, when there are, the schema version (`""`: none) and `P` +
- * the preview (a tab or newline in it written as a space), tab-separated.
+ * writer, then, when there are, the schema version (`""`: none) and
+ * tagged fields, tab-separated: `P` + the preview (a tab or newline in it
+ * written as a space) and `F` + the fork point as JSON (which never holds a
+ * tab).
  */
 export function metaText(r: HandleMeta): string {
   const sv = r.schemaVersion == null ? "" : String(r.schemaVersion);
-  const tail = r.preview === undefined
-    ? (sv === "" ? "" : `\t${sv}`)
-    : `\t${sv}\tP${r.preview.replace(/[\t\n]/g, " ")}`;
+  const p = r.preview === undefined ? "" : `\tP${r.preview.replace(/[\t\n]/g, " ")}`;
+  const f = r.forkedFrom == null
+    ? ""
+    : `\tF${JSON.stringify({ handle: r.forkedFrom.handle, version: r.forkedFrom.version })}`;
+  const tail = p === "" && f === "" ? (sv === "" ? "" : `\t${sv}`) : `\t${sv}${p}${f}`;
   return `${r.kind}\t${r.version}\t${r.createdAt}\t${r.updatedAt}\t${
     r.expiresAt === null ? "" : r.expiresAt
   }\t${writerText(r.lastWriter)}${tail}`;
@@ -85,7 +90,9 @@ export function metaText(r: HandleMeta): string {
 
 /** Metadata from its `m` field. */
 export function metaOf(handle: string, m: string): HandleMeta {
-  const [kind = "", v, c, u, e = "", w = "", sv = "", p] = m.split("\t");
+  const [kind = "", v, c, u, e = "", w = "", sv = "", ...tagged] = m.split("\t");
+  const p = tagged.find((f) => f.startsWith("P"));
+  const fk = tagged.find((f) => f.startsWith("F"));
   return {
     handle,
     kind,
@@ -96,6 +103,7 @@ export function metaOf(handle: string, m: string): HandleMeta {
     lastWriter: w === "" ? null : JSON.parse(w) as string,
     ...(sv === "" ? {} : { schemaVersion: Number(sv) }),
     ...(p === undefined ? {} : { preview: p.slice(1) }),
+    ...(fk === undefined ? {} : { forkedFrom: JSON.parse(fk.slice(1)) as ForkPoint }),
   };
 }
 
@@ -113,6 +121,7 @@ export function recordOf(handle: string, s: string | null | undefined, m: string
     lastWriter: meta.lastWriter,
     ...(meta.schemaVersion === undefined ? {} : { schemaVersion: meta.schemaVersion }),
     ...(meta.preview === undefined ? {} : { preview: meta.preview }),
+    ...(meta.forkedFrom === undefined ? {} : { forkedFrom: meta.forkedFrom }),
   };
 }
 

@@ -383,11 +383,13 @@ local e = a[5]
 if e == 'keep' then e = cur.e end
 local ttl = -1
 if e ~= '' then ttl = math.max(tonumber(e) + tonumber(a[2]) - now, 1) end
--- The stored schema version and preview ('' or tab, 'P', the preview).
+-- The stored schema version and tagged fields ('' or tab, 'P', the preview;
+-- tab, 'F', the fork point, kept as it is).
 local osv, op = string.match(split(cur.m, 7)[7] or '', '^([^\\t]*)(.*)$')
+local of = string.match(op, '(\\tF[^\\t]*)') or ''
 local sv, p = a[12], a[13]
 if sv == 'keep' then sv = osv end
-if p == 'keep' then p = op else p = '\\t' .. p end
+if p == 'keep' then p = op else p = '\\t' .. p .. of end
 local m = cur.k .. '\\t' .. tostring(tonumber(cur.v) + 1) .. '\\t' .. cur.c .. '\\t' .. a[4]
   .. '\\t' .. e .. '\\t' .. a[11]
 if sv ~= '' or p ~= '' then m = m .. '\\t' .. sv .. p end
@@ -518,6 +520,49 @@ track(base, 1, db, ttl)
 if q then countwrite(base, qm, qw) end
 announce(KEYS[1])
 return redis.call('HGET', KEYS[1], 'd')
+`;
+
+/**
+ * transfer: renames a live record hash (changelog included) from one user's
+ * keys to another's, unchanged, and moves it between their indexes, expiry
+ * sets and usage; the old owner's lease on it goes. Nothing moves when the
+ * new owner has a record or a trashed record of that handle. The keys of two
+ * users sit in two hash slots: a standalone server only.
+ * KEYS: record, index, expiry, lease (old owner); record, index, expiry,
+ * trash (new owner). ARGV: tab-joined now, graceMs[, quotas of the new owner].
+ * Replies 1 (moved), 0 (no live record), -1 (taken) or a quota refusal.
+ */
+export const TRANSFER: string = PRELUDE + `
+local a = split(ARGV[1], 2)
+local now = tonumber(a[1])
+local cur = getrec(KEYS[1])
+if not cur then return 0 end
+if redis.call('EXISTS', KEYS[5]) == 1 or redis.call('EXISTS', KEYS[8]) == 1 then return -1 end
+local to, q, qm, qw = basekey(KEYS[5]), quotas(), 0, 0
+local db = recbytes(KEYS[1], cur.m)
+if q then
+  local refused
+  refused, qm, qw = quotacheck(to, q, 1, db, now)
+  if refused then return refused end
+end
+track(basekey(KEYS[1]), -1, -db)
+redis.call('ZREM', KEYS[2], cur.x)
+if cur.e ~= '' then redis.call('ZREM', KEYS[3], cur.x) end
+redis.call('DEL', KEYS[4])
+redis.call('RENAME', KEYS[1], KEYS[5])
+local ttl = -1
+if cur.e == '' then
+  redis.call('PERSIST', KEYS[5])
+else
+  ttl = math.max(tonumber(cur.e) + tonumber(a[2]) - now, 1)
+  redis.call('PEXPIRE', KEYS[5], ttl)
+end
+reindex(KEYS[6], KEYS[7], false, cur.x, cur.e, ttl)
+track(to, 1, db, ttl)
+if q then countwrite(to, qm, qw) end
+announce(KEYS[1])
+announce(KEYS[5])
+return 1
 `;
 
 /**
@@ -703,6 +748,7 @@ export const S = {
   cas: script(CAS),
   remove: script(REMOVE),
   untrash: script(UNTRASH),
+  transfer: script(TRANSFER),
   changes: script(CHANGES),
   importRecord: script(IMPORT),
   list: script(LIST),

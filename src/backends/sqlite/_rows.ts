@@ -6,7 +6,13 @@
  */
 
 import type { SQLOutputValue, StatementSync } from "node:sqlite";
-import type { ChangeEntry, HandleMeta, HandleRecord, LeaseRecord } from "../../backend.ts";
+import type {
+  ChangeEntry,
+  ForkPoint,
+  HandleMeta,
+  HandleRecord,
+  LeaseRecord,
+} from "../../backend.ts";
 
 /** A row as `node:sqlite` returns it: an object, or an array after `setReturnArrays(true)`. */
 export type Row = Record<string, SQLOutputValue> | SQLOutputValue[];
@@ -16,7 +22,8 @@ export const META = "handle, kind, version, created_ms, updated_ms, expires_ms, 
 
 /** A record's columns but the handle, in the order {@link recordOf} reads them. */
 export const RECORD =
-  "kind, state, version, created_ms, updated_ms, expires_ms, last_writer, schema_version, preview";
+  "kind, state, version, created_ms, updated_ms, expires_ms, last_writer, schema_version, " +
+  "preview, forked_from";
 
 /**
  * Asks a statement for rows as arrays, which skips building an object per
@@ -43,6 +50,7 @@ export function recordOf(handle: string, r: Row): HandleRecord {
     ...tail(row),
     ...schemaVersionOf(row[7]),
     ...(row[8] == null ? {} : { preview: row[8] as string }),
+    ...forkedFromOf(row[9]),
   };
 }
 
@@ -74,6 +82,28 @@ export function schemaVersionOf(cell: SQLOutputValue | undefined): { schemaVersi
   return cell == null ? {} : { schemaVersion: Number(cell) };
 }
 
+/**
+ * The `forkedFrom` field of a record from its `forked_from` column (the
+ * fork point as JSON text): absent when `NULL` (a handle that is no fork).
+ *
+ * @param cell The `forked_from` cell.
+ * @returns `{ forkedFrom }` or `{}`.
+ */
+export function forkedFromOf(cell: SQLOutputValue | undefined): { forkedFrom?: ForkPoint } {
+  return cell == null ? {} : { forkedFrom: JSON.parse(cell as string) as ForkPoint };
+}
+
+/**
+ * The `forked_from` column of a record: its fork point as JSON text, or `null`.
+ *
+ * @param r The record.
+ * @returns The cell.
+ */
+export function forkedFromText(r: Pick<HandleRecord, "forkedFrom">): string | null {
+  const f = r.forkedFrom;
+  return f == null ? null : JSON.stringify({ handle: f.handle, version: f.version });
+}
+
 /** A changelog entry from a `version, at, text` row. */
 export function entryOf(r: Row): ChangeEntry {
   const row = cells(r);
@@ -103,6 +133,7 @@ export function recordValues(
   string | null,
   number | null,
   string | null,
+  string | null,
 ] {
   return [
     r.kind,
@@ -114,5 +145,6 @@ export function recordValues(
     r.lastWriter,
     r.schemaVersion ?? null,
     r.preview ?? null,
+    forkedFromText(r),
   ];
 }

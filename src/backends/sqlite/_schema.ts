@@ -176,7 +176,9 @@ function migrate(db: DatabaseSync): void {
       // A table of one of the new names with other columns was not made by mcpstate.
       for (const [table, expected] of Object.entries(ADDED_TABLES)) {
         const columns = columnsOf(table);
-        const own = columns.filter((c) => c !== "schema_version" && c !== "preview");
+        const own = columns.filter((c) =>
+          c !== "schema_version" && c !== "preview" && c !== "forked_from"
+        );
         if (own.length > 0 && own.join(" ") !== expected) {
           throw new BackendError(
             `This SQLite file has a "${table}" table that mcpstate did not create. Point mcpstate at another file.`,
@@ -224,21 +226,29 @@ const SCHEMA_VERSION_TABLES = ["handles", "trash"];
 
 /**
  * Adds the `schema_version` column (a typed kind's version, `NULL` for a
- * state written without one) to the record tables that lack it. A column
- * added in place: no row is rewritten, and older rows read as `NULL`.
+ * state written without one) and the `forked_from` column (a fork's
+ * lineage, `NULL` for a handle that is no fork) to the record tables that
+ * lack them. Columns added in place: no row is rewritten, and older rows
+ * read as `NULL`.
  */
 function addSchemaVersion(db: DatabaseSync): void {
   const missing = () =>
     SCHEMA_VERSION_TABLES.filter((t) =>
       !db.prepare("SELECT name FROM pragma_table_info(?)").all(t).some((r) =>
-        r.name === "schema_version"
+        r.name === "forked_from"
       )
     );
   if (missing().length === 0) return;
   db.exec("BEGIN IMMEDIATE");
   try {
     // Another process may have added it while this one waited for the lock.
-    for (const t of missing()) db.exec(`ALTER TABLE ${t} ADD COLUMN schema_version INTEGER`);
+    for (const t of missing()) {
+      const has = (c: string) =>
+        db.prepare("SELECT name FROM pragma_table_info(?)").all(t).some((r) => r.name === c);
+      if (!has("schema_version")) db.exec(`ALTER TABLE ${t} ADD COLUMN schema_version INTEGER`);
+      // A fork's lineage (`{"handle":…,"version":…}`), `NULL` for a handle that is no fork.
+      db.exec(`ALTER TABLE ${t} ADD COLUMN forked_from TEXT`);
+    }
     db.exec("COMMIT");
   } catch (e) {
     if (db.isTransaction) db.exec("ROLLBACK");

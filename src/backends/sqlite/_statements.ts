@@ -81,6 +81,9 @@ export class Statements {
   readonly leaseOne: StatementSync;
   readonly sweepLeases: StatementSync;
   readonly dataVersion: StatementSync;
+  readonly moveRecord: StatementSync;
+  readonly moveLog: StatementSync;
+  readonly dropLease: StatementSync;
   readonly #db: DatabaseSync;
   readonly #lists = new Map<number, StatementSync>();
 
@@ -97,8 +100,8 @@ export class Statements {
     this.read = returnArrays(p(`SELECT ${RECORD} FROM handles WHERE user = ? AND handle = ?`));
     this.insert = p(
       "INSERT INTO handles (user, handle, kind, state, version, created_ms, updated_ms, " +
-        "expires_ms, last_writer, schema_version, preview) " +
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (user, handle) DO NOTHING",
+        "expires_ms, last_writer, schema_version, preview, forked_from) " +
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (user, handle) DO NOTHING",
     );
     const save = (expires: string) =>
       p(
@@ -107,13 +110,13 @@ export class Statements {
           "preview = COALESCE(?, preview) " +
           "WHERE user = ? AND handle = ? AND version = ? " +
           "AND (expires_ms IS NULL OR expires_ms > ?) " +
-          "RETURNING kind, version, created_ms, expires_ms, schema_version, preview",
+          "RETURNING kind, version, created_ms, expires_ms, schema_version, preview, forked_from",
       );
     this.saveKeep = save("");
     this.saveSet = save("expires_ms = ?, ");
     this.updateRow = p(
       "UPDATE handles SET kind = ?, state = ?, version = ?, created_ms = ?, updated_ms = ?, " +
-        "expires_ms = ?, last_writer = ?, schema_version = ?, preview = ? " +
+        "expires_ms = ?, last_writer = ?, schema_version = ?, preview = ?, forked_from = ? " +
         "WHERE user = ? AND handle = ?",
     );
     // A step of a read-modify-write: SQLite rewrites the entries of every index
@@ -128,8 +131,8 @@ export class Statements {
     this.stepSet = step("expires_ms = ?, ");
     this.insertRow = p(
       "INSERT INTO handles (user, handle, kind, state, version, created_ms, updated_ms, " +
-        "expires_ms, last_writer, schema_version, preview) " +
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "expires_ms, last_writer, schema_version, preview, forked_from) " +
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     );
     this.delete = p("DELETE FROM handles WHERE user = ? AND handle = ?");
     this.idemGet = p(
@@ -171,9 +174,9 @@ export class Statements {
     this.trashedUntil = p("SELECT trashed_until FROM trash WHERE user = ? AND handle = ?");
     this.toTrash = p(
       "INSERT OR REPLACE INTO trash (user, handle, kind, state, version, created_ms, " +
-        "updated_ms, expires_ms, last_writer, schema_version, preview, trashed_until) " +
-        "SELECT user, handle, kind, state, version, created_ms, updated_ms, expires_ms, " +
-        "last_writer, schema_version, preview, ? FROM handles " +
+        "updated_ms, expires_ms, last_writer, schema_version, preview, forked_from, " +
+        "trashed_until) SELECT user, handle, kind, state, version, created_ms, updated_ms, " +
+        "expires_ms, last_writer, schema_version, preview, forked_from, ? FROM handles " +
         "WHERE user = ? AND handle = ?",
     );
     this.fromTrash = returnArrays(p(
@@ -181,6 +184,10 @@ export class Statements {
     ));
     this.trashDelete = p("DELETE FROM trash WHERE user = ? AND handle = ?");
     this.versionOf = p("SELECT version FROM handles WHERE user = ? AND handle = ?");
+    // A transfer: the row and its changelog change owner (the usage triggers follow).
+    this.moveRecord = p("UPDATE handles SET user = ?3 WHERE user = ?1 AND handle = ?2");
+    this.moveLog = p("UPDATE changes SET user = ?3 WHERE user = ?1 AND handle = ?2");
+    this.dropLease = p("DELETE FROM leases WHERE user = ? AND handle = ?");
     const users = (start: string) =>
       p(
         "WITH RECURSIVE u(user, n) AS (" +
@@ -214,7 +221,8 @@ export class Statements {
     // A get: the record and its lease in force, in one statement.
     this.readLeased = returnArrays(p(
       "SELECT h.kind, h.state, h.version, h.created_ms, h.updated_ms, h.expires_ms, " +
-        "h.last_writer, h.schema_version, h.preview, l.holder, l.expires_at FROM handles h " +
+        "h.last_writer, h.schema_version, h.preview, h.forked_from, l.holder, l.expires_at " +
+        "FROM handles h " +
         "LEFT JOIN leases l " +
         "ON l.user = h.user AND l.handle = h.handle AND l.expires_at > ?3 " +
         "WHERE h.user = ?1 AND h.handle = ?2",
