@@ -103,6 +103,7 @@ export {
 } from "./src/outline.ts";
 export * from "./src/errors.ts";
 export { defineKind, Kind, type KindOptions, type Upcast } from "./src/kinds.ts";
+export { type Grant, grantPayload, RIGHTS, type ShareOptions } from "./src/grants.ts";
 export type {
   InferInput,
   InferOutput,
@@ -117,6 +118,8 @@ export type {
   Change,
   ChangeEntry,
   ConditionalWrite,
+  GrantCheck,
+  GrantRecord,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,

@@ -153,6 +153,11 @@ const PRIMITIVES: Readonly<Record<Primitive, true>> = Object.freeze({
   readLeased: true,
   subscribe: true,
   usage: true,
+  putGrant: true,
+  readGrant: true,
+  endGrant: true,
+  grantsOf: true,
+  grantsTo: true,
 });
 /** Every property of {@link Backend} that is not a primitive, likewise. */
 const PROPERTIES: Readonly<Record<Exclude<keyof Backend, Primitive | "close">, true>> = Object

@@ -56,6 +56,7 @@ export const CAPABILITIES = {
   feed: ["subscribe"],
   leases: ["acquireLease", "releaseLease", "leases"],
   quotas: ["usage"],
+  grants: ["putGrant", "readGrant", "endGrant", "grantsOf", "grantsTo"],
 } as const satisfies Record<string, readonly (keyof Backend)[]>;
 
 /**
