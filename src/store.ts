@@ -2954,7 +2954,8 @@ function asAlias<T extends HandleInfo>(r: T, g: GrantRecord): T {
 
 /** An error of a call through a grant, naming the alias instead of the owner's handle. */
 function aliasError(e: unknown, g: GrantRecord): unknown {
-  if (!(e instanceof McpStateError)) return e;
+  // A grant that ended inside the write is already named by its alias.
+  if (!(e instanceof McpStateError) || e instanceof GrantEnded) return e;
   if (e instanceof HandleNotFound) return new HandleNotFound(g.alias);
   e.message = e.message.replaceAll(g.handle, g.alias);
   if (e.details.handle === g.handle) e.details.handle = g.alias;

@@ -13,7 +13,7 @@ import {
   AddToSet,
   Append,
   DelKey,
-  type HandleStore,
+  HandleStore,
   Increment,
   PermissionDenied,
   SetKey,
@@ -219,6 +219,45 @@ export default group("share", ["grants"], [
         "handle_not_found",
       );
       assert.equal((await store.get(handle, { user: alice })).version, 1);
+    },
+  ),
+  step(
+    "the backend itself refuses a write whose grant ended after the store looked it up",
+    async ({ backend, clock }) => {
+      // A view whose grant look-ups are stale: every grant reads as in force.
+      const stale = new Proxy(backend, {
+        get(target, name) {
+          if (name === "close") return () => Promise.resolve();
+          const v = Reflect.get(target, name, target);
+          if (name !== "readGrant") return typeof v === "function" ? v.bind(target) : v;
+          return async (x: string) => {
+            const g = await target.readGrant!(x);
+            return g && { ...g, endedAt: null, expiresAt: null };
+          };
+        },
+      });
+      await using store = new HandleStore(stale, { clock: clock.fn });
+      for (const end of ["unshare", "expiry"] as const) {
+        const alice = freshUser("alice"), bob = freshUser("bob");
+        const handle = await store.mint("doc", { log: [] }, { user: alice });
+        const g = await store.share(handle, { user: alice, to: bob, rights: "write", ttlDays: 1 });
+        if (end === "unshare") await store.unshare(g.grant, { user: alice });
+        else clock.advance(DAY);
+        const reason = end === "unshare" ? "grant_revoked" : "grant_expired";
+        for (
+          const run of [
+            () => store.patch(g.handle, [Append("log", 1)], { user: bob }),
+            () => store.touch(g.handle, { user: bob, ttlDays: 2 }),
+            () => store.save(g.handle, { log: [2] }, { user: bob, expectVersion: 1 }),
+          ]
+        ) {
+          const e = await rejectsWith(run, "handle_not_found");
+          assert.equal(e.details.reason, reason);
+          assert.equal(e.details.handle, g.handle);
+        }
+        const own = await store.get(handle, { user: alice });
+        assert.equal(own.version, 1);
+      }
     },
   ),
   step(
