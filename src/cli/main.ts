@@ -42,6 +42,7 @@ import { get } from "./get.ts";
 import { importCommand } from "./import.ts";
 import { list } from "./list.ts";
 import { migrate } from "./migrate.ts";
+import { share, unshare } from "./share.ts";
 import { sweep } from "./sweep.ts";
 import { VERSION } from "../version.ts";
 
@@ -72,6 +73,8 @@ export const COMMANDS: readonly Command[] = Object.freeze([
   list,
   get,
   del,
+  share,
+  unshare,
   sweep,
   exportCommand,
   importCommand,
