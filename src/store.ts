@@ -78,6 +78,15 @@ import {
   readPaths,
 } from "./outline.ts";
 
+/**
+ * How many times a merging save reads the changelog again and retries when
+ * other writes keep landing between its read and its write. Every retry
+ * means another writer's write landed, so the store as a whole progresses;
+ * the bound only keeps one save from chasing a stream of writes for ever
+ * (it then fails as a plain stale write, with the current state).
+ */
+const MERGE_ATTEMPTS = 64;
+
 const DAY_MS = 86_400_000;
 /** Options key of a call routed through a grant (the grant), or `null` for a direct call. */
 const VIA: unique symbol = Symbol("mcpstate.via");
@@ -1138,7 +1147,10 @@ export class HandleStore implements AsyncDisposable {
         });
         if (res instanceof StaleVersion) {
           const current = res.current;
-          if (res.refusal === undefined && merge && current.version > expect && attempt < 8) {
+          if (
+            res.refusal === undefined && merge && current.version > expect &&
+            attempt < MERGE_ATTEMPTS
+          ) {
             // Read (again) what was written since the caller's version, and merge with it.
             log = await this.#entries(user, handle, expect);
             continue;

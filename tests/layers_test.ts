@@ -31,8 +31,9 @@ const LAYERS: readonly { name: string; files: RegExp; what: string }[] = [
   },
   {
     name: "store",
-    files: /^(store|url)\.ts$/,
-    what: "every rule (store.ts); url.ts, which the store loads lazily, opens backends",
+    files: /^(store|url|kinds)\.ts$/,
+    what:
+      "every rule (store.ts); typed views over it (kinds.ts); url.ts, which the store loads lazily, opens backends",
   },
   {
     name: "backends",
@@ -41,13 +42,14 @@ const LAYERS: readonly { name: string; files: RegExp; what: string }[] = [
   },
   {
     name: "base",
-    files: /^(backend|ops|outline|history|merge|json|errors|version|_patch_cost)\.ts$/,
+    files:
+      /^(backend|ops|outline|history|merge|json|errors|version|standard_schema|_patch_cost)\.ts$/,
     what: "the backend interface, the pure helpers, the errors, the version",
   },
 ];
 
 /** Modules that must stay pure: no `Deno.*` API, and no import but of each other. */
-const PURE = /^(ops|json|errors|outline|history|merge|_patch_cost)\.ts$/;
+const PURE = /^(ops|json|errors|outline|history|merge|standard_schema|_patch_cost)\.ts$/;
 
 /** The library: it knows no protocol and no terminal. */
 const LIBRARY = /^(store\.ts|url\.ts|ops\.ts|backends\/)/;
@@ -63,6 +65,13 @@ function engineOf(path: string): string | null {
   const m = /^backends\/([^/_][^/]*?)(?:\.ts|\/.*)$/.exec(path);
   return m ? m[1]! : null;
 }
+
+/**
+ * Files whose one dynamic `import()` without a literal loads a module the
+ * user names (`mcpstate serve --kinds ./kinds.ts`), which is outside the
+ * project and so outside every layer.
+ */
+const USER_MODULE_LOADERS = new Set(["cli/serve.ts"]);
 
 /** The only file outside `src/` that a file in it may import. */
 const OUTSIDE_ALLOWED = new Set(["../deno.json"]);
@@ -331,6 +340,7 @@ Deno.test("layers: no arrow points up (cli → server → inspect → store, url
     }
   }
   for (const path of SOURCE.unreadable) {
+    if (USER_MODULE_LOADERS.has(path)) continue;
     problems.push(`${path}: a dynamic import() without a string literal cannot be checked`);
   }
   assertNone(problems, "Arrows against the layers");
