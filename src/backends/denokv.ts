@@ -170,6 +170,8 @@ export type {
   Change,
   ChangeEntry,
   ConditionalWrite,
+  GrantCheck,
+  GrantRecord,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,

@@ -56,6 +56,8 @@ export type {
   Change,
   ChangeEntry,
   ConditionalWrite,
+  GrantCheck,
+  GrantRecord,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,

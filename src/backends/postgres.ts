@@ -138,6 +138,8 @@ export type {
   Change,
   ChangeEntry,
   ConditionalWrite,
+  GrantCheck,
+  GrantRecord,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,

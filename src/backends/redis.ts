@@ -153,6 +153,8 @@ export type {
   Change,
   ChangeEntry,
   ConditionalWrite,
+  GrantCheck,
+  GrantRecord,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,

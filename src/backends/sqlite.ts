@@ -102,6 +102,8 @@ export type {
   Change,
   ChangeEntry,
   ConditionalWrite,
+  GrantCheck,
+  GrantRecord,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
