@@ -324,6 +324,9 @@ const metaShape = {
   // Present for a state written by a typed kind (see StateToolsOptions.kinds).
   schema_version: z.number().int().optional(),
   active_lease: z.strictObject({ holder: z.string(), expires_at: z.string() }).optional(),
+  // Present on a handle shared with the caller (an alias handle, see HandleStore.share).
+  shared_by: z.string().optional(),
+  rights: z.enum(["read", "append", "patch", "write"]).optional(),
 };
 const ok = z.literal(true);
 
