@@ -38,6 +38,7 @@ import {
 } from "../store.ts";
 import { VERSION } from "../version.ts";
 import { type Kind, kindRules, withRules } from "../kinds.ts";
+import { grantPayload, type Rights } from "../grants.ts";
 import { clientLabel } from "./identity.ts";
 import type { AnyKind, HandleStore, McpServer } from "./types.ts";
 import { sharedBucketMintKey } from "./_shared_bucket.ts";
@@ -174,6 +175,7 @@ export const STATE_TOOLS: readonly string[] = Object.freeze([
   "state_changes",
   "state_restore",
   "state_lease",
+  "state_share",
 ]);
 
 /**
@@ -183,7 +185,9 @@ export const STATE_TOOLS: readonly string[] = Object.freeze([
  *
  * @since 0.5.0
  */
-export const DEFAULT_TOOLS: readonly string[] = STATE_TOOLS;
+export const DEFAULT_TOOLS: readonly string[] = Object.freeze(
+  STATE_TOOLS.filter((t) => t !== "state_share"),
+);
 
 /**
  * Checks the read budget and the tools of {@link StateToolsOptions} once,
@@ -313,6 +317,13 @@ const leaseInput = z.object({
   release: z.boolean().nullish(),
 });
 
+const shareInput = z.object({
+  handle: z.string(),
+  to: z.string(),
+  rights: z.string(),
+  ttl_days: z.number().nullish(),
+});
+
 const metaShape = {
   handle: z.string(),
   kind: z.string(),
@@ -329,6 +340,14 @@ const metaShape = {
   rights: z.enum(["read", "append", "patch", "write"]).optional(),
 };
 const ok = z.literal(true);
+const shareOutput = z.strictObject({
+  ok,
+  grant: z.string(),
+  handle: z.string(),
+  rights: z.string(),
+  to: z.string(),
+  expires_at: z.string().nullable(),
+});
 
 const saveOutput = z.strictObject({
   ok,
@@ -450,6 +469,15 @@ const ADVERTISED: Record<string, { input: Json; output: Json }> = {
     input: obj({ handle: S, seconds: N, release: B }, ["handle"]),
     output: obj({ acquired: B }),
   },
+  share: {
+    input: obj({
+      handle: S,
+      to: says(S, 'A user id, or "*" for anyone holding the new handle'),
+      rights: { enum: ["read", "append", "patch", "write"] },
+      ttl_days: N,
+    }, ["handle", "to", "rights"]),
+    output: obj({ grant: S, handle: S }),
+  },
 };
 
 /**
@@ -516,6 +544,7 @@ const SCHEMAS = {
   changes: schemas("changes", changesInput, changesOutput),
   restore: schemas("restore", restoreInput, restoreOutput),
   lease: schemas("lease", leaseInput, leaseOutput),
+  share: schemas("share", shareInput, shareOutput),
 };
 
 // ---------------------------------------------------------------------------
@@ -944,6 +973,27 @@ export function registerStateTools(
     const { activeLease: _, ...rest } = infoOnly(snap);
     return { ...toPayload(rest), ...otherLease(snap, writer) };
   });
+
+  // With --allow-anonymous every caller is one user: nobody to share with.
+  if (!anonymous) {
+    offer("state_share", {
+      title: "Share state",
+      description: [
+        'Share a handle with another user (to: their id) or anyone holding the returned handle (to: "*"), only when the user asks.',
+        "rights: read < append (add only) < patch < write. Give the returned handle to the grantee.",
+      ].join("\n"),
+      schemas: SCHEMAS.share,
+      annotations: { destructiveHint: false, idempotentHint: false, openWorldHint: false },
+    }, async (args, _raw, { user }) => {
+      const g = await store.share(args.handle, {
+        user,
+        to: args.to,
+        rights: args.rights as Rights,
+        ...(args.ttl_days == null ? {} : { ttlDays: args.ttl_days }),
+      });
+      return grantPayload(g);
+    });
+  }
 
   offer("state_delete", {
     title: "Delete state",
