@@ -102,6 +102,7 @@ export {
   toPointer,
 } from "./src/outline.ts";
 export * from "./src/errors.ts";
+export { PREVIEW_MAX_CHARS, previewOf } from "./src/preview.ts";
 export { defineKind, Kind, type KindOptions, type Upcast } from "./src/kinds.ts";
 export { type Grant, grantPayload, RIGHTS, type ShareOptions } from "./src/grants.ts";
 export type {

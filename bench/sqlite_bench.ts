@@ -9,7 +9,7 @@
  */
 
 import { DatabaseSync, type StatementSync } from "node:sqlite";
-import { HandleStore, Increment, type JsonObject } from "../mod.ts";
+import { HandleStore, Increment, type JsonObject, previewOf } from "../mod.ts";
 
 const dir = await Deno.makeTempDir({ prefix: "mcpstate-bench-" });
 globalThis.addEventListener("unload", () => Deno.removeSync(dir, { recursive: true }));
@@ -214,20 +214,26 @@ for (const [label, state] of sizes) {
   });
 }
 
-// listPage for a user with 10,000 handles.
+// listPage for a user with 10,000 handles, each with its preview (as the store writes them).
 const LIST_USER = "bench-list-user";
 {
   const now = Date.now();
+  const insPreview = raw.prepare(
+    "INSERT INTO handles (user, handle, kind, state, version, created_ms, updated_ms, " +
+      "expires_ms, last_writer, preview) VALUES (?, ?, ?, ?, 1, ?, ?, NULL, NULL, ?)",
+  );
   raw.exec("BEGIN IMMEDIATE");
   const small = JSON.stringify(stateOf(KIB));
+  const preview = previewOf(stateOf(KIB));
   for (let i = 0; i < 10_000; i++) {
-    ins.run(
+    insPreview.run(
       LIST_USER,
       `item_${String(i).padStart(8, "0")}`,
       i % 3 ? "note" : "todo",
       small,
       now - i,
       now - i,
+      preview,
     );
   }
   raw.exec("COMMIT");
@@ -252,6 +258,14 @@ Deno.bench({
   async fn() {
     const page = await store.listPage(LIST_USER, { limit: 50 });
     if (page.handles.length !== 50) throw new Error("short page");
+  },
+});
+Deno.bench({
+  name: "store.listPage({ limit: 50, previews: true })",
+  group: "listPage limit 50 of 10,000",
+  async fn() {
+    const page = await store.listPage(LIST_USER, { limit: 50, previews: true });
+    if (page.handles[49]?.preview === undefined) throw new Error("no preview");
   },
 });
 

@@ -40,6 +40,17 @@ export interface HandleRecord {
    * @since 0.5.0
    */
   schemaVersion?: number | null;
+  /**
+   * A line of at most 120 characters describing the state, computed by the
+   * store on each write and kept beside the metadata, so that a listing with
+   * previews never reads a state. Absent on records written before previews
+   * existed. A backend stores it as given, moves it with the record (trash,
+   * import) and returns it with reads; {@link Backend.list} returns it only
+   * when {@link ListQuery.previews} asks.
+   *
+   * @since 0.6.0
+   */
+  preview?: string;
 }
 
 /** A record without its state: what listing returns. */
@@ -283,6 +294,13 @@ export interface ConditionalWrite {
    * @since 0.5.0
    */
   schemaVersion?: number;
+  /**
+   * The preview of the new state (see {@link HandleRecord.preview}); absent:
+   * keep the stored one.
+   *
+   * @since 0.6.0
+   */
+  preview?: string;
 }
 
 /** Result of {@link Backend.save}: the written record, or the current one (`null`: none). */
@@ -348,6 +366,13 @@ export interface ListQuery {
   limit: number;
   /** Start after this position of the order (`updatedAt` desc, then `handle` asc). */
   after?: { updatedAt: number; handle: string };
+  /**
+   * Return each row's {@link HandleRecord.preview} (when it has one); absent
+   * or `false`: rows carry none, and the engine need not read it.
+   *
+   * @since 0.6.0
+   */
+  previews?: boolean;
 }
 
 /**
@@ -576,6 +601,16 @@ export interface Backend {
    */
   listTrash?(user: string, query: TrashQuery): Promise<TrashedMeta[]>;
   /**
+   * Optional (handles found again): the `trashUntil` of the record of `user`
+   * with this handle that {@link Backend.remove} moved to the trash, or
+   * `null` when there is none (a record past its window that the engine has
+   * not reclaimed yet may still answer its time). One round trip; the store
+   * calls it only after a read or write found no live record.
+   *
+   * @since 0.6.0
+   */
+  trashedUntil?(user: string, handle: string): Promise<number | null>;
+  /**
    * Optional (quotas): the user's {@link Usage} as of `now`. A backend that
    * has it honours {@link WriteContext.quota} on every write; the store
    * refuses quotas on one that has not.
@@ -652,5 +687,6 @@ export function metaOf(r: HandleRecord): HandleMeta {
     expiresAt: r.expiresAt,
     lastWriter: r.lastWriter,
     ...(r.schemaVersion == null ? {} : { schemaVersion: r.schemaVersion }),
+    ...(r.preview === undefined ? {} : { preview: r.preview }),
   };
 }

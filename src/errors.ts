@@ -71,19 +71,38 @@ export class McpStateError extends Error {
   }
 }
 
-/** The handle does not exist for this user (or belongs to someone else). */
+/**
+ * The handle does not exist for this user (or belongs to someone else). When
+ * it is in the caller's own trash (revoked, still restorable), `details`
+ * carry `in_trash: true` and `restorable_until` (ISO time), and the message
+ * says to restore it; another user's handle never says so.
+ */
 export class HandleNotFound extends McpStateError {
+  /**
+   * Until when `restore` brings the handle back, when it is in the caller's
+   * trash; absent otherwise.
+   *
+   * @since 0.6.0
+   */
+  readonly restorableUntil?: Date;
+
   /**
    * Creates the error for a handle that does not exist for the caller.
    *
    * @param handle The handle that was asked for.
+   * @param trash When the handle is in the caller's trash: until when it can
+   * be restored (since 0.6.0).
    */
-  constructor(handle: string) {
+  constructor(handle: string, trash?: { restorableUntil: Date }) {
+    const until = trash?.restorableUntil.toISOString();
     super(
       "handle_not_found",
-      `No state exists for handle "${handle}". Check the handle, or call state_list to see the handles you have; start over with a new handle if it is gone.`,
-      { handle },
+      until === undefined
+        ? `No state exists for handle "${handle}". Check the handle, or call state_list to see the handles you have; start over with a new handle if it is gone.`
+        : `Handle "${handle}" was revoked and is in your trash. Call state_restore with it to bring it back exactly as it was (possible until ${until}), then use it again.`,
+      until === undefined ? { handle } : { handle, in_trash: true, restorable_until: until },
     );
+    if (trash) this.restorableUntil = trash.restorableUntil;
   }
 }
 

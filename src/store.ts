@@ -6,6 +6,7 @@
  * @module
  */
 
+import { previewOf } from "./preview.ts";
 import { createPatch, type Operation } from "rfc6902";
 import type {
   Backend,
@@ -126,6 +127,14 @@ export interface HandleInfo {
    * @since 0.5.0
    */
   schemaVersion?: number;
+  /**
+   * Listings with `previews: true` only: a line of at most 120 characters
+   * describing the state (see `previewOf`), kept beside the metadata on each
+   * write. Absent for a handle last written before previews existed.
+   *
+   * @since 0.6.0
+   */
+  preview?: string;
   /**
    * Present while someone holds an advisory lease on the handle (see
    * {@link HandleStore.lease}): who is at work on it, and until when.
@@ -510,6 +519,13 @@ export interface ListOptions {
   kind?: string;
   /** Include expired handles still in their grace period. */
   includeExpired?: boolean;
+  /**
+   * Give each handle its `preview` (see {@link HandleInfo.preview}); read
+   * from beside the metadata, never from the state.
+   *
+   * @since 0.6.0
+   */
+  previews?: boolean;
 }
 
 /** Options of {@link HandleStore.listPage}. */
@@ -897,6 +913,7 @@ export class HandleStore implements AsyncDisposable {
         expiresAt: ttl == null ? null : now + ttl,
         lastWriter: writer,
         ...(rule ? { schemaVersion: rule.version } : {}),
+        preview: previewOf(state),
       };
       const res = await this.#call(() => this.#backend.insert(user, record, ctx));
       if (isReplayed(res)) {
@@ -950,6 +967,7 @@ export class HandleStore implements AsyncDisposable {
       const { record, lease } = await b.readLeased(user, handle, now);
       return [record, lease ? new Map([[handle, lease]]) : undefined] as const;
     });
+    if (!r) throw await this.#missing(user, handle);
     const snap = snapshotOf<S>(this.#live(r, handle, now));
     const rule = rulesIn(options)?.(snap.kind);
     if (rule) {
@@ -1115,32 +1133,36 @@ export class HandleStore implements AsyncDisposable {
       let log: EntryInfo[] | undefined;
       let merged: { version: number; state: JsonObject } | undefined;
       for (let attempt = 1;; attempt++) {
-        const res = await this.#call(() =>
-          this.#update(user, handle, (cur) => {
-            const live = this.#live(cur, handle, now);
-            const head = { updatedAt: now, expiresAt: expiresAt(live), lastWriter: writer };
-            if (live.version !== expect) {
-              if (log === undefined || live.version < expect) throw new StaleVersion(live);
-              const step = this.#mergeStep(live, expect, log, state, head, rule);
-              merged = { version: step.record.version, state: step.state };
-              return step;
-            }
-            const version = live.version + 1;
-            const before = decodeState(live.state);
-            const patch = diffOf(before, state);
-            return {
-              record: {
-                ...live,
-                state: text,
-                version,
-                updatedAt: now,
-                expiresAt: expiresAt(live),
-                lastWriter: writer,
-                ...stamp,
-              },
-              entry: this.#entry(version, now, writer, "save", withUndo(before, patch)),
-            };
-          }, ctx)
+        const res = await this.#callOn(
+          user,
+          handle,
+          () =>
+            this.#update(user, handle, (cur) => {
+              const live = this.#live(cur, handle, now);
+              const head = { updatedAt: now, expiresAt: expiresAt(live), lastWriter: writer };
+              if (live.version !== expect) {
+                if (log === undefined || live.version < expect) throw new StaleVersion(live);
+                const step = this.#mergeStep(live, expect, log, state, head, rule);
+                merged = { version: step.record.version, state: step.state };
+                return step;
+              }
+              const version = live.version + 1;
+              const before = decodeState(live.state);
+              const patch = diffOf(before, state);
+              return {
+                record: {
+                  ...live,
+                  state: text,
+                  version,
+                  updatedAt: now,
+                  expiresAt: expiresAt(live),
+                  lastWriter: writer,
+                  ...stamp,
+                  preview: previewOf(state),
+                },
+                entry: this.#entry(version, now, writer, "save", withUndo(before, patch)),
+              };
+            }, ctx),
         ).catch((e) => {
           if (e instanceof StaleVersion) return e;
           throw e;
@@ -1177,6 +1199,7 @@ export class HandleStore implements AsyncDisposable {
         expiresAt: ttl === undefined ? "keep" : ttl === null ? null : now + ttl,
         lastWriter: writer,
         ...stamp,
+        preview: previewOf(state),
       }, ctx)
     );
     if (isReplayed(res)) {
@@ -1190,6 +1213,7 @@ export class HandleStore implements AsyncDisposable {
       // `state` was just validated and encoded: return it instead of parsing the text back.
       return { ...info, state };
     }
+    if (!res.current) throw await this.#missing(user, handle);
     const current = this.#live(res.current, handle, now);
     // Without a changelog there is no way back to the caller's version: nothing to merge with.
     throw await this.#stale(user, handle, expect, current, merge ? UNAVAILABLE : undefined);
@@ -1234,6 +1258,7 @@ export class HandleStore implements AsyncDisposable {
         state: text,
         version,
         ...(rule ? { schemaVersion: rule.version } : {}),
+        preview: previewOf(state),
       },
       entry: this.#entry(version, head.updatedAt, head.lastWriter, "save", what),
       state,
@@ -1311,7 +1336,7 @@ export class HandleStore implements AsyncDisposable {
     if (lease) ctx.lease = lease;
     if (via) ctx.grant = { grant: via.grant, alias: via.alias };
     const rules = rulesIn(options);
-    const res = await this.#call(() =>
+    const res = await this.#callOn(user, handle, () =>
       this.#update(user, handle, (cur) => {
         const live = this.#live(cur, handle, now);
         const rule = rules?.(live.kind);
@@ -1321,7 +1346,8 @@ export class HandleStore implements AsyncDisposable {
           const before = live.schemaVersion ?? null;
           const base = rule.upcast(decodeState(live.state), before ?? 1);
           const { state: applied, undo } = applyOpsWithUndo(base, parsed);
-          const next = encodeState(checkNow(rule, applied), this.#maxBytes);
+          const checked = checkNow(rule, applied);
+          const next = encodeState(checked, this.#maxBytes);
           if (next === live.state && before === rule.version) return null;
           const version = live.version + 1;
           return this.#step(
@@ -1332,6 +1358,7 @@ export class HandleStore implements AsyncDisposable {
               updatedAt: now,
               lastWriter: writer,
               schemaVersion: rule.version,
+              preview: previewOf(checked as JsonObject),
             },
             "patch",
             { ops: parsed, undo },
@@ -1344,12 +1371,18 @@ export class HandleStore implements AsyncDisposable {
         if (next === live.state) return null;
         const version = live.version + 1;
         return this.#step(
-          { ...live, state: next, version, updatedAt: now, lastWriter: writer },
+          {
+            ...live,
+            state: next,
+            version,
+            updatedAt: now,
+            lastWriter: writer,
+            preview: previewOf(applied),
+          },
           "patch",
           { ops: parsed, undo },
         );
-      }, ctx)
-    );
+      }, ctx));
     return await this.#written<S>(user, handle, res, ctx, now);
   }
 
@@ -1384,7 +1417,7 @@ export class HandleStore implements AsyncDisposable {
     if (lease) ctx.lease = lease;
     if (via) ctx.grant = { grant: via.grant, alias: via.alias };
     const expiresAt = ttl == null ? null : now + ttl;
-    const res = await this.#call(() =>
+    const res = await this.#callOn(user, handle, () =>
       this.#update(user, handle, (cur) => {
         const live = this.#live(cur, handle, now);
         return this.#step(
@@ -1392,8 +1425,7 @@ export class HandleStore implements AsyncDisposable {
           "touch",
           { expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString() },
         );
-      }, ctx)
-    );
+      }, ctx));
     return await this.#written<S>(user, handle, res, ctx, now);
   }
 
@@ -1449,6 +1481,7 @@ export class HandleStore implements AsyncDisposable {
         ...(kind === undefined ? {} : { kind }),
         ...(options.includeExpired ? {} : { liveAt: this.#clock() }),
         ...(after ? { after } : {}),
+        ...(options.previews ? { previews: true } : {}),
       })
     );
     const shared = await this.#sharedRows(user, kind, !options.includeExpired, after);
@@ -1466,7 +1499,11 @@ export class HandleStore implements AsyncDisposable {
     // A listing never shows a schema version: SQL engines list from an index without it.
     const handles = page.map((r) => {
       const g = shared.get(r);
-      return g ? asAlias(infoOf(r, false), g) : withLease(infoOf(r, false), leases);
+      if (g) return asAlias(infoOf(r, false), g);
+      const info = options.previews && r.preview !== undefined
+        ? { ...infoOf(r, false), preview: r.preview }
+        : infoOf(r, false);
+      return withLease(info, leases);
     });
     const kept = maxBytes === undefined ? handles.length : fitPage(handles, more, maxBytes);
     if (kept < handles.length) {
@@ -1525,7 +1562,7 @@ export class HandleStore implements AsyncDisposable {
       this.#checkFingerprint(res, ctx);
       return;
     }
-    if (!res.removed) throw new HandleNotFound(handle);
+    if (!res.removed) throw await this.#missing(user, handle);
   }
 
   /**
@@ -1658,11 +1695,9 @@ export class HandleStore implements AsyncDisposable {
     version: number,
     field: string,
   ): Promise<HandleRecord> {
-    const current = this.#live(
-      await this.#call(() => this.#backend.read(user, handle)),
-      handle,
-      this.#clock(),
-    );
+    const r = await this.#call(() => this.#backend.read(user, handle));
+    if (!r) throw await this.#missing(user, handle);
+    const current = this.#live(r, handle, this.#clock());
     if (version > current.version) {
       throw new InvalidArgument(
         `Handle "${handle}" is at version ${current.version}; ${field} ${version} is ahead of it. Pass a version you have seen.`,
@@ -1762,7 +1797,9 @@ export class HandleStore implements AsyncDisposable {
     const acquire = this.#backend.acquireLease?.bind(this.#backend);
     if (!acquire) throw noLeases();
     const now = this.#clock();
-    this.#live(await this.#call(() => this.#backend.read(user, handle)), handle, now);
+    const r = await this.#call(() => this.#backend.read(user, handle));
+    if (!r) throw await this.#missing(user, handle);
+    this.#live(r, handle, now);
     const expiresAt = now + Math.max(1, Math.round(seconds * 1000));
     const res = await this.#call(() => acquire(user, handle, { holder, expiresAt }, now));
     return {
@@ -2031,7 +2068,7 @@ export class HandleStore implements AsyncDisposable {
       const records = await this.#call(() =>
         Promise.all(chunk.map((h) => this.#backend.read(user, h)))
       );
-      for (const record of records) if (record) yield record;
+      for (const record of records) if (record) yield withoutPreview(record);
     }
   }
 
@@ -2150,8 +2187,11 @@ export class HandleStore implements AsyncDisposable {
       expiresAt: record.expiresAt,
       lastWriter: record.lastWriter,
       ...(record.schemaVersion == null ? {} : { schemaVersion: record.schemaVersion }),
+      // checkRecordRest checked that the state is a JSON object.
+      preview: previewOf(decodeState(record.state)),
     };
-    const read = () => this.#call(() => this.#backend.read(user, clean.handle));
+    const read = async () =>
+      withoutPreview(await this.#call(() => this.#backend.read(user, clean.handle)));
     if (options.dryRun) {
       const current = await read();
       const outcome = current === null
@@ -2617,6 +2657,32 @@ export class HandleStore implements AsyncDisposable {
     }
   }
 
+  /**
+   * {@link HandleStore.#call} for a read or write of `(user, handle)`: a
+   * not-found of that handle says whether it is in the caller's trash.
+   */
+  async #callOn<T>(user: string, handle: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await this.#call(fn);
+    } catch (e) {
+      if (!(e instanceof HandleNotFound) || e.details.handle !== handle) throw e;
+      throw await this.#missing(user, handle);
+    }
+  }
+
+  /**
+   * The not-found of `handle` for `user`: with `restorableUntil` when it is in
+   * the user's own trash (one backend call, made on a miss only).
+   */
+  async #missing(user: string, handle: string): Promise<HandleNotFound> {
+    const b = this.#backend;
+    if (!b.trashedUntil) return new HandleNotFound(handle);
+    const until = await this.#call(() => b.trashedUntil!(user, handle));
+    return until === null || until <= this.#clock()
+      ? new HandleNotFound(handle)
+      : new HandleNotFound(handle, { restorableUntil: new Date(until) });
+  }
+
   /** Returns the record if it exists and is live, else throws not-found / expired. */
   #live(r: HandleRecord | null, handle: string, now: number): HandleRecord {
     if (!r) throw new HandleNotFound(handle);
@@ -2739,6 +2805,7 @@ export function toPayload(s: HandleInfo | Snapshot<unknown>): Record<string, unk
   if (s.activeLease) out.active_lease = leasePayload(s.activeLease);
   if (s.sharedBy !== undefined) out.shared_by = s.sharedBy;
   if (s.rights !== undefined) out.rights = s.rights;
+  if (s.preview !== undefined) out.preview = s.preview;
   if ("state" in s) out.state = s.state;
   return out;
 }
@@ -2838,6 +2905,16 @@ function checkHolder(writer: unknown): string {
     );
   }
   return holder;
+}
+
+/**
+ * A record as the store hands records out (export, import): without its
+ * preview, which is derived from the state and computed again on import.
+ */
+function withoutPreview<R extends HandleRecord | null>(r: R): R {
+  if (r === null || r.preview === undefined) return r;
+  const { preview: _, ...rest } = r;
+  return rest as R;
 }
 
 function infoOf(r: HandleMeta, schemaVersion = true): HandleInfo {

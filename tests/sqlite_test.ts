@@ -117,12 +117,12 @@ function layoutOf(path: string, kept: string[], rowTables: string[]) {
   const db = new DatabaseSync(path, { readOnly: true });
   try {
     const names = kept.map((t) => `'${t}'`).join(", ");
-    // The one column added in place to the record tables (ALTER TABLE … ADD COLUMN, which
-    // rewrites no row): a layout without it compares equal to the layout before.
-    const added = / schema_version INTEGER,/g;
+    // The columns added in place to the record tables (ALTER TABLE … ADD COLUMN, which
+    // rewrites no row): a layout without them compares equal to the layout before.
+    const added = / (schema_version INTEGER|preview TEXT),/g;
     const withoutAdded = (row: Record<string, unknown>) => {
-      const { schema_version: v, ...rest } = row;
-      return v === null ? rest : row;
+      const { schema_version: v, preview: p, ...rest } = row;
+      return v === null && p === null ? rest : row;
     };
     return {
       version: pragma(db, "user_version"),

@@ -165,6 +165,7 @@ export async function saveByUpdate(
           expiresAt: write.expiresAt === "keep" ? cur.expiresAt : write.expiresAt,
           lastWriter: write.lastWriter,
           ...(write.schemaVersion === undefined ? {} : { schemaVersion: write.schemaVersion }),
+          ...(write.preview === undefined ? {} : { preview: write.preview }),
         },
       };
     }, ctx);

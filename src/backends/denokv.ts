@@ -420,6 +420,7 @@ export class DenoKvBackend implements Backend {
             ...((write.schemaVersion ?? cur.s) == null
               ? {}
               : { schemaVersion: write.schemaVersion ?? cur.s }),
+            ...((write.preview ?? cur.p) === undefined ? {} : { preview: write.preview ?? cur.p }),
           };
           // One chunk set serves every attempt of this call: the state is the same.
           body ??= await bodyOf(this.#db, u, h, write.state);
@@ -607,6 +608,13 @@ export class DenoKvBackend implements Backend {
     }, this.#db.contended(handle));
   }
 
+  /** {@inheritDoc Backend.trashedUntil} */
+  async trashedUntil(user: string, handle: string): Promise<number | null> {
+    const key = this.#k.trash(this.#k.user(user), this.#k.handle(handle));
+    const t = await this.#db.get<Trashed>(key);
+    return t.value?.t ?? null;
+  }
+
   /** {@inheritDoc Backend.untrash} */
   async untrash(user: string, handle: string, ctx: WriteContext): Promise<HandleRecord | null> {
     const u = this.#k.user(user), h = this.#k.handle(handle);
@@ -687,6 +695,7 @@ export class DenoKvBackend implements Backend {
       if (q.limit <= 0) return out;
       for await (const e of this.#db.kv.list<IndexEntry>(selector, { batchSize })) {
         const m = metaOfIndex(e.value);
+        if (!q.previews) delete m.preview;
         if (q.after && compareListOrder(m, q.after) <= 0) continue;
         if (q.kind !== undefined && m.kind !== q.kind) continue;
         if (q.liveAt !== undefined && m.expiresAt !== null && m.expiresAt <= q.liveAt) continue;

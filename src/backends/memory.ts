@@ -363,7 +363,9 @@ export class MemoryBackend implements Backend {
       if (q.kind !== undefined && r.kind !== q.kind) continue;
       if (q.liveAt !== undefined && r.expiresAt !== null && r.expiresAt <= q.liveAt) continue;
       if (q.after && compareListOrder(r, q.after) <= 0) continue;
-      rows.push(metaOf(r));
+      const meta = metaOf(r);
+      if (!q.previews) delete meta.preview;
+      rows.push(meta);
     }
     rows.sort(compareListOrder);
     return Promise.resolve(rows.slice(0, q.limit));
@@ -402,6 +404,11 @@ export class MemoryBackend implements Backend {
     }
     rows.sort(compareTrashOrder);
     return Promise.resolve(rows.slice(0, q.limit));
+  }
+
+  /** {@inheritDoc Backend.trashedUntil} */
+  trashedUntil(user: string, handle: string): Promise<number | null> {
+    return Promise.resolve(this.#trash.get(JSON.stringify([user, handle]))?.until ?? null);
   }
 
   /** {@inheritDoc Backend.listUsers} */

@@ -333,7 +333,8 @@ export class PostgresBackend implements Backend {
     if (ctx.entry) params.push(ctx.entry.version, ctx.entry.at, ctx.entry.text);
     params.push(payloadOf(user, record.handle));
     if (lease) params.push(lease.holder, lease.expiresAt, ctx.now);
-    params.push(record.schemaVersion ?? null); // always the last parameter
+    // Always the last two parameters.
+    params.push(record.schemaVersion ?? null, record.preview ?? null);
     const insert = async (sql: Queryable): Promise<InsertOutcome | undefined> => {
       const [row] = await sql.unsafe(text, params as never[]).values();
       if (!row) return undefined;
@@ -376,7 +377,7 @@ export class PostgresBackend implements Backend {
     return this.#pool.read(async (sql) => {
       const [row] = await sql.unsafe(this.#q.readLeased, [user, handle, now]).values();
       if (!row) return { record: null, lease: null };
-      return { record: recordOf(row), lease: row[9] == null ? null : leaseOf(row.slice(9)) };
+      return { record: recordOf(row), lease: row[10] == null ? null : leaseOf(row.slice(10)) };
     });
   }
 
@@ -402,10 +403,11 @@ export class PostgresBackend implements Backend {
     ];
     const lease = ctx.lease;
     if (lease) params.push(lease.holder, lease.expiresAt, ctx.now);
-    params.push(write.schemaVersion ?? null); // always the last parameter
+    // Always the last two parameters.
+    params.push(write.schemaVersion ?? null, write.preview ?? null);
     const text = lease ? this.#q.saveLeased : this.#q.save;
     const saved = (row: readonly unknown[]): SaveOutcome =>
-      leasedOutcome({ ok: true as const, record: recordOf(row) }, ctx, row.slice(10));
+      leasedOutcome({ ok: true as const, record: recordOf(row) }, ctx, row.slice(11));
     if (ctx.quota) {
       return this.#guarded(user, ctx, async (tx, remember) => {
         await this.#g.check(tx, ctx);
@@ -484,7 +486,7 @@ export class PostgresBackend implements Backend {
       if (next && record && current) {
         const params: unknown[] = [user, ...recordParams(record)];
         if (next.entry) params.push(...entryParams(next.entry, ctx));
-        params.push(record.schemaVersion ?? null);
+        params.push(record.schemaVersion ?? null, record.preview ?? null);
         writes.push(tx.unsafe(next.entry ? this.#q.writeLogged : this.#q.write, params as never[]));
         writes.push(tx.unsafe(this.#q.notify, [payloadOf(user, handle)]));
       } else if (next && record) {
@@ -492,7 +494,7 @@ export class PostgresBackend implements Backend {
         // taken (by a trashed row).
         const params: unknown[] = [user, ...recordParams(record)];
         if (next.entry) params.push(next.entry.version, next.entry.at, next.entry.text);
-        params.push(payloadOf(user, handle), record.schemaVersion ?? null);
+        params.push(payloadOf(user, handle), record.schemaVersion ?? null, record.preview ?? null);
         const res = await tx.unsafe(
           next.entry ? this.#q.insertLogged : this.#q.insert,
           params as never[],
@@ -595,11 +597,24 @@ export class PostgresBackend implements Backend {
   /** {@inheritDoc Backend.list} */
   list(user: string, q: ListQuery): Promise<HandleMeta[]> {
     const { shape, values } = listFilters(q);
-    let text = this.#lists.get(shape);
-    if (text === undefined) this.#lists.set(shape, text = listSql(shape, this.#dialect));
+    const key = q.previews ? -1 - shape : shape;
+    let text = this.#lists.get(key);
+    if (text === undefined) {
+      const dialect = q.previews ? listDialect(`"${this.#schema}"`, true) : this.#dialect;
+      this.#lists.set(key, text = listSql(shape, dialect));
+    }
     return this.#pool.read(async (sql) => {
       const rows = await sql.unsafe(text, [user, q.limit, ...values]).values();
-      return rows.map(metaOf);
+      if (!q.previews) return rows.map(metaOf);
+      return rows.map((r) => r[7] == null ? metaOf(r) : { ...metaOf(r), preview: String(r[7]) });
+    });
+  }
+
+  /** {@inheritDoc Backend.trashedUntil} */
+  trashedUntil(user: string, handle: string): Promise<number | null> {
+    return this.#pool.read(async (sql) => {
+      const [row] = await sql.unsafe(this.#q.trashedUntil, [user, handle]).values();
+      return row ? Number(row[0]) : null;
     });
   }
 
@@ -648,6 +663,7 @@ export class PostgresBackend implements Backend {
             user,
             ...recordParams(record),
             record.schemaVersion ?? null,
+            record.preview ?? null,
           ]).values(),
         ]);
         if (row === undefined) return "kept";

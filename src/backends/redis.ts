@@ -346,6 +346,14 @@ export class RedisBackend implements Backend {
     return withLease({ inserted: true }, ctx, held);
   }
 
+  /** {@inheritDoc Backend.trashedUntil} */
+  async trashedUntil(user: string, handle: string): Promise<number | null> {
+    const key = this.#k.of(user, handle).trash;
+    const client = this.#conn.client;
+    const u = await this.#conn.cmd(() => client.hget(key, "u"));
+    return u == null ? null : Number(u);
+  }
+
   /** {@inheritDoc Backend.read} */
   read(user: string, handle: string): Promise<HandleRecord | null> {
     return this.#read(this.#k.of(user, handle), handle);
@@ -369,7 +377,9 @@ export class RedisBackend implements Backend {
     const e = write.expiresAt === "keep" ? "keep" : expiresText(write.expiresAt);
     const head = `${ctx.now}\t${ctx.graceMs}\t${write.expectVersion}\t${write.updatedAt}\t${e}\t${
       member(write.updatedAt, k.enc)
-    }\t${idemArgs(ctx, k.enc)}\t${writerText(write.lastWriter)}\t${write.schemaVersion ?? "keep"}`;
+    }\t${idemArgs(ctx, k.enc)}\t${writerText(write.lastWriter)}\t${
+      write.schemaVersion ?? "keep"
+    }\t${write.preview === undefined ? "keep" : `P${write.preview.replace(/[\t\n]/g, " ")}`}`;
     const args = [write.state, head, leaseArg(ctx), ...quotaArgs(ctx)];
     const reply = await this.#conn.run(
       S.save,
@@ -612,7 +622,12 @@ export class RedisBackend implements Backend {
         `${base}r:`,
         String(LIST_CAP),
       ]) as [string, Reply[]];
-      for (const [x, m] of got) rows.push(metaOf(decodeHandle((x ?? "").slice(14)), m ?? ""));
+      for (const [x, m] of got) {
+        const meta = metaOf(decodeHandle((x ?? "").slice(14)), m ?? "");
+        // `m` holds the preview: a listing without previews leaves it out.
+        if (!q.previews) delete meta.preview;
+        rows.push(meta);
+      }
       if (next === "") break;
       start = next;
     }

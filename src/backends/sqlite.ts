@@ -287,7 +287,7 @@ export class SqliteBackend implements Backend {
       const row = this.#q.readLeased.get(user, handle, now) as Row | undefined;
       if (!row) return { record: null, lease: null };
       const c = cells(row);
-      const lease = c[8] == null ? null : { holder: c[8] as string, expiresAt: c[9] as number };
+      const lease = c[9] == null ? null : { holder: c[9] as string, expiresAt: c[10] as number };
       return { record: recordOf(handle, row), lease };
     });
   }
@@ -309,6 +309,7 @@ export class SqliteBackend implements Backend {
           write.updatedAt,
           write.lastWriter,
           write.schemaVersion ?? null,
+          write.preview ?? null,
           user,
           handle,
           write.expectVersion,
@@ -320,6 +321,7 @@ export class SqliteBackend implements Backend {
           write.expiresAt,
           write.lastWriter,
           write.schemaVersion ?? null,
+          write.preview ?? null,
           user,
           handle,
           write.expectVersion,
@@ -336,6 +338,7 @@ export class SqliteBackend implements Backend {
         expiresAt: row.expires_ms as number | null,
         lastWriter: write.lastWriter,
         ...schemaVersionOf(row.schema_version),
+        ...(row.preview == null ? {} : { preview: row.preview as string }),
       };
       if (ctx.quota) this.#u.apply(user, ctx, { handles: 0, bytes: utf8Length(write.state) - old });
       this.#q.remember(user, ctx, record);
@@ -364,9 +367,10 @@ export class SqliteBackend implements Backend {
           (next.schemaVersion ?? null) === (current.schemaVersion ?? null)
         ) {
           const { state, version, updatedAt: at, lastWriter: by } = next;
+          const p = next.preview ?? null;
           if (next.expiresAt === current.expiresAt) {
-            this.#q.stepKeep.run(state, version, at, by, user, handle);
-          } else this.#q.stepSet.run(state, version, at, next.expiresAt, by, user, handle);
+            this.#q.stepKeep.run(state, version, at, by, p, user, handle);
+          } else this.#q.stepSet.run(state, version, at, next.expiresAt, by, p, user, handle);
         } else if (current) {
           this.#q.updateRow.run(...recordValues(next), user, handle);
         } else {
@@ -434,7 +438,20 @@ export class SqliteBackend implements Backend {
   list(user: string, q: ListQuery): Promise<HandleMeta[]> {
     return this.#c.run(() => {
       const { shape, values } = listFilters(q);
-      return (this.#q.list(shape).all(user, q.limit, ...values) as Row[]).map(metaOf);
+      const rows = this.#q.list(shape, q.previews).all(user, q.limit, ...values) as Row[];
+      if (!q.previews) return rows.map(metaOf);
+      return rows.map((r) => {
+        const c = r as unknown[];
+        return c[7] == null ? metaOf(r) : { ...metaOf(r), preview: c[7] as string };
+      });
+    });
+  }
+
+  /** {@inheritDoc Backend.trashedUntil} */
+  trashedUntil(user: string, handle: string): Promise<number | null> {
+    return this.#c.run(() => {
+      const row = this.#q.trashedUntil.get(user, handle);
+      return row ? row.trashed_until as number : null;
     });
   }
 

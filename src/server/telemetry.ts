@@ -158,6 +158,7 @@ const PRIMITIVES: Readonly<Record<Primitive, true>> = Object.freeze({
   endGrant: true,
   grantsOf: true,
   grantsTo: true,
+  trashedUntil: true,
 });
 /** Every property of {@link Backend} that is not a primitive, likewise. */
 const PROPERTIES: Readonly<Record<Exclude<keyof Backend, Primitive | "close">, true>> = Object

@@ -301,7 +301,12 @@ const loadInput = z.object({
   max_bytes: int,
   paths: z.array(z.string()).nullish(),
 });
-const listInput = z.object({ kind: str, limit: int, cursor: str });
+const listInput = z.object({
+  kind: str,
+  limit: int,
+  cursor: str,
+  previews: z.boolean().nullish(),
+});
 const patchInput = z.object({ handle: z.string(), ops: z.unknown(), idempotency_key: str });
 const touchInput = z.object({
   handle: z.string(),
@@ -338,6 +343,8 @@ const metaShape = {
   // Present on a handle shared with the caller (an alias handle, see HandleStore.share).
   shared_by: z.string().optional(),
   rights: z.enum(["read", "append", "patch", "write"]).optional(),
+  // state_list with previews: true (a line describing the state).
+  preview: z.string().optional(),
 };
 const ok = z.literal(true);
 const shareOutput = z.strictObject({
@@ -439,7 +446,7 @@ const ADVERTISED: Record<string, { input: Json; output: Json }> = {
     output: obj({ ...meta, state: {}, outline: O, values: O }),
   },
   list: {
-    input: obj({ kind: S, limit: { type: "integer", maximum: 500 }, cursor: S }),
+    input: obj({ kind: S, limit: { type: "integer", maximum: 500 }, cursor: S, previews: B }),
     output: obj({ handles: { type: "array", items: obj(meta) } }),
   },
   patch: {
@@ -906,7 +913,7 @@ export function registerStateTools(
   offer("state_list", {
     title: "List state",
     description: [
-      "List your handles (kind, version, updated_at; no state), newest first. Call it at the start of a conversation to offer resuming earlier work. next_cursor set: pass it as cursor for more.",
+      "List your handles (kind, version, updated_at; no state), newest first. Call it at the start of a conversation to offer resuming earlier work; previews: true adds a line about each state. next_cursor set: pass it as cursor for more.",
     ].join("\n"),
     schemas: SCHEMAS.list,
     annotations: { readOnlyHint: true, openWorldHint: false },
@@ -920,6 +927,7 @@ export function registerStateTools(
       ...(args.kind === undefined ? {} : { kind: args.kind }),
       ...(args.limit === undefined ? {} : { limit: args.limit }),
       ...(args.cursor === undefined ? {} : { cursor: args.cursor }),
+      ...(args.previews ? { previews: true } : {}),
       // The result adds `"ok":true,` to the page's own JSON.
       ...(readBudget === undefined ? {} : { maxBytes: Math.max(1, readBudget - 10) }),
     });

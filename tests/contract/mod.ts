@@ -30,6 +30,7 @@
  * | `feed`         | `subscribe`                                 | feed                       |
  * | `leases`       | `acquireLease`, `releaseLease` and `leases` | leases                     |
  * | `quotas`       | `usage`                                     | quotas                     |
+ * | `found`        | `trashedUntil`                              | found                      |
  * | `crossProcess` | (the target has a `url`)                    | cross-process, and the     |
  * |                |                                             | cross-process steps of     |
  * |                |                                             | feed and leases            |
@@ -98,6 +99,7 @@ export const GROUPS: readonly ContractGroup[] = [
   (await import("./quotas.ts")).default,
   (await import("./kinds.ts")).default,
   (await import("./share.ts")).default,
+  (await import("./found.ts")).default,
   (await import("./cross_process.ts")).default,
 ];
 

@@ -44,6 +44,8 @@ export interface Meta {
   l: string | null;
   /** schemaVersion, when the state was written by a typed kind. */
   s?: number;
+  /** preview, when the record was written with one. */
+  p?: string;
 }
 
 /** The head of a record: its metadata and its state (inline or a chunk set). */
@@ -213,6 +215,7 @@ export function indexOf(r: HandleRecord): IndexEntry {
     e: r.expiresAt,
     l: r.lastWriter,
     ...(r.schemaVersion == null ? {} : { s: r.schemaVersion }),
+    ...(r.preview === undefined ? {} : { p: r.preview }),
   };
 }
 
@@ -230,6 +233,7 @@ function tail(m: Meta): Omit<HandleMeta, "handle" | "kind"> {
     expiresAt: m.e,
     lastWriter: m.l,
     ...(m.s == null ? {} : { schemaVersion: m.s }),
+    ...(m.p === undefined ? {} : { preview: m.p }),
   };
 }
 

@@ -41,6 +41,7 @@ export function putHead(
     z: body.z,
   };
   if (next.schemaVersion != null) head.s = next.schemaVersion;
+  if (next.preview !== undefined) head.p = next.preview;
   if ("inline" in body) head.b = body.inline;
   else {
     head.d = body.d;

@@ -118,6 +118,7 @@ export async function replayOf(
       expiresAt: r.e,
       lastWriter: r.l,
       ...(r.s == null ? {} : { schemaVersion: r.s }),
+      ...(r.p === undefined ? {} : { preview: r.p }),
     },
   };
 }

@@ -76,6 +76,7 @@ export function recordOf(row: readonly unknown[]): HandleRecord {
     state: String(row[2]),
     ...tail(row, 3),
     ...(row[8] == null ? {} : { schemaVersion: Number(row[8]) }),
+    ...(row[9] == null ? {} : { preview: String(row[9]) }),
   };
 }
 

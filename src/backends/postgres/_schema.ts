@@ -73,6 +73,14 @@ export async function migrate(tx: postgres.ISql, schema: string): Promise<void> 
     [`${s}.handles`],
   ).values();
   if (!has?.[0]) await tx.unsafe(`ALTER TABLE ${s}.handles ADD COLUMN schema_version bigint`);
+  // A record's preview (a line describing its state), the same way; `NULL`
+  // for a record written before previews existed.
+  const [hasPreview] = await tx.unsafe(
+    `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::text::regclass
+       AND attname = 'preview' AND NOT attisdropped)`,
+    [`${s}.handles`],
+  ).values();
+  if (!hasPreview?.[0]) await tx.unsafe(`ALTER TABLE ${s}.handles ADD COLUMN preview text`);
   if (current < POSTGRES_SCHEMA_VERSION) {
     await tx.unsafe(
       `INSERT INTO ${s}.meta (key, value) VALUES ('schema_version', $1::text)

@@ -10,7 +10,8 @@ import type { ListDialect } from "../_sql.ts";
 // (`.values()`) keep the backend independent of any column-name transform the
 // caller configured on an injected client.
 export const RECORD_COLUMNS =
-  "handle, kind, state, version, created_at, updated_at, expires_at, last_writer, schema_version";
+  "handle, kind, state, version, created_at, updated_at, expires_at, last_writer, schema_version, " +
+  "preview";
 export const META_COLUMNS =
   "handle, kind, version, created_at, updated_at, expires_at, last_writer";
 
@@ -39,12 +40,13 @@ export function statements(s: string, channel: string) {
   const leaseCols = `(SELECT holder FROM lz), (SELECT expires_at FROM lz),
     (SELECT holder FROM ${l} WHERE user_id = $1 AND handle = $2),
     (SELECT expires_at FROM ${l} WHERE user_id = $1 AND handle = $2)`;
-  // A record's schema version is always the statement's last parameter
-  // (after the lease's, when it takes one).
+  // A record's schema version is always the statement's last parameter but
+  // one (after the lease's, when it takes one), and its preview the last.
   const insert = (leased: boolean) =>
     `WITH ins AS (
        INSERT INTO ${h} (user_id, ${RECORD_COLUMNS})
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $${leased ? 14 : 11}::bigint)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $${leased ? 14 : 11}::bigint,
+               $${leased ? 15 : 12}::text)
        ON CONFLICT (user_id, handle) DO NOTHING
        RETURNING 1
      )${leased ? leaseCte("ins", 11) : ""}
@@ -52,7 +54,8 @@ export function statements(s: string, channel: string) {
   const insertLogged = (leased: boolean) =>
     `WITH ins AS (
        INSERT INTO ${h} (user_id, ${RECORD_COLUMNS})
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $${leased ? 17 : 14}::bigint)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $${leased ? 17 : 14}::bigint,
+               $${leased ? 18 : 15}::text)
        ON CONFLICT (user_id, handle) DO NOTHING
        RETURNING user_id, handle
      ),
@@ -69,7 +72,8 @@ export function statements(s: string, channel: string) {
        SET state = $3, version = version + 1, updated_at = $4,
            expires_at = CASE WHEN $5::boolean THEN expires_at ELSE $6::bigint END,
            last_writer = $7,
-           schema_version = COALESCE($${leased ? 14 : 11}::bigint, schema_version)
+           schema_version = COALESCE($${leased ? 14 : 11}::bigint, schema_version),
+           preview = COALESCE($${leased ? 15 : 12}::text, preview)
        WHERE user_id = $1 AND handle = $2 AND version = $8::bigint AND ${live}
          AND (expires_at IS NULL OR expires_at > $9::bigint)
        RETURNING ${RECORD_COLUMNS}
@@ -108,7 +112,8 @@ export function statements(s: string, channel: string) {
     saveLeased: save(true),
     write: `UPDATE ${h}
             SET kind = $3, state = $4, version = $5, created_at = $6, updated_at = $7,
-                expires_at = $8, last_writer = $9, schema_version = $10::bigint
+                expires_at = $8, last_writer = $9, schema_version = $10::bigint,
+                preview = $11::text
             WHERE user_id = $1 AND handle = $2`,
     // The new row, the entry and the retention trim in one statement (one
     // message where three would cost a server round each). The trim leaves
@@ -116,7 +121,8 @@ export function statements(s: string, channel: string) {
     writeLogged: `WITH w AS (
                     UPDATE ${h}
                     SET kind = $3, state = $4, version = $5, created_at = $6, updated_at = $7,
-                        expires_at = $8, last_writer = $9, schema_version = $15::bigint
+                        expires_at = $8, last_writer = $9, schema_version = $15::bigint,
+                        preview = $16::text
                     WHERE user_id = $1 AND handle = $2
                   ),
                   cut AS (
@@ -182,15 +188,18 @@ export function statements(s: string, channel: string) {
     // `xmax = 0` tells a fresh insert from an update of a conflicting row. A
     // trashed row gives way to any version and leaves the trash.
     importRecord: `INSERT INTO ${h} AS old (user_id, ${RECORD_COLUMNS})
-              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint)
+              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint, $11::text)
               ON CONFLICT (user_id, handle) DO UPDATE
                 SET kind = EXCLUDED.kind, state = EXCLUDED.state, version = EXCLUDED.version,
                     created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
                     expires_at = EXCLUDED.expires_at, last_writer = EXCLUDED.last_writer,
-                    schema_version = EXCLUDED.schema_version, trashed_until = NULL
+                    schema_version = EXCLUDED.schema_version, preview = EXCLUDED.preview,
+                    trashed_until = NULL
                 WHERE old.version < EXCLUDED.version OR old.trashed_until IS NOT NULL
               RETURNING old.xmax = 0`,
     notify: `SELECT ${notify("$1")}`,
+    trashedUntil: `SELECT trashed_until FROM ${h}
+                   WHERE user_id = $1 AND handle = $2 AND trashed_until IS NOT NULL`,
     // One user's trashed rows through the primary key, sorted: a trash is small.
     listTrash: `SELECT ${META_COLUMNS}, trashed_until FROM ${h}
               WHERE user_id = $1 AND trashed_until IS NOT NULL AND ($2::bigint IS NULL
@@ -217,10 +226,14 @@ export function statements(s: string, channel: string) {
 /** The SQL texts of one schema, by name. */
 export type Statements = ReturnType<typeof statements>;
 
-/** The listing query of schema `s`: an index-only scan of its partial index of live rows. */
-export function listDialect(s: string): ListDialect {
+/**
+ * The listing query of schema `s`: an index-only scan of its partial index of
+ * live rows; with `previews`, each row ends with its `preview`, read from the
+ * row (the index leaves it out).
+ */
+export function listDialect(s: string, previews = false): ListDialect {
   return {
-    from: () => `SELECT ${META_COLUMNS} FROM ${s}.handles`,
+    from: () => `SELECT ${META_COLUMNS}${previews ? ", preview" : ""} FROM ${s}.handles`,
     user: "user_id",
     updated: "updated_at",
     expires: "expires_at",

@@ -68,16 +68,24 @@ export function writerText(w: string | null): string {
   return w === null ? "" : JSON.stringify(w);
 }
 
-/** The metadata field `m`: kind, version, createdAt, updatedAt, expiresAt, writer, tab-separated. */
+/**
+ * The metadata field `m`: kind, version, createdAt, updatedAt, expiresAt,
+ * writer, then, when there are, the schema version (`""`: none) and `P` +
+ * the preview (a tab or newline in it written as a space), tab-separated.
+ */
 export function metaText(r: HandleMeta): string {
+  const sv = r.schemaVersion == null ? "" : String(r.schemaVersion);
+  const tail = r.preview === undefined
+    ? (sv === "" ? "" : `\t${sv}`)
+    : `\t${sv}\tP${r.preview.replace(/[\t\n]/g, " ")}`;
   return `${r.kind}\t${r.version}\t${r.createdAt}\t${r.updatedAt}\t${
     r.expiresAt === null ? "" : r.expiresAt
-  }\t${writerText(r.lastWriter)}${r.schemaVersion == null ? "" : `\t${r.schemaVersion}`}`;
+  }\t${writerText(r.lastWriter)}${tail}`;
 }
 
 /** Metadata from its `m` field. */
 export function metaOf(handle: string, m: string): HandleMeta {
-  const [kind = "", v, c, u, e = "", w = "", sv = ""] = m.split("\t");
+  const [kind = "", v, c, u, e = "", w = "", sv = "", p] = m.split("\t");
   return {
     handle,
     kind,
@@ -87,6 +95,7 @@ export function metaOf(handle: string, m: string): HandleMeta {
     expiresAt: e === "" ? null : Number(e),
     lastWriter: w === "" ? null : JSON.parse(w) as string,
     ...(sv === "" ? {} : { schemaVersion: Number(sv) }),
+    ...(p === undefined ? {} : { preview: p.slice(1) }),
   };
 }
 
@@ -103,6 +112,7 @@ export function recordOf(handle: string, s: string | null | undefined, m: string
     expiresAt: meta.expiresAt,
     lastWriter: meta.lastWriter,
     ...(meta.schemaVersion === undefined ? {} : { schemaVersion: meta.schemaVersion }),
+    ...(meta.preview === undefined ? {} : { preview: meta.preview }),
   };
 }
 

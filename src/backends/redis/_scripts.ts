@@ -8,7 +8,9 @@
  * - `P{T}:r:H` — hash of one record: `m` metadata, `d` = `m` + newline +
  *   state text, `x` its index member. `m` is kind, version, createdAt,
  *   updatedAt, expiresAt (`""`: never) and writer (JSON text, `""`: none),
- *   joined by tabs (JSON text holds no raw tab or newline). Reading a record
+ *   joined by tabs (JSON text holds no raw tab or newline), then, when
+ *   there are, the schema version (`""`: none) and `P` + the preview (a line
+ *   without tabs or newlines). Reading a record
  *   is one `HGET` of `d`; listing reads only `m`.
  *
  *   The same hash holds the record's changelog, so the two are written by one
@@ -354,13 +356,14 @@ return 1
  * save: the conditional write (of a store without history: it drops the
  * changelog). KEYS: record, index, expiry, lease[, idempotency].
  * ARGV: s, then tab-joined now, graceMs, expectVersion, updatedAt, e (a time,
- * "" or "keep"), x, fp, till, ittl, h, w, sv (the schema version, or "keep"); then the
+ * "" or "keep"), x, fp, till, ittl, h, w, sv (the schema version, or "keep"),
+ * p (`P` + the preview, or "keep"); then the
  * lease to take with the write ("" = none).
  * Replies the new `m` (a string; the lease taken), `{'L', m, lease in force}`
  * (written; another holder's lease left alone), `{'C'[, d]}` or a replay.
  */
 export const SAVE: string = PRELUDE + `
-local a = split(ARGV[2], 12)
+local a = split(ARGV[2], 13)
 local now = tonumber(a[1])
 local r = replay(KEYS[5], now)
 if r then return r end
@@ -380,11 +383,14 @@ local e = a[5]
 if e == 'keep' then e = cur.e end
 local ttl = -1
 if e ~= '' then ttl = math.max(tonumber(e) + tonumber(a[2]) - now, 1) end
-local sv = a[12]
-if sv == 'keep' then sv = split(cur.m, 7)[7] or '' end
+-- The stored schema version and preview ('' or tab, 'P', the preview).
+local osv, op = string.match(split(cur.m, 7)[7] or '', '^([^\\t]*)(.*)$')
+local sv, p = a[12], a[13]
+if sv == 'keep' then sv = osv end
+if p == 'keep' then p = op else p = '\\t' .. p end
 local m = cur.k .. '\\t' .. tostring(tonumber(cur.v) + 1) .. '\\t' .. cur.c .. '\\t' .. a[4]
   .. '\\t' .. e .. '\\t' .. a[11]
-if sv ~= '' then m = m .. '\\t' .. sv end
+if sv ~= '' or p ~= '' then m = m .. '\\t' .. sv .. p end
 putrec(KEYS[1], ARGV[1], m, a[6], e, ttl, cur.e)
 droplog(KEYS[1], cur.l)
 reindex(KEYS[2], KEYS[3], cur, a[6], e, ttl)

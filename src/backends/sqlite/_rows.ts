@@ -16,7 +16,7 @@ export const META = "handle, kind, version, created_ms, updated_ms, expires_ms, 
 
 /** A record's columns but the handle, in the order {@link recordOf} reads them. */
 export const RECORD =
-  "kind, state, version, created_ms, updated_ms, expires_ms, last_writer, schema_version";
+  "kind, state, version, created_ms, updated_ms, expires_ms, last_writer, schema_version, preview";
 
 /**
  * Asks a statement for rows as arrays, which skips building an object per
@@ -42,6 +42,7 @@ export function recordOf(handle: string, r: Row): HandleRecord {
     state: row[1] as string,
     ...tail(row),
     ...schemaVersionOf(row[7]),
+    ...(row[8] == null ? {} : { preview: row[8] as string }),
   };
 }
 
@@ -92,7 +93,17 @@ export function leaseOf(row: Record<string, SQLOutputValue>): LeaseRecord {
  */
 export function recordValues(
   r: HandleRecord,
-): [string, string, number, number, number, number | null, string | null, number | null] {
+): [
+  string,
+  string,
+  number,
+  number,
+  number,
+  number | null,
+  string | null,
+  number | null,
+  string | null,
+] {
   return [
     r.kind,
     r.state,
@@ -102,5 +113,6 @@ export function recordValues(
     r.expiresAt,
     r.lastWriter,
     r.schemaVersion ?? null,
+    r.preview ?? null,
   ];
 }

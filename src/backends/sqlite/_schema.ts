@@ -148,7 +148,10 @@ export function prepareDatabase(db: DatabaseSync, sync: SqliteSynchronous, busy:
  */
 function migrate(db: DatabaseSync): void {
   const version = () => db.prepare("PRAGMA user_version").get()?.user_version as number;
-  if (version() === SQLITE_SCHEMA_VERSION) return addSchemaVersion(db);
+  if (version() === SQLITE_SCHEMA_VERSION) {
+    addSchemaVersion(db);
+    return addPreview(db);
+  }
   db.exec("BEGIN IMMEDIATE");
   try {
     // Another process may have migrated while this one waited for the lock.
@@ -173,7 +176,7 @@ function migrate(db: DatabaseSync): void {
       // A table of one of the new names with other columns was not made by mcpstate.
       for (const [table, expected] of Object.entries(ADDED_TABLES)) {
         const columns = columnsOf(table);
-        const own = columns.filter((c) => c !== "schema_version");
+        const own = columns.filter((c) => c !== "schema_version" && c !== "preview");
         if (own.length > 0 && own.join(" ") !== expected) {
           throw new BackendError(
             `This SQLite file has a "${table}" table that mcpstate did not create. Point mcpstate at another file.`,
@@ -190,6 +193,30 @@ function migrate(db: DatabaseSync): void {
     throw e;
   }
   addSchemaVersion(db);
+  addPreview(db);
+}
+
+/**
+ * Adds the `preview` column (a line describing the state, kept beside the
+ * metadata; `NULL` for a record written before previews existed) to the
+ * record tables that lack it: in place, no row rewritten. The listing index
+ * leaves it out, so a write rewrites no more of the index than before.
+ */
+function addPreview(db: DatabaseSync): void {
+  const missing = () =>
+    SCHEMA_VERSION_TABLES.filter((t) =>
+      !db.prepare("SELECT name FROM pragma_table_info(?)").all(t).some((r) => r.name === "preview")
+    );
+  if (missing().length === 0) return;
+  db.exec("BEGIN IMMEDIATE");
+  try {
+    // Another process may have added it while this one waited for the lock.
+    for (const t of missing()) db.exec(`ALTER TABLE ${t} ADD COLUMN preview TEXT`);
+    db.exec("COMMIT");
+  } catch (e) {
+    if (db.isTransaction) db.exec("ROLLBACK");
+    throw e;
+  }
 }
 
 /** The tables that hold records, each with the column of a record's schema version. */

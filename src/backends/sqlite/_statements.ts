@@ -28,6 +28,12 @@ const LIST_DIALECT: ListDialect = {
   param: (n) => `?${n}`,
 };
 
+/** The listing query with each row's preview: the index gives the order, the row the preview. */
+const PREVIEW_DIALECT: ListDialect = {
+  ...LIST_DIALECT,
+  from: () => `SELECT ${META}, preview FROM handles INDEXED BY handles_by_user_updated`,
+};
+
 /** The prepared statements of one connection. */
 export class Statements {
   readonly begin: StatementSync;
@@ -57,6 +63,8 @@ export class Statements {
   readonly logDropOrphan: StatementSync;
   readonly logRead: StatementSync;
   readonly inTrash: StatementSync;
+  /** The `trashed_until` of one trashed record. */
+  readonly trashedUntil: StatementSync;
   readonly toTrash: StatementSync;
   readonly fromTrash: StatementSync;
   readonly trashDelete: StatementSync;
@@ -89,36 +97,39 @@ export class Statements {
     this.read = returnArrays(p(`SELECT ${RECORD} FROM handles WHERE user = ? AND handle = ?`));
     this.insert = p(
       "INSERT INTO handles (user, handle, kind, state, version, created_ms, updated_ms, " +
-        "expires_ms, last_writer, schema_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) " +
-        "ON CONFLICT (user, handle) DO NOTHING",
+        "expires_ms, last_writer, schema_version, preview) " +
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (user, handle) DO NOTHING",
     );
     const save = (expires: string) =>
       p(
         `UPDATE handles SET state = ?, version = version + 1, updated_ms = ?, ${expires}` +
-          "last_writer = ?, schema_version = COALESCE(?, schema_version) " +
+          "last_writer = ?, schema_version = COALESCE(?, schema_version), " +
+          "preview = COALESCE(?, preview) " +
           "WHERE user = ? AND handle = ? AND version = ? " +
           "AND (expires_ms IS NULL OR expires_ms > ?) " +
-          "RETURNING kind, version, created_ms, expires_ms, schema_version",
+          "RETURNING kind, version, created_ms, expires_ms, schema_version, preview",
       );
     this.saveKeep = save("");
     this.saveSet = save("expires_ms = ?, ");
     this.updateRow = p(
       "UPDATE handles SET kind = ?, state = ?, version = ?, created_ms = ?, updated_ms = ?, " +
-        "expires_ms = ?, last_writer = ?, schema_version = ? WHERE user = ? AND handle = ?",
+        "expires_ms = ?, last_writer = ?, schema_version = ?, preview = ? " +
+        "WHERE user = ? AND handle = ?",
     );
     // A step of a read-modify-write: SQLite rewrites the entries of every index
     // holding a column named in SET, so the columns that did not change are
     // left out (the expiry index is rewritten only when the expiry changes).
     const step = (expires: string) =>
       p(
-        `UPDATE handles SET state = ?, version = ?, updated_ms = ?, ${expires}last_writer = ? ` +
-          "WHERE user = ? AND handle = ?",
+        `UPDATE handles SET state = ?, version = ?, updated_ms = ?, ${expires}last_writer = ?, ` +
+          "preview = ? WHERE user = ? AND handle = ?",
       );
     this.stepKeep = step("");
     this.stepSet = step("expires_ms = ?, ");
     this.insertRow = p(
       "INSERT INTO handles (user, handle, kind, state, version, created_ms, updated_ms, " +
-        "expires_ms, last_writer, schema_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "expires_ms, last_writer, schema_version, preview) " +
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     );
     this.delete = p("DELETE FROM handles WHERE user = ? AND handle = ?");
     this.idemGet = p(
@@ -157,11 +168,12 @@ export class Statements {
         "AND EXISTS (SELECT 1 FROM handles WHERE user = ?1 AND handle = ?2) ORDER BY version",
     ));
     this.inTrash = p("SELECT 1 AS x FROM trash WHERE user = ? AND handle = ?");
+    this.trashedUntil = p("SELECT trashed_until FROM trash WHERE user = ? AND handle = ?");
     this.toTrash = p(
       "INSERT OR REPLACE INTO trash (user, handle, kind, state, version, created_ms, " +
-        "updated_ms, expires_ms, last_writer, schema_version, trashed_until) SELECT user, " +
-        "handle, kind, state, version, created_ms, updated_ms, expires_ms, last_writer, " +
-        "schema_version, ? FROM handles " +
+        "updated_ms, expires_ms, last_writer, schema_version, preview, trashed_until) " +
+        "SELECT user, handle, kind, state, version, created_ms, updated_ms, expires_ms, " +
+        "last_writer, schema_version, preview, ? FROM handles " +
         "WHERE user = ? AND handle = ?",
     );
     this.fromTrash = returnArrays(p(
@@ -202,7 +214,7 @@ export class Statements {
     // A get: the record and its lease in force, in one statement.
     this.readLeased = returnArrays(p(
       "SELECT h.kind, h.state, h.version, h.created_ms, h.updated_ms, h.expires_ms, " +
-        "h.last_writer, h.schema_version, l.holder, l.expires_at FROM handles h " +
+        "h.last_writer, h.schema_version, h.preview, l.holder, l.expires_at FROM handles h " +
         "LEFT JOIN leases l " +
         "ON l.user = h.user AND l.handle = h.handle AND l.expires_at > ?3 " +
         "WHERE h.user = ?1 AND h.handle = ?2",
@@ -226,12 +238,19 @@ export class Statements {
     this.dataVersion = p("PRAGMA data_version");
   }
 
-  /** The listing query of a shape (see `listFilters`), prepared on first use. */
-  list(shape: number): StatementSync {
-    let stmt = this.#lists.get(shape);
+  /**
+   * The listing query of a shape (see `listFilters`), prepared on first use;
+   * with `previews`, each row ends with the `preview` column, read from the
+   * row itself (the covering index leaves it out, so that a write rewrites
+   * no more of the index than before).
+   */
+  list(shape: number, previews = false): StatementSync {
+    const key = previews ? -1 - shape : shape;
+    let stmt = this.#lists.get(key);
     if (!stmt) {
-      stmt = returnArrays(this.#db.prepare(listSql(shape, LIST_DIALECT)));
-      this.#lists.set(shape, stmt);
+      const dialect = previews ? PREVIEW_DIALECT : LIST_DIALECT;
+      stmt = returnArrays(this.#db.prepare(listSql(shape, dialect)));
+      this.#lists.set(key, stmt);
     }
     return stmt;
   }
