@@ -107,6 +107,7 @@ export {
 export * from "./src/errors.ts";
 export { PREVIEW_MAX_CHARS, previewOf } from "./src/preview.ts";
 export { defineKind, Kind, type KindOptions, type Upcast } from "./src/kinds.ts";
+export { type Grant, grantPayload, RIGHTS, type ShareOptions } from "./src/grants.ts";
 export type {
   InferInput,
   InferOutput,
@@ -122,6 +123,8 @@ export type {
   ChangeEntry,
   ConditionalWrite,
   ForkPoint,
+  GrantCheck,
+  GrantRecord,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,

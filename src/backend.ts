@@ -229,6 +229,63 @@ export interface WriteContext {
    * @since 0.6.0
    */
   lease?: LeaseRecord;
+  /**
+   * {@link Backend.save} and {@link Backend.update}: the write goes through a
+   * grant (see {@link GrantRecord}). In the same atomic step as the write, the
+   * backend reads the grant `grant.grant` and, when it is absent, ended
+   * (`endedAt !== null`) or expired (`expiresAt <= now`), throws the error
+   * `grantEnded(grant, reason)` of `backends/_grants.ts` makes and writes
+   * nothing: once {@link Backend.endGrant} returned, no write through the
+   * grant lands.
+   *
+   * @since 0.7.0
+   */
+  grant?: GrantCheck;
+}
+
+/**
+ * The grant a write goes through: what {@link WriteContext.grant} carries.
+ *
+ * @since 0.7.0
+ */
+export interface GrantCheck {
+  /** The grant id. */
+  grant: string;
+  /** Its alias handle (for the error a caller reads). */
+  alias: string;
+}
+
+/**
+ * One grant, as a backend keeps it: the owner's handle shared with `to`
+ * (a user, or `"*"` for anyone holding `alias`). Opaque to the backend but
+ * for the fields its primitives read: `grant`, `alias`, `owner`, `handle`,
+ * `parent`, `expiresAt`, `endedAt`.
+ *
+ * @since 0.7.0
+ */
+export interface GrantRecord {
+  /** The grant id. */
+  grant: string;
+  /** The alias handle the grantee uses; unique across users. */
+  alias: string;
+  /** The user who owns the handle. */
+  owner: string;
+  /** The owner's handle. */
+  handle: string;
+  /** The grantee: a user id, or `"*"`. */
+  to: string;
+  /** `"read"`, `"append"`, `"patch"` or `"write"`. */
+  rights: string;
+  /** Who made the grant: the owner, or the grantee of `parent` re-sharing. */
+  by: string;
+  /** The grant this one re-shares, or `null` for the owner's own. */
+  parent: string | null;
+  /** Epoch ms of the share. */
+  createdAt: number;
+  /** Epoch ms after which the grant no longer holds, or `null`. */
+  expiresAt: number | null;
+  /** Epoch ms of its `unshare` (or of an ancestor's), or `null` while in force. */
+  endedAt: number | null;
 }
 
 /**
@@ -604,6 +661,45 @@ export interface Backend {
    * @since 0.7.0
    */
   transfer?(user: string, handle: string, to: string, ctx: WriteContext): Promise<TransferOutcome>;
+  /**
+   * Optional (sharing): stores a new grant in one atomic step. When
+   * `grant.parent` is set, the parent must be in force at `now` in that same
+   * step (else the error of `grantEnded` of `backends/_grants.ts`, nothing
+   * stored), so a re-share never outlives an `unshare` of its parent that
+   * returned first.
+   *
+   * @since 0.7.0
+   */
+  putGrant?(grant: GrantRecord, now: number): Promise<void>;
+  /**
+   * Optional (sharing): the grant whose id or alias handle is `idOrAlias`
+   * (ended and expired ones included), or `null`.
+   *
+   * @since 0.7.0
+   */
+  readGrant?(idOrAlias: string): Promise<GrantRecord | null>;
+  /**
+   * Optional (sharing): in one atomic step, sets `endedAt = now` on the grant
+   * `grant` and on every grant under it (re-shares, and theirs) that is not
+   * ended yet; returns those it ended.
+   *
+   * @since 0.7.0
+   */
+  endGrant?(grant: string, now: number): Promise<GrantRecord[]>;
+  /**
+   * Optional (sharing): the grants of `(owner, handle)`, ended ones included,
+   * oldest first.
+   *
+   * @since 0.7.0
+   */
+  grantsOf?(owner: string, handle: string): Promise<GrantRecord[]>;
+  /**
+   * Optional (sharing): the grants to the user `to` (never those to `"*"`)
+   * that are not ended, oldest first.
+   *
+   * @since 0.7.0
+   */
+  grantsTo?(to: string): Promise<GrantRecord[]>;
   /** Releases connections and files. Idempotent. */
   close(): Promise<void>;
 }

@@ -19,7 +19,8 @@ export type ErrorCode =
   | "backend_error"
   | "internal_error"
   | "invalid_state"
-  | "quota_exceeded";
+  | "quota_exceeded"
+  | "permission_denied";
 
 /** The payload form of an error: `{ code, message, ...details }`. */
 export type ErrorPayload = { code: string; message: string } & Record<string, unknown>;
@@ -303,6 +304,74 @@ export class QuotaExceeded extends McpStateError {
       usage,
       ...(retryAfterSeconds === undefined ? {} : { retry_after_seconds: retryAfterSeconds }),
     });
+  }
+}
+
+/**
+ * The rights of a grant, narrowest first: `read` (get, read, list, changes,
+ * watch), `append` (read + patches of only `append`, `add_to_set`,
+ * `increment`), `patch` (read + any patch op), `write` (patch + save and
+ * touch).
+ *
+ * @since 0.7.0
+ */
+export type Rights = "read" | "append" | "patch" | "write";
+
+/**
+ * A call through a shared handle needs more than the grant's rights (or a
+ * re-share would widen them). Nothing was changed.
+ *
+ * @since 0.7.0
+ *
+ * @example
+ * ```ts
+ * import { PermissionDenied } from "@mcpstate/core";
+ * const e = new PermissionDenied("read", "append");
+ * e.toPayload(); // { code: "permission_denied", rights: "read", needed: "append", message: "…" }
+ * ```
+ */
+export class PermissionDenied extends McpStateError {
+  /**
+   * Creates the error for a call beyond a grant's rights.
+   *
+   * @param rights The rights the caller holds.
+   * @param needed What the call needs: a right, or the name of an owner-only
+   * operation (`"owner"`), or `"expires_at"` for a re-share that outlives
+   * its grant.
+   * @param details More facts (`handle`, `expires_at`, …).
+   */
+  constructor(rights: Rights, needed: string, details: Record<string, unknown> = {}) {
+    const what = needed === "owner"
+      ? "Only the owner of a handle can do this; you hold a shared handle."
+      : needed === "expires_at"
+      ? "A re-share cannot outlive the grant you hold: pass a shorter ttl_days (or none)."
+      : `This needs "${needed}" rights; the grant you hold gives "${rights}". Nothing was changed. Ask the owner for a wider share, or do only what "${rights}" allows.`;
+    super("permission_denied", what, { ...details, rights, needed });
+  }
+}
+
+/** Why an alias no longer reaches its handle. */
+export type GrantEndReason = "grant_revoked" | "grant_expired";
+
+/**
+ * An alias handle whose grant was ended by `unshare` or lapsed: code
+ * `handle_not_found`, details `reason`.
+ *
+ * @since 0.7.0
+ */
+export class GrantEnded extends HandleNotFound {
+  /**
+   * Creates the error for an alias whose grant ended.
+   *
+   * @param alias The alias handle.
+   * @param reason `grant_revoked` or `grant_expired`.
+   */
+  constructor(alias: string, reason: GrantEndReason) {
+    super(alias);
+    this.details.reason = reason;
+    this.message = reason === "grant_revoked"
+      ? `The share behind handle "${alias}" was revoked by its owner. Ask the owner to share it again, or start over with a handle of your own.`
+      : `The share behind handle "${alias}" expired. Ask the owner to share it again, or start over with a handle of your own.`;
   }
 }
 

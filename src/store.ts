@@ -12,6 +12,7 @@ import type {
   Backend,
   ChangeEntry,
   ForkPoint,
+  GrantRecord,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
@@ -25,7 +26,7 @@ import type {
   Usage,
   WriteContext,
 } from "./backend.ts";
-import { isReplayed } from "./backend.ts";
+import { isReplayed, metaOf } from "./backend.ts";
 export type { ForkPoint } from "./backend.ts";
 import {
   BackendError,
@@ -33,6 +34,8 @@ import {
   HandleNotFound,
   InvalidArgument,
   McpStateError,
+  PermissionDenied,
+  type Rights,
   StaleWrite,
   StateTooLarge,
 } from "./errors.ts";
@@ -59,6 +62,17 @@ import {
 } from "./kinds.ts";
 import type { InferInput, InferOutput, StandardSchemaV1 } from "./standard_schema.ts";
 import {
+  checkRights,
+  covers,
+  type Grant,
+  GrantEnded,
+  grantGone,
+  grantOf,
+  random130,
+  rightsForOps,
+  type ShareOptions,
+} from "./grants.ts";
+import {
   checkReadArgs,
   jsonSize,
   outline,
@@ -77,6 +91,8 @@ import {
 const MERGE_ATTEMPTS = 64;
 
 const DAY_MS = 86_400_000;
+/** Options key of a call routed through a grant (the grant), or `null` for a direct call. */
+const VIA: unique symbol = Symbol("mcpstate.via");
 const ALPHABET = "abcdefghijklmnopqrstuvwxyz234567";
 const KIND_RE = /^[a-z][a-z0-9-]{0,31}$/;
 const IDEMPOTENCY_MS = DAY_MS;
@@ -136,6 +152,19 @@ export interface HandleInfo {
    * @since 0.4.0
    */
   activeLease?: ActiveLease;
+  /**
+   * On a handle shared with the caller (an alias handle, see
+   * {@link HandleStore.share}): the owner who shared it.
+   *
+   * @since 0.7.0
+   */
+  sharedBy?: string;
+  /**
+   * On a handle shared with the caller: the rights its grant gives.
+   *
+   * @since 0.7.0
+   */
+  rights?: Rights;
 }
 
 /**
@@ -324,6 +353,13 @@ export interface HandleStoreCapabilities {
   users: boolean;
   /** {@link HandleStore.importRecord} writes: the backend imports records as given. */
   importRecord: boolean;
+  /**
+   * {@link HandleStore.share}, `unshare` and `grants` work: the backend keeps
+   * grants and checks them inside the writes they govern.
+   *
+   * @since 0.7.0
+   */
+  grants: boolean;
 }
 
 /**
@@ -803,6 +839,7 @@ export class HandleStore implements AsyncDisposable {
     return {
       users: typeof this.#backend.listUsers === "function",
       importRecord: this.#importer() !== undefined,
+      grants: this.#grantBackend() !== undefined,
     };
   }
 
@@ -965,6 +1002,8 @@ export class HandleStore implements AsyncDisposable {
    * ```
    */
   async get<S = JsonObject>(handle: string, options: UserOption): Promise<Snapshot<S>> {
+    const shared = this.#shared(handle, options, "read", (h, o) => this.get<S>(h, o), asAlias);
+    if (shared) return shared;
     const user = checkUser(options);
     checkHandle(handle);
     const now = this.#clock();
@@ -1093,6 +1132,14 @@ export class HandleStore implements AsyncDisposable {
     state: S,
     options: SaveOptions,
   ): Promise<SaveResult<S>> {
+    const shared = this.#shared(
+      handle,
+      options,
+      "write",
+      (h, o) => this.save<S>(h, state, o),
+      asAlias,
+    );
+    if (shared) return shared;
     const user = checkUser(options);
     checkHandle(handle);
     const expect = options.expectVersion;
@@ -1112,7 +1159,8 @@ export class HandleStore implements AsyncDisposable {
     const text = encodeState(state, this.#maxBytes);
     const now = this.#clock();
     const lease = writeLease(options.lease, writer, now);
-    const ctx = await this.#context(options.idempotencyKey, handle, [
+    const via = viaIn(options);
+    const ctx = await this.#context(options.idempotencyKey, via?.alias ?? handle, [
       "save",
       text,
       expect,
@@ -1122,6 +1170,7 @@ export class HandleStore implements AsyncDisposable {
       ...(merge ? ["merge"] : []),
     ]);
     if (lease) ctx.lease = lease;
+    if (via) ctx.grant = { grant: via.grant, alias: via.alias };
     const expiresAt = (cur: HandleRecord) =>
       ttl === undefined ? cur.expiresAt : ttl === null ? null : now + ttl;
     if (this.#retention) {
@@ -1136,7 +1185,7 @@ export class HandleStore implements AsyncDisposable {
           user,
           handle,
           () =>
-            this.#backend.update(user, handle, (cur) => {
+            this.#update(user, handle, (cur) => {
               const live = this.#live(cur, handle, now);
               const head = { updatedAt: now, expiresAt: expiresAt(live), lastWriter: writer };
               if (live.version !== expect) {
@@ -1304,6 +1353,14 @@ export class HandleStore implements AsyncDisposable {
     ops: readonly PatchOp[],
     options: PatchOptions,
   ): Promise<Snapshot<S>> {
+    const shared = this.#shared(
+      handle,
+      options,
+      () => rightsForOps(opsFromJson(ops, { maxOps: this.#maxPatchOps })),
+      (h, o) => this.patch<S>(h, ops, o),
+      asAlias,
+    );
+    if (shared) return shared;
     const user = checkUser(options);
     checkHandle(handle);
     const parsed = opsFromJson(ops, { maxOps: this.#maxPatchOps });
@@ -1320,12 +1377,18 @@ export class HandleStore implements AsyncDisposable {
     const writer = checkWriter(options.writer);
     const now = this.#clock();
     const lease = writeLease(options.lease, writer, now);
-    const ctx = await this.#context(options.idempotencyKey, handle, ["patch", parsed, writer]);
+    const via = viaIn(options);
+    const ctx = await this.#context(options.idempotencyKey, via?.alias ?? handle, [
+      "patch",
+      parsed,
+      writer,
+    ]);
     if (this.#retention) ctx.retention = this.#retention;
     if (lease) ctx.lease = lease;
+    if (via) ctx.grant = { grant: via.grant, alias: via.alias };
     const rules = rulesIn(options);
     const res = await this.#callOn(user, handle, () =>
-      this.#backend.update(user, handle, (cur) => {
+      this.#update(user, handle, (cur) => {
         const live = this.#live(cur, handle, now);
         const rule = rules?.(live.kind);
         if (rule) {
@@ -1382,6 +1445,8 @@ export class HandleStore implements AsyncDisposable {
    * @returns The snapshot after the touch.
    */
   async touch<S = JsonObject>(handle: string, options: TouchOptions): Promise<Snapshot<S>> {
+    const shared = this.#shared(handle, options, "write", (h, o) => this.touch<S>(h, o), asAlias);
+    if (shared) return shared;
     const user = checkUser(options);
     checkHandle(handle);
     if (options.ttlDays === undefined) {
@@ -1393,12 +1458,18 @@ export class HandleStore implements AsyncDisposable {
     const writer = checkWriter(options.writer);
     const now = this.#clock();
     const lease = writeLease(options.lease, writer, now);
-    const ctx = await this.#context(options.idempotencyKey, handle, ["touch", ttl, writer]);
+    const via = viaIn(options);
+    const ctx = await this.#context(options.idempotencyKey, via?.alias ?? handle, [
+      "touch",
+      ttl,
+      writer,
+    ]);
     if (this.#retention) ctx.retention = this.#retention;
     if (lease) ctx.lease = lease;
+    if (via) ctx.grant = { grant: via.grant, alias: via.alias };
     const expiresAt = ttl == null ? null : now + ttl;
     const res = await this.#callOn(user, handle, () =>
-      this.#backend.update(user, handle, (cur) => {
+      this.#update(user, handle, (cur) => {
         const live = this.#live(cur, handle, now);
         return this.#step(
           { ...live, version: live.version + 1, updatedAt: now, expiresAt, lastWriter: writer },
@@ -1464,6 +1535,12 @@ export class HandleStore implements AsyncDisposable {
         ...(options.previews ? { previews: true } : {}),
       })
     );
+    const shared = await this.#sharedRows(user, kind, !options.includeExpired, after);
+    if (shared.size > 0) {
+      rows.push(...shared.keys());
+      rows.sort(compareListed);
+      rows.length = Math.min(rows.length, limit + 1);
+    }
     const more = rows.length > limit;
     const page = more ? rows.slice(0, limit) : rows;
     const last = page[page.length - 1];
@@ -1471,19 +1548,51 @@ export class HandleStore implements AsyncDisposable {
       ? undefined
       : await this.#call(() => this.#leasesOf(user, page.map((r) => r.handle), this.#clock()));
     // A listing never shows a schema version: SQL engines list from an index without it.
-    const handles = page.map((r) =>
-      withLease(
-        options.previews && r.preview !== undefined
-          ? { ...infoOf(r, false), preview: r.preview }
-          : infoOf(r, false),
-        leases,
-      )
-    );
+    const handles = page.map((r) => {
+      const g = shared.get(r);
+      if (g) return asAlias(infoOf(r, false), g);
+      const info = options.previews && r.preview !== undefined
+        ? { ...infoOf(r, false), preview: r.preview }
+        : infoOf(r, false);
+      return withLease(info, leases);
+    });
     const kept = maxBytes === undefined ? handles.length : fitPage(handles, more, maxBytes);
     if (kept < handles.length) {
       return { handles: handles.slice(0, kept), nextCursor: encodeCursor(page[kept - 1]!) };
     }
     return { handles, nextCursor: more && last ? encodeCursor(last) : null };
+  }
+
+  /**
+   * The handles shared with `user` by name (grants in force), as listing
+   * rows named by their alias, after the cursor `after`: one read of each
+   * owner's record (a grantee holds few).
+   */
+  async #sharedRows(
+    user: string,
+    kind: string | undefined,
+    liveOnly: boolean,
+    after: { updatedAt: number; handle: string } | undefined,
+  ): Promise<Map<HandleMeta, GrantRecord>> {
+    const out = new Map<HandleMeta, GrantRecord>();
+    const b = this.#grantBackend();
+    if (!b) return out;
+    const now = this.#clock();
+    const grants = (await this.#call(() => b.grantsTo(user))).filter((g) =>
+      grantGone(g, now) === null
+    );
+    const records = await Promise.all(
+      grants.map((g) => this.#call(() => b.read(g.owner, g.handle))),
+    );
+    grants.forEach((g, i) => {
+      const r = records[i];
+      if (!r || (kind !== undefined && r.kind !== kind)) return;
+      if (liveOnly && r.expiresAt !== null && r.expiresAt <= now) return;
+      const meta = { ...metaOf(r), handle: g.alias };
+      if (after && compareListed(meta, after) <= 0) return;
+      out.set(meta, g);
+    });
+    return out;
   }
 
   /**
@@ -1493,6 +1602,8 @@ export class HandleStore implements AsyncDisposable {
    * @param options The user, idempotency key.
    */
   async revoke(handle: string, options: RevokeOptions): Promise<void> {
+    const shared = this.#shared(handle, options, "owner", (h, o) => this.revoke(h, o), () => {});
+    if (shared) return shared;
     const user = checkUser(options);
     checkHandle(handle);
     const ctx = await this.#context(options.idempotencyKey, handle, ["revoke"]);
@@ -1611,6 +1722,14 @@ export class HandleStore implements AsyncDisposable {
     version: number,
     options: UserOption,
   ): Promise<ChangesSince<S>> {
+    const shared = this.#shared(
+      handle,
+      options,
+      "read",
+      (h, o) => this.changesSince<S>(h, version, o),
+      (r: ChangesSince<S>, g) => r.truncated ? { ...r, current: asAlias(r.current, g) } : r,
+    );
+    if (shared) return shared;
     const user = checkUser(options);
     checkHandle(handle);
     checkVersion(version, "since_version", 0);
@@ -2436,6 +2555,252 @@ export class HandleStore implements AsyncDisposable {
     await this.close();
   }
 
+  /**
+   * Shares a handle: `to` (a user id, or `"*"` for anyone who holds the
+   * returned alias handle) may use the alias with `rights` — `read` (get,
+   * read, list, changes), `append` (read + patches of only `append`,
+   * `add_to_set`, `increment`), `patch` (read + any patch) or `write`
+   * (patch + save and touch). A grantee may re-share its alias with rights
+   * and expiry no wider than its own. Writes through a grant are checked
+   * against it in the same atomic step as the write.
+   *
+   * @param handle The owner's handle, or an alias the caller holds (a re-share).
+   * @param options The caller, the grantee, the rights, the TTL in days.
+   * @returns The grant, with the alias handle the grantee uses.
+   * @throws {PermissionDenied} when a re-share would widen the rights or outlive the grant held.
+   * @throws {HandleNotFound} when the caller has no such handle (a trashed one included).
+   * @throws {HandleExpired} when the handle expired.
+   * @throws {InvalidArgument} for malformed rights, `to` or TTL, a share with
+   * oneself, or a backend that keeps no grants.
+   * @since 0.7.0
+   *
+   * @example Share read-only for a week, then end it
+   * ```ts
+   * import { HandleStore } from "@mcpstate/core";
+   * await using store = await HandleStore.fromUrl("memory://");
+   * const h = await store.mint("research", { notes: [] }, { user: "alice" });
+   * const g = await store.share(h, { user: "alice", to: "bob", rights: "read", ttlDays: 7 });
+   * (await store.get(g.handle, { user: "bob" })).sharedBy; // "alice"
+   * await store.unshare(g.grant, { user: "alice" });
+   * ```
+   */
+  async share(handle: string, options: ShareOptions): Promise<Grant> {
+    checkOptions(options, "share");
+    const user = checkUser(options);
+    checkHandle(handle);
+    const rights = checkRights(options.rights);
+    const to = checkGrantee(options.to, user);
+    const ttl = checkTtl(options.ttlDays, false);
+    const b = this.#needGrants();
+    const now = this.#clock();
+    let owner = user, target = handle, parent: GrantRecord | null = null;
+    let record = await this.#call(() => b.read(user, handle));
+    if (!record) {
+      const g = await this.#alias(user, handle);
+      if (!g) throw new HandleNotFound(handle);
+      const reason = grantGone(g, now);
+      if (reason) throw new GrantEnded(handle, reason);
+      const held = g.rights as Rights;
+      if (!covers(held, rights)) throw new PermissionDenied(held, rights, { handle });
+      if (to === g.owner) {
+        throw new InvalidArgument("The owner already has the handle: share it with someone else.", {
+          field: "to",
+        });
+      }
+      owner = g.owner;
+      target = g.handle;
+      parent = g;
+      record = await this.#call(() => b.read(owner, target));
+      if (!record) throw new HandleNotFound(handle);
+    }
+    const live = this.#live(record, handle, now);
+    const expiresAt = ttl == null ? (parent?.expiresAt ?? null) : now + ttl;
+    if (
+      parent && parent.expiresAt !== null && (expiresAt === null || expiresAt > parent.expiresAt)
+    ) {
+      throw new PermissionDenied(parent.rights as Rights, "expires_at", {
+        handle,
+        expires_at: new Date(parent.expiresAt).toISOString(),
+      });
+    }
+    const grant: GrantRecord = {
+      grant: `grant_${random130()}`,
+      alias: `${live.kind}_${random130()}`,
+      owner,
+      handle: target,
+      to,
+      rights,
+      by: user,
+      parent: parent?.grant ?? null,
+      createdAt: now,
+      expiresAt,
+      endedAt: null,
+    };
+    await this.#call(() => b.putGrant(grant, now)).catch((e) => {
+      throw e instanceof GrantEnded ? new GrantEnded(handle, e.details.reason as never) : e;
+    });
+    return grantOf(grant);
+  }
+
+  /**
+   * Ends a grant and every re-share made under it, at once: once this
+   * returns, no call through any of them reads or writes.
+   *
+   * @param grantOrAlias The grant id or its alias handle.
+   * @param options The owner of the handle, or the grantee who made the re-share
+   * (or a re-share above it).
+   * @returns How many grants it ended (0 when it had ended already).
+   * @throws {HandleNotFound} when there is no such grant for the caller.
+   * @throws {PermissionDenied} when the caller is the grantee of that grant.
+   * @since 0.7.0
+   */
+  async unshare(grantOrAlias: string, options: UserOption): Promise<number> {
+    const user = checkUser(options);
+    checkHandle(grantOrAlias);
+    const b = this.#needGrants();
+    const g = await this.#call(() => b.readGrant(grantOrAlias));
+    if (!g || (g.grant !== grantOrAlias && g.alias !== grantOrAlias)) {
+      throw new HandleNotFound(grantOrAlias);
+    }
+    let allowed = g.owner === user || g.by === user;
+    for (let p = g.parent; !allowed && p !== null;) {
+      const up = await this.#call(() => b.readGrant(p!));
+      if (!up) break;
+      allowed = up.by === user;
+      p = up.parent;
+    }
+    if (!allowed) {
+      if (g.to === user || g.to === "*") {
+        throw new PermissionDenied(g.rights as Rights, "owner", { handle: grantOrAlias });
+      }
+      throw new HandleNotFound(grantOrAlias);
+    }
+    if (g.endedAt !== null) return 0;
+    return (await this.#call(() => b.endGrant(g.grant, this.#clock()))).length;
+  }
+
+  /**
+   * The grants in force on a handle: for its owner every one; for a grantee
+   * (passing its alias) the re-shares made under its own grant.
+   *
+   * @param handle The owner's handle, or an alias the caller holds.
+   * @param options The caller.
+   * @returns The grants, oldest first.
+   * @since 0.7.0
+   */
+  async grants(handle: string, options: UserOption): Promise<Grant[]> {
+    const user = checkUser(options);
+    checkHandle(handle);
+    const b = this.#needGrants();
+    const now = this.#clock();
+    const own = await this.#call(() => b.read(user, handle));
+    if (own) {
+      this.#live(own, handle, now);
+      const all = await this.#call(() => b.grantsOf(user, handle));
+      return all.filter((g) => grantGone(g, now) === null).map(grantOf);
+    }
+    const mine = await this.#alias(user, handle);
+    if (!mine) throw new HandleNotFound(handle);
+    const reason = grantGone(mine, now);
+    if (reason) throw new GrantEnded(handle, reason);
+    const all = await this.#call(() => b.grantsOf(mine.owner, mine.handle));
+    const under = new Set([mine.grant]);
+    const out: Grant[] = [];
+    for (const g of all) {
+      if (g.parent === null || !under.has(g.parent)) continue;
+      under.add(g.grant);
+      if (grantGone(g, now) === null) out.push(grantOf(g));
+    }
+    return out;
+  }
+
+  /** The backend when it keeps grants. */
+  #grantBackend(): GrantBackend | undefined {
+    const b = this.#backend;
+    return b.putGrant && b.readGrant && b.endGrant && b.grantsOf && b.grantsTo
+      ? b as GrantBackend
+      : undefined;
+  }
+
+  #needGrants(): GrantBackend {
+    const b = this.#grantBackend();
+    if (!b) {
+      throw new InvalidArgument("This backend keeps no grants: sharing is not available on it.", {
+        field: "backend",
+      });
+    }
+    return b;
+  }
+
+  /** The grant whose alias is `alias` and that `user` may use (ended ones too), or `null`. */
+  async #alias(user: unknown, alias: string): Promise<GrantRecord | null> {
+    const b = this.#grantBackend();
+    if (!b || typeof user !== "string") return null;
+    const g = await this.#call(() => b.readGrant(alias));
+    if (!g || g.alias !== alias || (g.to !== "*" && g.to !== user)) return null;
+    return g;
+  }
+
+  /**
+   * Routes a call that names an alias handle through its grant: the direct
+   * call first (the caller's own handle, no extra round trip); when it finds
+   * no such handle and `handle` is an alias the caller holds, the call runs
+   * on the owner's handle, as the owner, with the grant checked by the
+   * backend inside the write. `undefined` for a call already routed.
+   */
+  #shared<T, O extends UserOption>(
+    handle: string,
+    options: O,
+    needed: Rights | "owner" | (() => Rights),
+    call: (handle: string, options: O & ViaOption) => Promise<T>,
+    map: (result: T, g: GrantRecord) => T,
+  ): Promise<T> | undefined {
+    if (
+      typeof options !== "object" || options === null || VIA in options ||
+      this.#grantBackend() === undefined
+    ) return undefined;
+    return (async () => {
+      try {
+        return await call(handle, { ...options, [VIA]: null });
+      } catch (e) {
+        if (!(e instanceof HandleNotFound) || e instanceof GrantEnded) throw e;
+        const g = typeof handle === "string" ? await this.#alias(options.user, handle) : null;
+        if (!g) throw e;
+        const reason = grantGone(g, this.#clock());
+        if (reason) throw new GrantEnded(handle, reason);
+        const rights = g.rights as Rights;
+        const need = typeof needed === "function" ? needed() : needed;
+        if (need === "owner" || !covers(rights, need)) {
+          throw new PermissionDenied(rights, need, { handle });
+        }
+        try {
+          return map(await call(g.handle, { ...options, user: g.owner, [VIA]: g }), g);
+        } catch (e2) {
+          throw aliasError(e2, g);
+        }
+      }
+    })();
+  }
+
+  /** {@link Backend.update}, with the grant of `ctx` named in the changelog entry. */
+  #update(
+    user: string,
+    handle: string,
+    change: Parameters<Backend["update"]>[2],
+    ctx: WriteContext,
+  ): ReturnType<Backend["update"]> {
+    const g = ctx.grant;
+    if (!g) return this.#backend.update(user, handle, change, ctx);
+    return this.#backend.update(user, handle, (cur) => {
+      const step = change(cur);
+      if (step?.entry) {
+        const text = JSON.stringify({ ...JSON.parse(step.entry.text), via: g.grant });
+        return { ...step, entry: { ...step.entry, text } };
+      }
+      return step;
+    }, ctx);
+  }
+
   /** A changelog entry for a write, or a marker when it is over `maxEntryBytes`. */
   #entry(
     version: number,
@@ -2733,6 +3098,8 @@ export function toPayload(s: HandleInfo | Snapshot<unknown>): Record<string, unk
     out.forked_from = { handle: s.forkedFrom.handle, version: s.forkedFrom.version };
   }
   if (s.activeLease) out.active_lease = leasePayload(s.activeLease);
+  if (s.sharedBy !== undefined) out.shared_by = s.sharedBy;
+  if (s.rights !== undefined) out.rights = s.rights;
   if (s.preview !== undefined) out.preview = s.preview;
   if ("state" in s) out.state = s.state;
   return out;
@@ -2938,6 +3305,66 @@ function wellFormed(s: string): boolean {
  */
 function isIdentifier(s: string): boolean {
   return wellFormed(s) && !s.includes("\0");
+}
+
+/** The order of a listing: `updatedAt` descending, then `handle` ascending. */
+function compareListed(
+  a: { updatedAt: number; handle: string },
+  b: { updatedAt: number; handle: string },
+): number {
+  if (a.updatedAt !== b.updatedAt) return b.updatedAt - a.updatedAt;
+  return a.handle < b.handle ? -1 : a.handle > b.handle ? 1 : 0;
+}
+
+/** The backend primitives sharing needs. */
+type GrantBackend =
+  & Backend
+  & Required<
+    Pick<Backend, "putGrant" | "readGrant" | "endGrant" | "grantsOf" | "grantsTo">
+  >;
+
+/** Options of a call, routed (`[VIA]`: its grant) or direct (`null`). */
+interface ViaOption {
+  [VIA]?: GrantRecord | null;
+}
+
+function viaIn(options: unknown): GrantRecord | undefined {
+  return (options as ViaOption)[VIA] ?? undefined;
+}
+
+/** A result through a grant: named by the alias, with who shared it and the rights. */
+function asAlias<T extends HandleInfo>(r: T, g: GrantRecord): T {
+  return { ...r, handle: g.alias, sharedBy: g.owner, rights: g.rights as Rights };
+}
+
+/** An error of a call through a grant, naming the alias instead of the owner's handle. */
+function aliasError(e: unknown, g: GrantRecord): unknown {
+  // A grant that ended inside the write is already named by its alias.
+  if (!(e instanceof McpStateError) || e instanceof GrantEnded) return e;
+  if (e instanceof HandleNotFound) return new HandleNotFound(g.alias);
+  e.message = e.message.replaceAll(g.handle, g.alias);
+  if (e.details.handle === g.handle) e.details.handle = g.alias;
+  const current = e.details.current as Record<string, unknown> | undefined;
+  if (current && typeof current === "object" && current.handle === g.handle) {
+    e.details.current = { ...current, handle: g.alias };
+  }
+  return e;
+}
+
+/** Validates the grantee of a share: a user id, or `"*"`; never the caller. */
+function checkGrantee(to: unknown, user: string): string {
+  if (typeof to !== "string" || to.length === 0 || to.length > 1024 || !isIdentifier(to)) {
+    throw new InvalidArgument(
+      'to must be the user id to share with (1-1024 characters, without U+0000), or "*" for anyone who holds the alias handle.',
+      { field: "to" },
+    );
+  }
+  if (to === user) {
+    throw new InvalidArgument("You already have this handle: share it with someone else.", {
+      field: "to",
+    });
+  }
+  return to;
 }
 
 function checkHandle(handle: unknown): asserts handle is string {

@@ -1155,3 +1155,55 @@ Deno.test("cli: transfer hands a handle to another user; the old owner loses it"
   );
   ok(await mcpstate(home, ["get", taken], as));
 });
+
+Deno.test("cli: share and unshare a handle on a SQLite file", async () => {
+  const home = await tempHome();
+  const url = sqliteUrl(join(home, "state.db"));
+  const store = await openStore(url);
+  let handle: string;
+  try {
+    handle = await store.mint("research", { notes: ["a"] }, { user: "alice" });
+  } finally {
+    await store.close();
+  }
+  const env = (user: string) => ({ env: { MCPSTATE_BACKEND: url, MCPSTATE_USER: user } });
+  const shared = await mcpstate(
+    home,
+    ["share", handle, "--to", "bob", "--rights", "read", "--ttl-days", "7", "--json"],
+    env("alice"),
+  );
+  ok(shared);
+  const g = JSON.parse(shared.stdout) as Record<string, string>;
+  assert.equal(g.ok, true as never);
+  assert.equal(g.rights, "read");
+  assert.equal(g.to, "bob");
+  assert.match(g.handle!, /^research_[a-z2-7]{26}$/);
+  assert.match(g.expires_at!, /Z$/);
+  const read = await mcpstate(home, ["get", g.handle!], env("bob"));
+  ok(read);
+  const snap = JSON.parse(read.stdout);
+  assert.deepEqual(snap.state, { notes: ["a"] });
+  assert.equal(snap.handle, g.handle);
+  assert.equal(snap.shared_by, "alice");
+  assert.equal(snap.rights, "read");
+  const people = await mcpstate(
+    home,
+    ["share", handle, "--to", "*", "--rights", "append"],
+    env("alice"),
+  );
+  ok(people);
+  assert.match(people.stdout, /Alias handle: research_[a-z2-7]{26}\nGrant: grant_/);
+  const bad = await mcpstate(
+    home,
+    ["share", handle, "--to", "bob", "--rights", "admin"],
+    env("alice"),
+  );
+  assert.notEqual(bad.code, 0);
+  assert.match(bad.stderr, /rights/);
+  const ended = await mcpstate(home, ["unshare", g.grant!, "--json"], env("alice"));
+  ok(ended);
+  assert.equal(JSON.parse(ended.stdout).ended, 1);
+  const gone = await mcpstate(home, ["get", g.handle!], env("bob"));
+  assert.notEqual(gone.code, 0);
+  assert.match(gone.stderr, /No handle/);
+});

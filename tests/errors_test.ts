@@ -17,6 +17,8 @@ const SAMPLES: Record<string, () => McpStateError> = {
   BackendError: () => new errors.BackendError("redis://u:p@h is down"),
   InternalError: () => new errors.InternalError(new TypeError("x")),
   QuotaExceeded: () => new errors.QuotaExceeded("writes_per_minute", 60, 60, 12),
+  GrantEnded: () => new errors.GrantEnded("doc_abcdefghijklmnopqrstuvwxyz", "grant_revoked"),
+  PermissionDenied: () => new errors.PermissionDenied("read", "append"),
   InvalidState: () => new errors.InvalidState("note", [{ path: "/a", message: "Expected string" }]),
 };
 

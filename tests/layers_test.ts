@@ -43,8 +43,8 @@ const LAYERS: readonly { name: string; files: RegExp; what: string }[] = [
   {
     name: "base",
     files:
-      /^(backend|ops|outline|preview|history|merge|json|errors|version|standard_schema|_patch_cost)\.ts$/,
-    what: "the backend interface, the pure helpers, the errors, the version",
+      /^(backend|grants|ops|outline|preview|history|merge|json|errors|version|standard_schema|_patch_cost)\.ts$/,
+    what: "the backend interface, grants, the pure helpers, the errors, the version",
   },
 ];
 

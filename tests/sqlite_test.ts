@@ -195,7 +195,15 @@ Deno.test("sqlite: a new file is WAL, synchronous full through group commit, bus
     assert.ok(indexes.includes(name), name);
   }
   assert.ok(!indexes.includes(DROPPED_IN_5));
-  assert.deepEqual(tablesOf(db), ["changes", "handles", "idempotency", "leases", "trash", "usage"]);
+  assert.deepEqual(tablesOf(db), [
+    "changes",
+    "grants",
+    "handles",
+    "idempotency",
+    "leases",
+    "trash",
+    "usage",
+  ]);
   await backend.close();
   await backend.close();
   assert.equal(db.isOpen, false);
@@ -498,10 +506,10 @@ Deno.test("sqlite: listing reads covering indexes only, never the state column",
   assert.equal(lists.length, 8, "every filter combination was prepared once");
   assert.ok(reads.includes("handles.handle") && reads.includes("handles.updated_ms"));
   assert.ok(!reads.includes("handles.state"), `state was read: ${reads.join(", ")}`);
-  // Besides the handles, only the page's leases are read.
+  // Besides the handles, only the page's leases and the grants to the user are read.
   assert.ok(
-    reads.every((r) => /^(handles|leases|json_each)\./.test(r)),
-    `not only handles and leases: ${reads.join(", ")}`,
+    reads.every((r) => /^(handles|leases|grants|json_each)\./.test(r)),
+    `not only handles, leases and grants: ${reads.join(", ")}`,
   );
   for (const sql of lists) {
     assert.doesNotMatch(sql.split(" FROM ")[0]!, /\bstate\b/);
@@ -654,7 +662,15 @@ Deno.test("sqlite: a schema 2 database gains the changelog and the trash in plac
   const store = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
   const after = layout();
   assert.equal(after.version, SQLITE_SCHEMA_VERSION);
-  assert.deepEqual(after.tables, ["changes", "handles", "idempotency", "leases", "trash", "usage"]);
+  assert.deepEqual(after.tables, [
+    "changes",
+    "grants",
+    "handles",
+    "idempotency",
+    "leases",
+    "trash",
+    "usage",
+  ]);
   assert.equal(after.old, before.old);
   assert.deepEqual(after.rows, before.rows);
   const h = "note_aaaaaaaa";
@@ -900,6 +916,7 @@ Deno.test("sqlite: a Python mcpstate 0.2 database opens, reads back unchanged an
       assert.equal(db.prepare("SELECT count(*) AS n FROM handles").get()?.n, SAMPLE_ROWS.length);
       assert.deepEqual(tablesOf(db), [
         "changes",
+        "grants",
         "handles",
         "idempotency",
         "leases",
@@ -1016,7 +1033,15 @@ Deno.test("sqlite: a schema 3 database gains the leases table in place, without 
   assert.equal(after.version, SQLITE_SCHEMA_VERSION);
   assert.equal(SQLITE_SCHEMA_VERSION, 5);
   assert.ok(before.indexes.includes(DROPPED_IN_5) && !after.indexes.includes(DROPPED_IN_5));
-  assert.deepEqual(after.tables, ["changes", "handles", "idempotency", "leases", "trash", "usage"]);
+  assert.deepEqual(after.tables, [
+    "changes",
+    "grants",
+    "handles",
+    "idempotency",
+    "leases",
+    "trash",
+    "usage",
+  ]);
   assert.equal(after.old, before.old);
   assert.deepEqual(after.rows, before.rows);
   // The migrated rows work, leases included; a lease changes no record.

@@ -172,6 +172,8 @@ export type {
   ChangeEntry,
   ConditionalWrite,
   ForkPoint,
+  GrantCheck,
+  GrantRecord,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,

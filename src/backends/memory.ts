@@ -18,6 +18,7 @@ import type {
   Change,
   ChangeEntry,
   ConditionalWrite,
+  GrantRecord,
   HandleMeta,
   HandleRecord,
   InsertOutcome,
@@ -36,6 +37,7 @@ import type {
 import { metaOf } from "../backend.ts";
 import { utf8Length } from "../json.ts";
 import { checkQuota, MINUTE_MS, type UsageDelta, writesAt } from "./_quota.ts";
+import { grantEnded, grantGone } from "../grants.ts";
 import { compareListOrder, compareTrashOrder, Listeners, saveByUpdate } from "./_shared.ts";
 
 interface Trashed {
@@ -56,6 +58,8 @@ export type {
   ChangeEntry,
   ConditionalWrite,
   ForkPoint,
+  GrantCheck,
+  GrantRecord,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
@@ -85,6 +89,8 @@ export class MemoryBackend implements Backend {
   #leases = new Map<string, LeaseRecord>();
   #listeners = new Listeners();
   #rates = new Map<string, { minute: number; writes: number }>();
+  #grants = new Map<string, GrantRecord>();
+  #aliases = new Map<string, string>();
 
   /**
    * Opens a memory backend from a `memory://` URL (the URL carries no options).
@@ -222,6 +228,7 @@ export class MemoryBackend implements Backend {
     ctx: WriteContext,
   ): Promise<UpdateOutcome | Replayed> {
     return this.#claim(user, ctx, () => {
+      this.#checkGrant(ctx);
       const current = this.#users.get(user)?.get(handle) ?? null;
       const step = change(current ? { ...current } : null);
       const next = step?.record ?? null;
@@ -241,6 +248,64 @@ export class MemoryBackend implements Backend {
       if (next && ctx.lease) out.lease = this.#take(user, handle, ctx.lease, ctx.now);
       return out;
     });
+  }
+
+  /** Throws when the grant `ctx.grant` names is not in force at `ctx.now`. */
+  #checkGrant(ctx: WriteContext): void {
+    if (!ctx.grant) return;
+    const reason = grantGone(this.#grants.get(ctx.grant.grant) ?? null, ctx.now);
+    if (reason) throw grantEnded(ctx.grant, reason);
+  }
+
+  /** {@inheritDoc Backend.putGrant} */
+  putGrant(grant: GrantRecord, now: number): Promise<void> {
+    if (grant.parent !== null) {
+      const reason = grantGone(this.#grants.get(grant.parent) ?? null, now);
+      if (reason) {
+        return Promise.reject(grantEnded({ grant: grant.parent, alias: grant.alias }, reason));
+      }
+    }
+    this.#grants.set(grant.grant, { ...grant });
+    this.#aliases.set(grant.alias, grant.grant);
+    return Promise.resolve();
+  }
+
+  /** {@inheritDoc Backend.readGrant} */
+  readGrant(idOrAlias: string): Promise<GrantRecord | null> {
+    const g = this.#grants.get(idOrAlias) ??
+      this.#grants.get(this.#aliases.get(idOrAlias) ?? "");
+    return Promise.resolve(g ? { ...g } : null);
+  }
+
+  /** {@inheritDoc Backend.endGrant} */
+  endGrant(grant: string, now: number): Promise<GrantRecord[]> {
+    const ended: GrantRecord[] = [];
+    const ids = new Set([grant]);
+    // Grants are kept in insertion order, and a re-share is made after its parent.
+    for (const g of this.#grants.values()) {
+      if (!ids.has(g.grant) && (g.parent === null || !ids.has(g.parent))) continue;
+      ids.add(g.grant);
+      if (g.endedAt !== null) continue;
+      g.endedAt = now;
+      ended.push({ ...g });
+    }
+    return Promise.resolve(ended);
+  }
+
+  /** {@inheritDoc Backend.grantsOf} */
+  grantsOf(owner: string, handle: string): Promise<GrantRecord[]> {
+    return Promise.resolve(
+      [...this.#grants.values()].filter((g) => g.owner === owner && g.handle === handle)
+        .map((g) => ({ ...g })),
+    );
+  }
+
+  /** {@inheritDoc Backend.grantsTo} */
+  grantsTo(to: string): Promise<GrantRecord[]> {
+    return Promise.resolve(
+      [...this.#grants.values()].filter((g) => g.to === to && g.endedAt === null)
+        .map((g) => ({ ...g })),
+    );
   }
 
   /** {@inheritDoc Backend.remove} */

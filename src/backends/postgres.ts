@@ -86,6 +86,7 @@ import type {
   Change,
   ChangeEntry,
   ConditionalWrite,
+  GrantRecord,
   HandleMeta,
   HandleRecord,
   InsertOutcome,
@@ -125,6 +126,7 @@ import {
   type UsageStatements,
   usageStatements,
 } from "./postgres/_usage.ts";
+import { GrantStatements, prepareGrants } from "./postgres/_grants.ts";
 import type { UsageDelta } from "./_quota.ts";
 import { utf8Length } from "../json.ts";
 import { listDialect, type Statements, statements } from "./postgres/_statements.ts";
@@ -139,6 +141,8 @@ export type {
   ChangeEntry,
   ConditionalWrite,
   ForkPoint,
+  GrantCheck,
+  GrantRecord,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
@@ -234,6 +238,7 @@ export class PostgresBackend implements Backend {
   readonly #closeClient: boolean;
   readonly #q: Statements;
   readonly #u: UsageStatements;
+  readonly #g: GrantStatements;
   readonly #dialect: ListDialect;
   readonly #lists = new Map<number, string>();
   readonly #feed: Feed;
@@ -258,11 +263,13 @@ export class PostgresBackend implements Backend {
     const channel = channelOf(schema);
     this.#q = statements(`"${schema}"`, channel);
     this.#u = usageStatements(`"${schema}"`);
+    this.#g = new GrantStatements(`"${schema}"`);
     this.#dialect = listDialect(`"${schema}"`);
     this.#feed = new Feed(channel);
     this.#pool = new Pool(sql, async (tx) => {
       await migrate(tx, schema);
       await prepareUsage(tx, `"${schema}"`);
+      await prepareGrants(tx, `"${schema}"`);
     });
     // The old pool's LISTEN ends with it: the feed moves to the new pool.
     this.#pool.onReplace = (fresh) => this.#feed.moveTo(fresh);
@@ -407,6 +414,7 @@ export class PostgresBackend implements Backend {
       leasedOutcome({ ok: true as const, record: recordOf(row) }, ctx, row.slice(12));
     if (ctx.quota) {
       return this.#guarded(user, ctx, async (tx, remember) => {
+        await this.#g.check(tx, ctx);
         // The old size under the row lock, so that it is the state the save replaces.
         const [size] = await tx.unsafe(this.#u.size, [user, handle]).values();
         const [row] = await tx.unsafe(text, params).values();
@@ -420,6 +428,18 @@ export class PostgresBackend implements Backend {
         return { out, delta: { handles: 0, bytes } };
       });
     }
+    if (!ctx.idempotency && ctx.grant) {
+      // Through a grant: the check and the conditional UPDATE in one transaction.
+      return this.#pool.op((sql) =>
+        this.#pool.begin(sql, async (tx) => {
+          await this.#g.check(tx, ctx);
+          const [row] = await tx.unsafe(text, params).values();
+          if (row) return saved(row);
+          const [cur] = await tx.unsafe(this.#q.read, [user, handle]).values();
+          return { ok: false as const, current: cur ? recordOf(cur) : null };
+        })
+      );
+    }
     if (!ctx.idempotency) {
       return this.#pool.op(async (sql) => {
         const [row] = await sql.unsafe(text, params).values();
@@ -432,6 +452,7 @@ export class PostgresBackend implements Backend {
       });
     }
     return this.#idempotent(user, ctx, async (tx, remember) => {
+      await this.#g.check(tx, ctx);
       const [row] = await tx.unsafe(text, params).values();
       if (!row) {
         const [cur] = await tx.unsafe(this.#q.read, [user, handle]).values();
@@ -455,6 +476,8 @@ export class PostgresBackend implements Backend {
       tx: Queryable,
       remember?: (r: HandleRecord | null) => Promise<void>,
     ): Promise<UpdateOutcome> => {
+      // The grant's lock, held until the transaction ends (see postgres/_grants.ts).
+      await this.#g.check(tx, ctx);
       // The row lock is held until the transaction ends: concurrent updaters
       // queue here and each one reads the row its predecessor committed.
       const [row] = await tx.unsafe(this.#q.lock, [user, handle]).values();
@@ -696,6 +719,31 @@ export class PostgresBackend implements Backend {
         return row[0] === true || prev?.[0] === true ? "inserted" : "replaced";
       })
     );
+  }
+
+  /** {@inheritDoc Backend.putGrant} */
+  putGrant(grant: GrantRecord, now: number): Promise<void> {
+    return this.#pool.op((sql) => this.#pool.begin(sql, (tx) => this.#g.put(tx, grant, now)));
+  }
+
+  /** {@inheritDoc Backend.readGrant} */
+  readGrant(idOrAlias: string): Promise<GrantRecord | null> {
+    return this.#pool.read((sql) => this.#g.read(sql, idOrAlias));
+  }
+
+  /** {@inheritDoc Backend.endGrant} */
+  endGrant(grant: string, now: number): Promise<GrantRecord[]> {
+    return this.#pool.op((sql) => this.#g.end(sql, grant, now));
+  }
+
+  /** {@inheritDoc Backend.grantsOf} */
+  grantsOf(owner: string, handle: string): Promise<GrantRecord[]> {
+    return this.#pool.read((sql) => this.#g.of(sql, owner, handle));
+  }
+
+  /** {@inheritDoc Backend.grantsTo} */
+  grantsTo(to: string): Promise<GrantRecord[]> {
+    return this.#pool.read((sql) => this.#g.to(sql, to));
   }
 
   /**

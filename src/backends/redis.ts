@@ -155,6 +155,8 @@ export type {
   ChangeEntry,
   ConditionalWrite,
   ForkPoint,
+  GrantCheck,
+  GrantRecord,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,

@@ -59,6 +59,7 @@ import type {
   Change,
   ChangeEntry,
   ConditionalWrite,
+  GrantRecord,
   HandleMeta,
   HandleRecord,
   InsertOutcome,
@@ -95,6 +96,7 @@ import { prepareDatabase } from "./sqlite/_schema.ts";
 import { LEASE_SCAN_MAX, Statements, SWEEP_BATCH } from "./sqlite/_statements.ts";
 import { parseSqliteUrl, type SqliteSynchronous } from "./sqlite/_url.ts";
 import { prepareUsage, UsageStatements } from "./sqlite/_usage.ts";
+import { GrantStatements, prepareGrants } from "./sqlite/_grants.ts";
 import { utf8Length } from "../json.ts";
 
 export type {
@@ -103,6 +105,8 @@ export type {
   ChangeEntry,
   ConditionalWrite,
   ForkPoint,
+  GrantCheck,
+  GrantRecord,
   HandleMeta,
   HandleRecord,
   IdempotencyClaim,
@@ -162,6 +166,7 @@ export class SqliteBackend implements Backend {
   readonly #q: Statements;
   readonly #c: Connection;
   readonly #u: UsageStatements;
+  readonly #g: GrantStatements;
   #trashList: StatementSync | undefined;
 
   /**
@@ -229,8 +234,10 @@ export class SqliteBackend implements Backend {
       (options.groupCommit ?? (this.#closeDb && os !== "darwin" && os !== "windows"));
     prepareDatabase(db, group ? "normal" : sync, busy);
     prepareUsage(db);
+    prepareGrants(db);
     this.#q = new Statements(db);
     this.#u = new UsageStatements(db);
+    this.#g = new GrantStatements(db);
     this.#c = new Connection(db, this.#q, busy, group);
   }
 
@@ -297,6 +304,7 @@ export class SqliteBackend implements Backend {
     ctx: WriteContext,
   ): Promise<SaveOutcome | Replayed> {
     return this.#claim(user, ctx, (): SaveOutcome => {
+      this.#g.check(ctx);
       const old = ctx.quota ? this.#u.sizeOf(user, handle) : 0;
       // One conditional UPDATE: version and expiry are checked by the statement itself.
       const row = write.expiresAt === "keep"
@@ -352,6 +360,7 @@ export class SqliteBackend implements Backend {
     ctx: WriteContext,
   ): Promise<UpdateOutcome | Replayed> {
     return this.#claim(user, ctx, (): UpdateOutcome => {
+      this.#g.check(ctx);
       const current = this.#q.readRow(user, handle);
       // A throwing change propagates out of #write, which rolls back.
       const step = change(current && { ...current });
@@ -574,6 +583,31 @@ export class SqliteBackend implements Backend {
    */
   usage(user: string, now: number): Promise<Usage> {
     return this.#c.write(() => this.#u.read(user, now));
+  }
+
+  /** {@inheritDoc Backend.putGrant} */
+  putGrant(grant: GrantRecord, now: number): Promise<void> {
+    return this.#c.write(() => this.#g.put(grant, now));
+  }
+
+  /** {@inheritDoc Backend.readGrant} */
+  readGrant(idOrAlias: string): Promise<GrantRecord | null> {
+    return this.#c.run(() => this.#g.read(idOrAlias));
+  }
+
+  /** {@inheritDoc Backend.endGrant} */
+  endGrant(grant: string, now: number): Promise<GrantRecord[]> {
+    return this.#c.write(() => this.#g.end(grant, now));
+  }
+
+  /** {@inheritDoc Backend.grantsOf} */
+  grantsOf(owner: string, handle: string): Promise<GrantRecord[]> {
+    return this.#c.run(() => this.#g.of(owner, handle));
+  }
+
+  /** {@inheritDoc Backend.grantsTo} */
+  grantsTo(to: string): Promise<GrantRecord[]> {
+    return this.#c.run(() => this.#g.to(to));
   }
 
   /** {@inheritDoc Backend.acquireLease} */

@@ -42,6 +42,7 @@ import { get } from "./get.ts";
 import { importCommand } from "./import.ts";
 import { list } from "./list.ts";
 import { migrate } from "./migrate.ts";
+import { share, unshare } from "./share.ts";
 import { sweep } from "./sweep.ts";
 import { transferHandle } from "./transfer_handle.ts";
 import { VERSION } from "../version.ts";
@@ -74,6 +75,8 @@ export const COMMANDS: readonly Command[] = Object.freeze([
   get,
   del,
   transferHandle,
+  share,
+  unshare,
   sweep,
   exportCommand,
   importCommand,

@@ -154,6 +154,11 @@ const PRIMITIVES: Readonly<Record<Primitive, true>> = Object.freeze({
   subscribe: true,
   usage: true,
   transfer: true,
+  putGrant: true,
+  readGrant: true,
+  endGrant: true,
+  grantsOf: true,
+  grantsTo: true,
   trashedUntil: true,
 });
 /** Every property of {@link Backend} that is not a primitive, likewise. */

@@ -38,6 +38,7 @@ import {
 } from "../store.ts";
 import { VERSION } from "../version.ts";
 import { type Kind, kindRules, withRules } from "../kinds.ts";
+import { grantPayload, type Rights } from "../grants.ts";
 import { clientLabel } from "./identity.ts";
 import type { AnyKind, HandleStore, McpServer } from "./types.ts";
 import { sharedBucketMintKey } from "./_shared_bucket.ts";
@@ -176,6 +177,7 @@ export const STATE_TOOLS: readonly string[] = Object.freeze([
   "state_lease",
   "state_fork",
   "state_merge",
+  "state_share",
 ]);
 
 /**
@@ -185,7 +187,9 @@ export const STATE_TOOLS: readonly string[] = Object.freeze([
  *
  * @since 0.5.0
  */
-export const DEFAULT_TOOLS: readonly string[] = STATE_TOOLS;
+export const DEFAULT_TOOLS: readonly string[] = Object.freeze(
+  STATE_TOOLS.filter((t) => t !== "state_share"),
+);
 
 /**
  * Checks the read budget and the tools of {@link StateToolsOptions} once,
@@ -322,6 +326,13 @@ const leaseInput = z.object({
   release: z.boolean().nullish(),
 });
 
+const shareInput = z.object({
+  handle: z.string(),
+  to: z.string(),
+  rights: z.string(),
+  ttl_days: z.number().nullish(),
+});
+
 const metaShape = {
   handle: z.string(),
   kind: z.string(),
@@ -335,10 +346,21 @@ const metaShape = {
   // Present for a fork (state_fork): the origin and its version at the fork.
   forked_from: z.strictObject({ handle: z.string(), version: z.number().int() }).optional(),
   active_lease: z.strictObject({ holder: z.string(), expires_at: z.string() }).optional(),
+  // Present on a handle shared with the caller (an alias handle, see HandleStore.share).
+  shared_by: z.string().optional(),
+  rights: z.enum(["read", "append", "patch", "write"]).optional(),
   // state_list with previews: true (a line describing the state).
   preview: z.string().optional(),
 };
 const ok = z.literal(true);
+const shareOutput = z.strictObject({
+  ok,
+  grant: z.string(),
+  handle: z.string(),
+  rights: z.string(),
+  to: z.string(),
+  expires_at: z.string().nullable(),
+});
 
 const saveOutput = z.strictObject({
   ok,
@@ -474,6 +496,15 @@ const ADVERTISED: Record<string, { input: Json; output: Json }> = {
     input: obj({ handle: says(S, "The fork") }, ["handle"]),
     output: obj({ ...meta, merged_from: O }),
   },
+  share: {
+    input: obj({
+      handle: S,
+      to: says(S, 'A user id, or "*" for anyone holding the new handle'),
+      rights: { enum: ["read", "append", "patch", "write"] },
+      ttl_days: N,
+    }, ["handle", "to", "rights"]),
+    output: obj({ grant: S, handle: S }),
+  },
 };
 
 /**
@@ -542,6 +573,7 @@ const SCHEMAS = {
   lease: schemas("lease", leaseInput, leaseOutput),
   fork: schemas("fork", forkInput, forkOutput),
   merge: schemas("merge", mergeInput, mergeOutput),
+  share: schemas("share", shareInput, shareOutput),
 };
 
 // ---------------------------------------------------------------------------
@@ -971,6 +1003,27 @@ export function registerStateTools(
     const { activeLease: _, ...rest } = infoOnly(snap);
     return { ...toPayload(rest), ...otherLease(snap, writer) };
   });
+
+  // With --allow-anonymous every caller is one user: nobody to share with.
+  if (!anonymous) {
+    offer("state_share", {
+      title: "Share state",
+      description: [
+        'Share a handle with another user (to: their id) or anyone holding the returned handle (to: "*"), only when the user asks.',
+        "rights: read < append (add only) < patch < write. Give the returned handle to the grantee.",
+      ].join("\n"),
+      schemas: SCHEMAS.share,
+      annotations: { destructiveHint: false, idempotentHint: false, openWorldHint: false },
+    }, async (args, _raw, { user }) => {
+      const g = await store.share(args.handle, {
+        user,
+        to: args.to,
+        rights: args.rights as Rights,
+        ...(args.ttl_days == null ? {} : { ttlDays: args.ttl_days }),
+      });
+      return grantPayload(g);
+    });
+  }
 
   offer("state_delete", {
     title: "Delete state",

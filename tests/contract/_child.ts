@@ -35,6 +35,11 @@
  * - `merge-back <url> <user> <fork>`: prints `ready`, waits for a line on
  *   stdin, merges the fork back, and prints `{"ok": true, "version": <n>}`
  *   or the error's payload with `"ok": false`.
+ * - `grantee <url> <user> <alias> <writers>`: prints `ready`, waits for a
+ *   line on stdin, then runs `writers` concurrent loops of patches through
+ *   the shared handle `alias` as `user` (each appends `<w>:<i>` to `log`),
+ *   printing `<w>:<i> <version>` for every acknowledged one, until each
+ *   loop is refused; prints `{"ended": [<codes>], "reasons": [<reasons>]}`.
  * - `open <url>`: prints, as JSON, whether this process has Deno KV
  *   (`openKv`: the `typeof Deno.openKv`) and what opening the URL gave:
  *   `opened: true`, or the error's payload.
@@ -197,6 +202,32 @@ async function patch(args: string[]): Promise<void> {
   await store!.close();
 }
 
+async function grantee(args: string[]): Promise<void> {
+  const [url, user, alias, writersArg] = args;
+  if (!url || !user || !alias || !writersArg) {
+    throw new Error("usage: grantee <url> <user> <alias> <writers>");
+  }
+  const [store] = await openStores(url, 1);
+  say("ready");
+  await new Lines(Deno.stdin.readable).next();
+  const ended = await Promise.all(
+    Array.from({ length: Number(writersArg) }, async (_, w) => {
+      for (let i = 0;; i++) {
+        try {
+          const entry = `${w}:${i}`;
+          const s = await store!.patch(alias, [Append("log", entry)], { user, writer: "grantee" });
+          say(`${entry} ${s.version}`);
+        } catch (e) {
+          if (!(e instanceof McpStateError)) throw e;
+          return [e.code, String(e.details.reason)];
+        }
+      }
+    }),
+  );
+  say(JSON.stringify({ ended: ended.map((e) => e[0]), reasons: ended.map((e) => e[1]) }));
+  await store!.close();
+}
+
 async function lease(args: string[]): Promise<void> {
   const [url, user, holder, seconds, ...handles] = args;
   if (!url || !user || !holder || !seconds || handles.length === 0) {
@@ -304,6 +335,7 @@ async function open(args: string[]): Promise<void> {
 const MODES: Record<string, (args: string[]) => Promise<void>> = {
   writers,
   patch,
+  grantee,
   lease,
   leases,
   "create-at": createAt,

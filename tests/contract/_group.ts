@@ -57,6 +57,7 @@ export const CAPABILITIES = {
   leases: ["acquireLease", "releaseLease", "leases"],
   quotas: ["usage"],
   transfer: ["transfer"],
+  grants: ["putGrant", "readGrant", "endGrant", "grantsOf", "grantsTo"],
   found: ["trashedUntil"],
 } as const satisfies Record<string, readonly (keyof Backend)[]>;
 

@@ -99,6 +99,7 @@ export const GROUPS: readonly ContractGroup[] = [
   (await import("./quotas.ts")).default,
   (await import("./kinds.ts")).default,
   (await import("./fork.ts")).default,
+  (await import("./share.ts")).default,
   (await import("./found.ts")).default,
   (await import("./cross_process.ts")).default,
 ];
@@ -135,7 +136,7 @@ export async function backendContract(
     const ok = await t.step(title, () => {
       assert.deepEqual(
         store.capabilities,
-        { users: found.users, importRecord: found.importRecord },
+        { users: found.users, importRecord: found.importRecord, grants: found.grants },
         "the store reads other capabilities off the backend than the suite",
       );
     });

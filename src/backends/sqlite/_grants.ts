@@ -1,0 +1,183 @@
+/**
+ * Grants on SQLite (sharing): a `grants` table, one row per grant, keyed by
+ * its id, with a unique alias. A write through a grant reads the grant's row
+ * inside the write's own `BEGIN IMMEDIATE` transaction (SQLite runs one
+ * writer at a time across connections and processes), and `unshare` ends a
+ * grant and its re-shares in one statement of another such transaction: a
+ * write either committed before the `unshare` did, or sees the grant ended
+ * and writes nothing.
+ *
+ * The table is created when absent; the schema version is not changed
+ * (older versions of mcpstate ignore the table).
+ *
+ * @module
+ */
+
+import type { DatabaseSync, StatementSync } from "node:sqlite";
+import type { GrantRecord, WriteContext } from "../../backend.ts";
+import { grantEnded, grantGone } from "../../grants.ts";
+
+const COLUMNS =
+  "grant_id, alias, owner, handle, to_user, rights, by_user, parent, created_ms, expires_ms, ended_ms";
+
+/**
+ * Creates the `grants` table and its indexes when absent.
+ *
+ * @param db An open connection whose schema is prepared.
+ */
+export function prepareGrants(db: DatabaseSync): void {
+  const present = db.prepare(
+    "SELECT 1 AS x FROM sqlite_master WHERE type = 'table' AND name = 'grants'",
+  ).get();
+  if (present) return;
+  db.exec(`CREATE TABLE IF NOT EXISTS grants (
+  grant_id TEXT PRIMARY KEY,
+  alias TEXT NOT NULL UNIQUE,
+  owner TEXT NOT NULL,
+  handle TEXT NOT NULL,
+  to_user TEXT NOT NULL,
+  rights TEXT NOT NULL,
+  by_user TEXT NOT NULL,
+  parent TEXT,
+  created_ms INTEGER NOT NULL,
+  expires_ms INTEGER,
+  ended_ms INTEGER
+);
+CREATE INDEX IF NOT EXISTS grants_by_handle ON grants (owner, handle);
+CREATE INDEX IF NOT EXISTS grants_by_grantee ON grants (to_user) WHERE ended_ms IS NULL;
+CREATE INDEX IF NOT EXISTS grants_by_parent ON grants (parent);`);
+}
+
+type Row = Record<string, unknown>;
+
+function grantOf(r: Row): GrantRecord {
+  return {
+    grant: r.grant_id as string,
+    alias: r.alias as string,
+    owner: r.owner as string,
+    handle: r.handle as string,
+    to: r.to_user as string,
+    rights: r.rights as string,
+    by: r.by_user as string,
+    parent: (r.parent ?? null) as string | null,
+    createdAt: r.created_ms as number,
+    expiresAt: (r.expires_ms ?? null) as number | null,
+    endedAt: (r.ended_ms ?? null) as number | null,
+  };
+}
+
+/** The grant statements of one connection. */
+export class GrantStatements {
+  readonly #byId: StatementSync;
+  readonly #byIdOrAlias: StatementSync;
+  readonly #insert: StatementSync;
+  readonly #end: StatementSync;
+  readonly #of: StatementSync;
+  readonly #to: StatementSync;
+
+  /** @param db An open connection with the `grants` table. */
+  constructor(db: DatabaseSync) {
+    this.#byId = db.prepare("SELECT ended_ms, expires_ms FROM grants WHERE grant_id = ?");
+    this.#byIdOrAlias = db.prepare(
+      `SELECT ${COLUMNS} FROM grants WHERE grant_id = ?1 UNION ALL ` +
+        `SELECT ${COLUMNS} FROM grants WHERE alias = ?1 LIMIT 1`,
+    );
+    this.#insert = db.prepare(
+      `INSERT INTO grants (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    );
+    this.#end = db.prepare(
+      "WITH RECURSIVE under(id) AS (SELECT ?1 UNION SELECT g.grant_id FROM grants g JOIN under ON g.parent = under.id) " +
+        `UPDATE grants SET ended_ms = ?2 WHERE grant_id IN under AND ended_ms IS NULL RETURNING ${COLUMNS}`,
+    );
+    this.#of = db.prepare(
+      `SELECT ${COLUMNS} FROM grants WHERE owner = ? AND handle = ? ORDER BY created_ms, grant_id`,
+    );
+    this.#to = db.prepare(
+      `SELECT ${COLUMNS} FROM grants WHERE to_user = ? AND ended_ms IS NULL ORDER BY created_ms, grant_id`,
+    );
+  }
+
+  /**
+   * Inside a write's transaction: throws when the grant of `ctx.grant` is not
+   * in force at `ctx.now`.
+   *
+   * @param ctx The write's context.
+   */
+  check(ctx: WriteContext): void {
+    if (!ctx.grant) return;
+    const r = this.#byId.get(ctx.grant.grant) as Row | undefined;
+    const reason = grantGone(
+      r ? { expiresAt: r.expires_ms ?? null, endedAt: r.ended_ms ?? null } as GrantRecord : null,
+      ctx.now,
+    );
+    if (reason) throw grantEnded(ctx.grant, reason);
+  }
+
+  /**
+   * Inside a transaction: stores a grant, after checking its parent is in force.
+   *
+   * @param g The grant.
+   * @param now Epoch ms.
+   */
+  put(g: GrantRecord, now: number): void {
+    if (g.parent !== null) {
+      this.check({ now, graceMs: 0, grant: { grant: g.parent, alias: g.alias } });
+    }
+    this.#insert.run(
+      g.grant,
+      g.alias,
+      g.owner,
+      g.handle,
+      g.to,
+      g.rights,
+      g.by,
+      g.parent,
+      g.createdAt,
+      g.expiresAt,
+      g.endedAt,
+    );
+  }
+
+  /**
+   * The grant with this id or alias.
+   *
+   * @param idOrAlias The id or alias.
+   * @returns It, or `null`.
+   */
+  read(idOrAlias: string): GrantRecord | null {
+    const r = this.#byIdOrAlias.get(idOrAlias) as Row | undefined;
+    return r ? grantOf(r) : null;
+  }
+
+  /**
+   * Inside a transaction: ends a grant and every grant under it.
+   *
+   * @param id The grant id.
+   * @param now Epoch ms.
+   * @returns The grants it ended.
+   */
+  end(id: string, now: number): GrantRecord[] {
+    return (this.#end.all(id, now) as Row[]).map(grantOf);
+  }
+
+  /**
+   * The grants of one handle, ended ones included.
+   *
+   * @param owner The owner.
+   * @param handle The handle.
+   * @returns The grants, oldest first.
+   */
+  of(owner: string, handle: string): GrantRecord[] {
+    return (this.#of.all(owner, handle) as Row[]).map(grantOf);
+  }
+
+  /**
+   * The grants to a user not ended.
+   *
+   * @param to The grantee.
+   * @returns The grants, oldest first.
+   */
+  to(to: string): GrantRecord[] {
+    return (this.#to.all(to) as Row[]).map(grantOf);
+  }
+}
