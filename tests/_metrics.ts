@@ -26,6 +26,14 @@ export const BACKEND_OPS: ReadonlySet<string> = new Set([
   "leases",
   "readLeased",
   "subscribe",
+  "usage",
+  "trashedUntil",
+  "transfer",
+  "putGrant",
+  "readGrant",
+  "endGrant",
+  "grantsOf",
+  "grantsTo",
 ]);
 
 /** One sample line of the text format: `name{label="value",…} number`. */

@@ -137,7 +137,8 @@ async function crossInstance(t: Deno.TestContext, backend: string): Promise<void
         const gone = seen.next(uri);
         await ok(onB, "state_delete", { handle });
         await gone;
-        await assert.rejects(() => onA.readResource({ uri }), /not found|No state exists/i);
+        // The owner is told it is in the trash (and until when it can come back).
+        await assert.rejects(() => onA.readResource({ uri }), /revoked and is in your trash/);
       } finally {
         await sub.close();
       }

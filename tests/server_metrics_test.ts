@@ -311,7 +311,7 @@ Deno.test("the backend wrapper keeps every capability, measures each primitive, 
     const wrapped = telemetry.instrument(bare, "custom");
     assert.deepEqual(fnKeys(wrapped), fnKeys(bare));
     await using store = new HandleStore(wrapped, { reclaimIntervalMs: 0 });
-    assert.deepEqual(store.capabilities, { users: false, importRecord: false });
+    assert.deepEqual(store.capabilities, { users: false, importRecord: false, grants: false });
     const handle = await store.mint("note", { a: 1 }, { user: "u" });
     await store.get(handle, { user: "u" });
     const s = parseMetrics(await telemetry.metrics!.text());
