@@ -1391,43 +1391,30 @@ export class HandleStore implements AsyncDisposable {
       this.#update(user, handle, (cur) => {
         const live = this.#live(cur, handle, now);
         const rule = rules?.(live.kind);
+        let applied: JsonObject, undo: JsonPatchOp[], next: string;
         if (rule) {
           // Ops apply to the state as the kind's current version reads it, and
           // the result must pass its schema before anything is written.
-          const before = live.schemaVersion ?? null;
-          const base = rule.upcast(decodeState(live.state), before ?? 1);
-          const { state: applied, undo } = applyOpsWithUndo(base, parsed);
-          const checked = checkNow(rule, applied);
-          const next = encodeState(checked, this.#maxBytes);
-          if (next === live.state && before === rule.version) return null;
-          const version = live.version + 1;
-          return this.#step(
-            {
-              ...live,
-              state: next,
-              version,
-              updatedAt: now,
-              lastWriter: writer,
-              schemaVersion: rule.version,
-              preview: previewOf(checked as JsonObject),
-            },
-            "patch",
-            { ops: parsed, undo },
-          );
+          const base = rule.upcast(decodeState(live.state), live.schemaVersion ?? 1);
+          ({ state: applied, undo } = applyOpsWithUndo(base, parsed));
+          applied = checkNow(rule, applied) as JsonObject;
+          next = encodeState(applied, this.#maxBytes);
+          if (next === live.state && live.schemaVersion === rule.version) return null;
+        } else {
+          // The stored state is JSON and every op value was checked above: only
+          // the size and the depth of the result remain to check.
+          ({ state: applied, undo } = applyOpsWithUndo(decodeState(live.state), parsed));
+          next = encodeParsed(applied, this.#maxBytes);
+          if (next === live.state) return null;
         }
-        // The stored state is JSON and every op value was checked above: only
-        // the size and the depth of the result remain to check.
-        const { state: applied, undo } = applyOpsWithUndo(decodeState(live.state), parsed);
-        const next = encodeParsed(applied, this.#maxBytes);
-        if (next === live.state) return null;
-        const version = live.version + 1;
         return this.#step(
           {
             ...live,
             state: next,
-            version,
+            version: live.version + 1,
             updatedAt: now,
             lastWriter: writer,
+            ...(rule ? { schemaVersion: rule.version } : {}),
             preview: previewOf(applied),
           },
           "patch",
