@@ -112,6 +112,7 @@ import type {
   Change,
   ChangeEntry,
   ConditionalWrite,
+  GrantRecord,
   HandleMeta,
   HandleRecord,
   InsertOutcome,
@@ -159,6 +160,7 @@ import {
   readHeadsAndTrash,
   replayOf,
 } from "./denokv/_idempotency.ts";
+import { KvGrants } from "./denokv/_grants.ts";
 import { KvIo } from "./denokv/_io.ts";
 import { Keys, sameKey } from "./denokv/_keys.ts";
 import { sweep } from "./denokv/_sweep.ts";
@@ -255,6 +257,7 @@ export class DenoKvBackend implements Backend {
   /** Per-record queues: writers in this process take turns instead of racing. */
   readonly #queue = new KeyedQueue();
   #feed: Feed;
+  readonly #grants: KvGrants;
 
   /**
    * Wraps an open `Deno.Kv`.
@@ -271,6 +274,7 @@ export class DenoKvBackend implements Backend {
     const timeoutMs = checkMs(options.contentionTimeoutMs ?? 30_000, "contentionTimeoutMs");
     this.#db = new KvIo(kv, this.#k, timeoutMs);
     this.#feed = new Feed(this.#db, true);
+    this.#grants = new KvGrants(this.#db);
     this.#closeKv = options.closeKv ?? false;
   }
 
@@ -394,12 +398,14 @@ export class DenoKvBackend implements Backend {
       let body: BodyRef | null = null;
       try {
         return await optimistic(async () => {
-          const [[first, idem], lz] = await Promise.all([
+          const [[first, idem], lz, gz] = await Promise.all([
             readHeads(this.#db, u, h, ctx),
             this.#leaseEntry(user, handle, ctx),
+            this.#grants.entry(ctx.grant),
           ]);
           const replay = await replayOf(this.#db, u, idem, ctx);
           if (replay) return replay;
+          this.#grants.assert(ctx.grant, gz, ctx.now);
           const cur = first.value;
           if (
             !cur || cur.v !== write.expectVersion || (cur.e !== null && cur.e <= ctx.now)
@@ -437,6 +443,7 @@ export class DenoKvBackend implements Backend {
           let lease: LeaseOutcome | undefined;
           const res = await this.#db.commit((op) => {
             op.check(first);
+            if (gz) op.check(gz);
             after = putHead(this.#db, op, u, h, cur, next, body!, w, log);
             if (usage) usage(op);
             else staleUsage(this.#db, op, u);
@@ -476,12 +483,14 @@ export class DenoKvBackend implements Backend {
     return this.#turn(user, handle, async (): Promise<UpdateOutcome | Replayed> => {
       const u = this.#k.user(user), h = this.#k.handle(handle);
       return await optimistic(async () => {
-        const [[read, idem], lz] = await Promise.all([
+        const [[read, idem], lz, gz] = await Promise.all([
           readHeads(this.#db, u, h, ctx),
           this.#leaseEntry(user, handle, ctx),
+          this.#grants.entry(ctx.grant),
         ]);
         const replay = await replayOf(this.#db, u, idem, ctx);
         if (replay) return replay;
+        this.#grants.assert(ctx.grant, gz, ctx.now);
         // The head whose state was read; the commit checks it.
         const loaded = await loadRecord(this.#db, u, h, handle, read);
         const first = loaded.entry;
@@ -520,6 +529,7 @@ export class DenoKvBackend implements Backend {
             let lease: LeaseOutcome | undefined;
             const res = await this.#db.commit((op) => {
               op.check(first);
+              if (gz) op.check(gz);
               if (next) {
                 after = putHead(this.#db, op, u, h, first.value, next, body!, w, log!);
                 if (usage) usage(op);
@@ -929,6 +939,31 @@ export class DenoKvBackend implements Backend {
       return Promise.reject(new BackendError("The Deno KV backend is closed; open a new one."));
     }
     return this.#feed.subscribe(user, handle, listener);
+  }
+
+  /** {@inheritDoc Backend.putGrant} */
+  putGrant(grant: GrantRecord, now: number): Promise<void> {
+    return this.#grants.put(grant, now);
+  }
+
+  /** {@inheritDoc Backend.readGrant} */
+  readGrant(idOrAlias: string): Promise<GrantRecord | null> {
+    return this.#grants.read(idOrAlias);
+  }
+
+  /** {@inheritDoc Backend.endGrant} */
+  endGrant(grant: string, now: number): Promise<GrantRecord[]> {
+    return this.#grants.end(grant, now);
+  }
+
+  /** {@inheritDoc Backend.grantsOf} */
+  grantsOf(owner: string, handle: string): Promise<GrantRecord[]> {
+    return this.#grants.of(owner, handle);
+  }
+
+  /** {@inheritDoc Backend.grantsTo} */
+  grantsTo(to: string): Promise<GrantRecord[]> {
+    return this.#grants.to(to);
   }
 
   /** {@inheritDoc Backend.close} */

@@ -66,6 +66,7 @@ import type {
   Change,
   ChangeEntry,
   ConditionalWrite,
+  GrantRecord,
   HandleMeta,
   HandleRecord,
   InsertOutcome,
@@ -82,7 +83,8 @@ import type {
   Usage,
   WriteContext,
 } from "../backend.ts";
-import { BackendError, InvalidArgument } from "../errors.ts";
+import { BackendError, type GrantEndReason, InvalidArgument } from "../errors.ts";
+import { grantEnded } from "../grants.ts";
 import { ByteCappedCache } from "./_cache.ts";
 import { compareTrashOrder } from "./_shared.ts";
 import { KeyedQueue } from "./_queue.ts";
@@ -112,6 +114,7 @@ import {
 } from "./redis/_codec.ts";
 import { closedError, Connection } from "./redis/_connection.ts";
 import { Feed } from "./redis/_feed.ts";
+import { RedisGrants } from "./redis/_grants.ts";
 import { type Keys, KeySpace } from "./redis/_keys.ts";
 import { S } from "./redis/_scripts.ts";
 import { DEFAULT_PREFIX, openClient, parseRedisUrl, scopeOf } from "./redis/_url.ts";
@@ -125,6 +128,11 @@ function leaseArg(ctx: WriteContext): string {
 /** The other holder's lease of a `{'L', …, lease}` reply; `undefined` for any other reply. */
 function heldOf(reply: unknown): string | undefined {
   return Array.isArray(reply) && reply[0] === "L" ? reply[reply.length - 1] as string : undefined;
+}
+
+/** Throws the grant's `handle_not_found` when a write script answered `{'G', reason}`. */
+function refuseGrant(reply: Reply, ctx: WriteContext): void {
+  if (reply[0] === "G" && ctx.grant) throw grantEnded(ctx.grant, reply[1] as GrantEndReason);
 }
 
 /** Whether a write script wrote: `1`, or `{'L', …}` (written, another's lease kept). */
@@ -233,6 +241,7 @@ export class RedisBackend implements Backend {
   readonly #conn: Connection;
   readonly #feed: Feed;
   readonly #k: KeySpace;
+  readonly #grants: RedisGrants;
   readonly #closeClient: boolean;
   /** Which Redis this is, for sharing the per-handle queues of one process. */
   #scope: string;
@@ -289,6 +298,7 @@ export class RedisBackend implements Backend {
     this.#conn = new Connection(client, wait, waitTimeout, timeout);
     this.#feed = new Feed(this.#conn);
     this.#k = new KeySpace(prefix);
+    this.#grants = new RedisGrants(this.#conn, this.#k);
     this.#closeClient = options.closeClient ?? false;
     if (!(client as { isCluster?: boolean }).isCluster) {
       this.transfer = (user, handle, to, ctx) => this.#transfer(user, handle, to, ctx);
@@ -425,7 +435,7 @@ export class RedisBackend implements Backend {
     const args = [write.state, head, leaseArg(ctx), ...quotaArgs(ctx)];
     const reply = await this.#conn.run(
       S.save,
-      ik ? [k.rec, k.idx, k.exp, lk, ik] : [k.rec, k.idx, k.exp, lk],
+      this.#withGrant(user, ik ? [k.rec, k.idx, k.exp, lk, ik] : [k.rec, k.idx, k.exp, lk], ctx),
       args,
       (r) => typeof r === "string" || (Array.isArray(r) && r[0] === "L"),
     ) as string | Reply;
@@ -441,6 +451,7 @@ export class RedisBackend implements Backend {
       this.#guess(k.rec, null);
       return replayOf(reply, handle);
     }
+    refuseGrant(reply, ctx);
     refuseQuota(reply, ctx);
     const current = this.#guess(k.rec, recordOfD(handle, reply[1]));
     return { ok: false, current: current && { ...current } };
@@ -454,12 +465,13 @@ export class RedisBackend implements Backend {
     ctx: WriteContext,
   ): Promise<UpdateOutcome | Replayed> {
     const k = this.#k.of(user, handle);
-    const out = await this.#serial(k.rec, () => this.#update(k, handle, change, ctx));
+    const out = await this.#serial(k.rec, () => this.#update(user, k, handle, change, ctx));
     if ("written" in out && out.written) this.#feed.notify(user, handle);
     return out;
   }
 
   async #update(
+    user: string,
     k: Keys,
     handle: string,
     change: Change,
@@ -520,7 +532,7 @@ export class RedisBackend implements Backend {
       const lk = k.lease;
       const answer = await this.#conn.run(
         S.cas,
-        ik ? [k.rec, k.idx, k.exp, lk, ik] : [k.rec, k.idx, k.exp, lk],
+        this.#withGrant(user, ik ? [k.rec, k.idx, k.exp, lk, ik] : [k.rec, k.idx, k.exp, lk], ctx),
         args,
         wroteLeased,
       );
@@ -536,6 +548,7 @@ export class RedisBackend implements Backend {
         this.#guess(k.rec, null);
         return replayOf(reply, handle);
       }
+      refuseGrant(reply, ctx);
       refuseQuota(reply, ctx);
       current = this.#guess(k.rec, recordOfD(handle, reply[1]));
       confirmed = true;
@@ -575,6 +588,36 @@ export class RedisBackend implements Backend {
       return replayOf(["R", i[0] ?? null, i[2] ?? null, ...i.slice(3)], handle);
     }
     return { record: recordOfD(handle, rec as string | null) };
+  }
+
+  /** A write's keys, with the grant hash last when it goes through a grant. */
+  #withGrant(owner: string, keys: string[], ctx: WriteContext): string[] {
+    return ctx.grant ? [...keys, this.#k.grant(owner, ctx.grant.grant)] : keys;
+  }
+
+  /** {@inheritDoc Backend.putGrant} */
+  putGrant(grant: GrantRecord, now: number): Promise<void> {
+    return this.#grants.put(grant, now);
+  }
+
+  /** {@inheritDoc Backend.readGrant} */
+  readGrant(idOrAlias: string): Promise<GrantRecord | null> {
+    return this.#grants.read(idOrAlias);
+  }
+
+  /** {@inheritDoc Backend.endGrant} */
+  endGrant(grant: string, now: number): Promise<GrantRecord[]> {
+    return this.#grants.end(grant, now);
+  }
+
+  /** {@inheritDoc Backend.grantsOf} */
+  grantsOf(owner: string, handle: string): Promise<GrantRecord[]> {
+    return this.#grants.of(owner, handle);
+  }
+
+  /** {@inheritDoc Backend.grantsTo} */
+  grantsTo(to: string): Promise<GrantRecord[]> {
+    return this.#grants.to(to);
   }
 
   /**

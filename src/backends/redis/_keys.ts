@@ -73,6 +73,31 @@ export class KeySpace {
     return c && `${k.base}d:${encodeHandle(c.scope)}:${encodeName(c.key)}`;
   }
 
+  /** `P{O}:g:G` — the hash of grant `grant` of owner `owner`, in the owner's slot. */
+  grant(owner: string, grant: string): string {
+    return `${this.base(owner)}g:${encodeHandle(grant)}`;
+  }
+
+  /** `P{O}:go:H` — the list of the grants of `(owner, handle)`, oldest first. */
+  grantsOf(owner: string, handle: string): string {
+    return `${this.base(owner)}go:${encodeHandle(handle)}`;
+  }
+
+  /** `P{O}:gc:G` — the list of the re-shares of grant `grant` of `owner`. */
+  children(owner: string, grant: string): string {
+    return `${this.base(owner)}gc:${encodeHandle(grant)}`;
+  }
+
+  /** `P{T}:gt` — the list of the grants to `to`, in the grantee's slot. */
+  grantsTo(to: string): string {
+    return `${this.base(to)}gt`;
+  }
+
+  /** `Pga:A` / `Pgi:G` — where the grant of an alias / of an id lives (its own slot). */
+  grantName(kind: "ga" | "gi", name: string): string {
+    return `${this.#prefix}${kind}:${encodeHandle(name)}`;
+  }
+
   /** The change channel of `user`. */
   channel(user: string): string {
     return `${this.base(user)}c`;

@@ -165,6 +165,25 @@ local function conflict(key, cur)
   return {'C', redis.call('HGET', key, 'd')}
 end
 -- Quotas. The base P{T}: of a record or trash key.
+-- The grant key of a write through a grant: the last key when it is
+-- 'P{T}:g:…' (then taken off KEYS, so the optional keys keep their places).
+local function grantkey()
+  local n = #KEYS
+  if n > 0 and string.match(KEYS[n], '^[^}]*}:g:') then
+    local k = KEYS[n]
+    KEYS[n] = nil
+    return k
+  end
+  return false
+end
+-- Why the grant hash gk is not in force at now ('grant_revoked' or
+-- 'grant_expired'), or false when it is.
+local function grantgone(gk, now)
+  local g = redis.call('HMGET', gk, 'e', 'x')
+  if not g[1] or g[1] ~= '' then return 'grant_revoked' end
+  if g[2] ~= '' and tonumber(g[2]) <= now then return 'grant_expired' end
+  return false
+end
 local function basekey(key)
   return string.match(key, '^(.*}:)[rt]:')
 end
@@ -354,19 +373,23 @@ return 1
 
 /**
  * save: the conditional write (of a store without history: it drops the
- * changelog). KEYS: record, index, expiry, lease[, idempotency].
+ * changelog). KEYS: record, index, expiry, lease[, idempotency][, grant].
  * ARGV: s, then tab-joined now, graceMs, expectVersion, updatedAt, e (a time,
  * "" or "keep"), x, fp, till, ittl, h, w, sv (the schema version, or "keep"),
  * p (`P` + the preview, or "keep"); then the
  * lease to take with the write ("" = none).
  * Replies the new `m` (a string; the lease taken), `{'L', m, lease in force}`
- * (written; another holder's lease left alone), `{'C'[, d]}` or a replay.
+ * (written; another holder's lease left alone), `{'C'[, d]}`, a replay, or
+ * `{'G', reason}` when the grant (a write through one) is not in force.
  */
 export const SAVE: string = PRELUDE + `
+local gk = grantkey()
 local a = split(ARGV[2], 13)
 local now = tonumber(a[1])
 local r = replay(KEYS[5], now)
 if r then return r end
+local why = gk and grantgone(gk, now)
+if why then return {'G', why} end
 local cur = getrec(KEYS[1])
 if not cur or tonumber(cur.v) ~= tonumber(a[3])
     or (cur.e ~= '' and tonumber(cur.e) <= now) then
@@ -406,7 +429,8 @@ return m
 `;
 
 /**
- * update's compare-and-set. KEYS: record, index, expiry, lease[, idempotency].
+ * update's compare-and-set. KEYS: record, index, expiry, lease[, idempotency][,
+ * grant].
  * ARGV: s, then tab-joined now, mode ('W' write / 'N' nothing to write),
  * expectVersion ("" = absent), expectCreatedAt, x, e, ttl, fp, till, ittl,
  * h, entry version ("" = no entry), entry at, maxEntries, cutoff, m; then the
@@ -414,12 +438,16 @@ return m
  * there is one. Mode 'N' only checks that the record is still the one read
  * and stores the idempotency result; a write without an entry drops the
  * changelog. Replies 1 (a write also took the lease), `{'L', lease in force}`
- * (written; another holder's lease left alone), `{'C'[, d]}` or a replay.
+ * (written; another holder's lease left alone), `{'C'[, d]}`, a replay, or
+ * `{'G', reason}` when the grant (a write through one) is not in force.
  */
 export const CAS: string = PRELUDE + `
+local gk = grantkey()
 local a = split(ARGV[2], 16)
 local r = replay(KEYS[5], tonumber(a[1]))
 if r then return r end
+local why = gk and grantgone(gk, tonumber(a[1]))
+if why then return {'G', why} end
 local cur = getrec(KEYS[1])
 if a[3] == '' then
   if cur then return conflict(KEYS[1], cur) end
@@ -741,6 +769,70 @@ function script(lua: string): Script {
   return { lua, sha: createHash("sha1").update(lua).digest("hex") };
 }
 
+/**
+ * putGrant. KEYS: the grant hash, its handle's grant list[, the parent's
+ * grant hash, the parent's re-share list]. ARGV: the record (JSON), its
+ * expiry ("" = never), now, the encoded grant id. Replies 1, 0 (the grant
+ * exists already) or `{'G', reason}` (the parent is not in force).
+ */
+export const GRANT_PUT: string = PRELUDE + `
+if KEYS[3] then
+  local why = grantgone(KEYS[3], tonumber(ARGV[3]))
+  if why then return {'G', why} end
+end
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'j', ARGV[1], 'e', '', 'x', ARGV[2])
+redis.call('RPUSH', KEYS[2], ARGV[4])
+if KEYS[4] then redis.call('RPUSH', KEYS[4], ARGV[4]) end
+return 1
+`;
+
+/**
+ * endGrant: ends a grant and every re-share under it (all in the owner's
+ * slot). KEYS: the grant hash. ARGV: now, the owner's key prefix
+ * `P{O}:`, the encoded grant id. Replies the records (JSON) it ended.
+ */
+export const GRANT_END: string = PRELUDE + `
+local base, out, queue, i = ARGV[2], {}, {ARGV[3]}, 1
+while i <= #queue do
+  local id = queue[i]
+  i = i + 1
+  local gk = base .. 'g:' .. id
+  local g = redis.call('HMGET', gk, 'j', 'e')
+  if g[1] and g[2] == '' then
+    redis.call('HSET', gk, 'e', ARGV[1])
+    out[#out + 1] = g[1]
+  end
+  for _, c in ipairs(redis.call('LRANGE', base .. 'gc:' .. id, 0, -1)) do
+    queue[#queue + 1] = c
+  end
+end
+return out
+`;
+
+/**
+ * Reads grants of one owner. KEYS: grant hashes, or (with ARGV[1] = 'L')
+ * one handle's grant list, then ARGV[2] is the owner's prefix `P{O}:`.
+ * Replies, per grant, its record (JSON, or false when absent) and its end
+ * ("" while in force).
+ */
+export const GRANT_READ: string = PRELUDE + `
+local keys = KEYS
+if ARGV[1] == 'L' then
+  keys = {}
+  for _, id in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+    keys[#keys + 1] = ARGV[2] .. 'g:' .. id
+  end
+end
+local out = {}
+for _, k in ipairs(keys) do
+  local g = redis.call('HMGET', k, 'j', 'e')
+  out[#out + 1] = g[1]
+  out[#out + 1] = g[2]
+end
+return out
+`;
+
 /** Every script, by the primitive that runs it. */
 export const S = {
   insert: script(INSERT),
@@ -757,4 +849,7 @@ export const S = {
   readLeased: script(READ_LEASED),
   release: script(RELEASE),
   usage: script(USAGE),
+  grantPut: script(GRANT_PUT),
+  grantEnd: script(GRANT_END),
+  grantRead: script(GRANT_READ),
 };
