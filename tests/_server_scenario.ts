@@ -59,15 +59,17 @@ export async function toolScenario(
   const { kind } = o;
   let handle = "";
 
-  await t.step("tools/list: nine tools, honest annotations, schemas, instructions", async () => {
+  await t.step("tools/list: eleven tools, honest annotations, schemas, instructions", async () => {
     const list = await client.listTools();
     const byName = new Map(list.tools.map((tool) => [tool.name, tool]));
     assert.deepEqual([...byName.keys()].sort(), [
       "state_changes",
       "state_delete",
+      "state_fork",
       "state_lease",
       "state_list",
       "state_load",
+      "state_merge",
       "state_patch",
       "state_restore",
       "state_save",

@@ -255,7 +255,7 @@ Deno.test("a backend without listUsers and an import primitive: capabilities say
     },
   }) as Backend;
   await using store = new HandleStore(bare, { reclaimIntervalMs: 0 });
-  assert.deepEqual(store.capabilities, { users: false, importRecord: false });
+  assert.deepEqual(store.capabilities, { users: false, importRecord: false, grants: true });
   await refused(() => store.users(), "invalid_argument", undefined, /cannot list its users/);
   const r = record("note_aaaaaaa1", 1);
   await refused(() => store.importRecord("alice", r), "invalid_argument", undefined, /import/);
@@ -264,5 +264,5 @@ Deno.test("a backend without listUsers and an import primitive: capabilities say
     current: null,
   });
   await using whole = new HandleStore(new MemoryBackend(), { reclaimIntervalMs: 0 });
-  assert.deepEqual(whole.capabilities, { users: true, importRecord: true });
+  assert.deepEqual(whole.capabilities, { users: true, importRecord: true, grants: true });
 });
