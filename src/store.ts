@@ -2504,7 +2504,7 @@ export class HandleStore implements AsyncDisposable {
     }
     if (options.keep !== undefined) {
       throw new InvalidArgument(
-        "keep is not available yet: transfer without it, and share the handle back once sharing exists.",
+        "keep is not available yet: transfer without it, then have the new owner share the handle back (share).",
         { field: "keep" },
       );
     }
