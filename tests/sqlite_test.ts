@@ -71,6 +71,9 @@ function pragma(db: DatabaseSync, name: string): unknown {
   return row ? Object.values(row)[0] : undefined;
 }
 
+/** Every table of a current file, in name order. */
+const TABLES = ["changes", "grants", "handles", "idempotency", "leases", "trash", "usage"];
+
 function tablesOf(db: DatabaseSync): string[] {
   return db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all()
     .map((r) => r.name as string);
@@ -195,15 +198,7 @@ Deno.test("sqlite: a new file is WAL, synchronous full through group commit, bus
     assert.ok(indexes.includes(name), name);
   }
   assert.ok(!indexes.includes(DROPPED_IN_5));
-  assert.deepEqual(tablesOf(db), [
-    "changes",
-    "grants",
-    "handles",
-    "idempotency",
-    "leases",
-    "trash",
-    "usage",
-  ]);
+  assert.deepEqual(tablesOf(db), TABLES);
   await backend.close();
   await backend.close();
   assert.equal(db.isOpen, false);
@@ -662,15 +657,7 @@ Deno.test("sqlite: a schema 2 database gains the changelog and the trash in plac
   const store = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
   const after = layout();
   assert.equal(after.version, SQLITE_SCHEMA_VERSION);
-  assert.deepEqual(after.tables, [
-    "changes",
-    "grants",
-    "handles",
-    "idempotency",
-    "leases",
-    "trash",
-    "usage",
-  ]);
+  assert.deepEqual(after.tables, TABLES);
   assert.equal(after.old, before.old);
   assert.deepEqual(after.rows, before.rows);
   const h = "note_aaaaaaaa";
@@ -914,15 +901,7 @@ Deno.test("sqlite: a Python mcpstate 0.2 database opens, reads back unchanged an
         cols.includes("created_ms INTEGER") && !cols.some((c) => c.startsWith("created_at")),
       );
       assert.equal(db.prepare("SELECT count(*) AS n FROM handles").get()?.n, SAMPLE_ROWS.length);
-      assert.deepEqual(tablesOf(db), [
-        "changes",
-        "grants",
-        "handles",
-        "idempotency",
-        "leases",
-        "trash",
-        "usage",
-      ]);
+      assert.deepEqual(tablesOf(db), TABLES);
       const rows = db.prepare("SELECT typeof(created_ms) AS t FROM handles").all();
       assert.ok(rows.every((r) => r.t === "integer"));
     } finally {
@@ -1033,15 +1012,7 @@ Deno.test("sqlite: a schema 3 database gains the leases table in place, without 
   assert.equal(after.version, SQLITE_SCHEMA_VERSION);
   assert.equal(SQLITE_SCHEMA_VERSION, 5);
   assert.ok(before.indexes.includes(DROPPED_IN_5) && !after.indexes.includes(DROPPED_IN_5));
-  assert.deepEqual(after.tables, [
-    "changes",
-    "grants",
-    "handles",
-    "idempotency",
-    "leases",
-    "trash",
-    "usage",
-  ]);
+  assert.deepEqual(after.tables, TABLES);
   assert.equal(after.old, before.old);
   assert.deepEqual(after.rows, before.rows);
   // The migrated rows work, leases included; a lease changes no record.
