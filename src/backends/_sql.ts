@@ -1,6 +1,6 @@
 /**
  * What the SQL backends (SQLite, PostgreSQL) share, private to the package:
- * the listing query, built the same way for both.
+ * the listing query, built the same way for both, and the columns of a grant.
  *
  * Their trash still differs, as their stored layouts do: SQLite moves a
  * revoked record to a `trash` table (schema 3), PostgreSQL marks its row with
@@ -11,7 +11,7 @@
  * @module
  */
 
-import type { ListQuery } from "../backend.ts";
+import type { GrantRecord, ListQuery } from "../backend.ts";
 
 /** A page request filters by kind. */
 export const LIST_KIND = 1;
@@ -77,4 +77,25 @@ export function listSql(shape: number, d: ListDialect): string {
   }
   return `${d.from(shape)} WHERE ${where.join(" AND ")} ` +
     `ORDER BY ${d.updated} DESC, handle ASC LIMIT ${d.param(2, "int")}`;
+}
+
+/** The columns of a `grants` row, in the order {@link grantValues} gives them. */
+export const GRANT_COLUMNS =
+  "grant_id, alias, owner, handle, to_user, rights, by_user, parent, created_ms, expires_ms, ended_ms";
+
+/** A grant's values in the order of {@link GRANT_COLUMNS}, for an `INSERT`. */
+export function grantValues(g: GrantRecord): (string | number | null)[] {
+  return [
+    g.grant,
+    g.alias,
+    g.owner,
+    g.handle,
+    g.to,
+    g.rights,
+    g.by,
+    g.parent,
+    g.createdAt,
+    g.expiresAt,
+    g.endedAt,
+  ];
 }

@@ -20,9 +20,7 @@
 import type { Queryable } from "./_pool.ts";
 import type { GrantRecord, WriteContext } from "../../backend.ts";
 import { grantEnded, grantGone } from "../../grants.ts";
-
-const COLUMNS =
-  "grant_id, alias, owner, handle, to_user, rights, by_user, parent, created_ms, expires_ms, ended_ms";
+import { GRANT_COLUMNS, grantValues } from "../_sql.ts";
 
 /**
  * Creates the `grants` table and its indexes when absent.
@@ -114,20 +112,8 @@ export class GrantStatements {
       await this.check(tx, { now, graceMs: 0, grant: { grant: g.parent, alias: g.alias } });
     }
     await tx.unsafe(
-      `INSERT INTO ${this.#s}.grants (${COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-      [
-        g.grant,
-        g.alias,
-        g.owner,
-        g.handle,
-        g.to,
-        g.rights,
-        g.by,
-        g.parent,
-        g.createdAt,
-        g.expiresAt,
-        g.endedAt,
-      ] as never[],
+      `INSERT INTO ${this.#s}.grants (${GRANT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+      grantValues(g) as never[],
     );
   }
 
@@ -140,7 +126,7 @@ export class GrantStatements {
    */
   async read(sql: Queryable, idOrAlias: string): Promise<GrantRecord | null> {
     const [row] = await sql.unsafe(
-      `SELECT ${COLUMNS} FROM ${this.#s}.grants WHERE grant_id = $1 OR alias = $1 LIMIT 1`,
+      `SELECT ${GRANT_COLUMNS} FROM ${this.#s}.grants WHERE grant_id = $1 OR alias = $1 LIMIT 1`,
       [idOrAlias],
     ).values();
     return row ? grantOf(row) : null;
@@ -159,7 +145,7 @@ export class GrantStatements {
       `WITH RECURSIVE under(id) AS (
          SELECT $1::text UNION SELECT g.grant_id FROM ${this.#s}.grants g JOIN under ON g.parent = under.id)
        UPDATE ${this.#s}.grants SET ended_ms = $2
-       WHERE grant_id IN (SELECT id FROM under) AND ended_ms IS NULL RETURNING ${COLUMNS}`,
+       WHERE grant_id IN (SELECT id FROM under) AND ended_ms IS NULL RETURNING ${GRANT_COLUMNS}`,
       [id, now] as never[],
     ).values();
     return rows.map(grantOf);
@@ -175,7 +161,7 @@ export class GrantStatements {
    */
   async of(sql: Queryable, owner: string, handle: string): Promise<GrantRecord[]> {
     const rows = await sql.unsafe(
-      `SELECT ${COLUMNS} FROM ${this.#s}.grants WHERE owner = $1 AND handle = $2
+      `SELECT ${GRANT_COLUMNS} FROM ${this.#s}.grants WHERE owner = $1 AND handle = $2
        ORDER BY created_ms, grant_id`,
       [owner, handle],
     ).values();
@@ -191,7 +177,7 @@ export class GrantStatements {
    */
   async to(sql: Queryable, to: string): Promise<GrantRecord[]> {
     const rows = await sql.unsafe(
-      `SELECT ${COLUMNS} FROM ${this.#s}.grants WHERE to_user = $1 AND ended_ms IS NULL
+      `SELECT ${GRANT_COLUMNS} FROM ${this.#s}.grants WHERE to_user = $1 AND ended_ms IS NULL
        ORDER BY created_ms, grant_id`,
       [to],
     ).values();

@@ -16,9 +16,7 @@
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import type { GrantRecord, WriteContext } from "../../backend.ts";
 import { grantEnded, grantGone } from "../../grants.ts";
-
-const COLUMNS =
-  "grant_id, alias, owner, handle, to_user, rights, by_user, parent, created_ms, expires_ms, ended_ms";
+import { GRANT_COLUMNS, grantValues } from "../_sql.ts";
 
 /**
  * Creates the `grants` table and its indexes when absent.
@@ -79,21 +77,21 @@ export class GrantStatements {
   constructor(db: DatabaseSync) {
     this.#byId = db.prepare("SELECT ended_ms, expires_ms FROM grants WHERE grant_id = ?");
     this.#byIdOrAlias = db.prepare(
-      `SELECT ${COLUMNS} FROM grants WHERE grant_id = ?1 UNION ALL ` +
-        `SELECT ${COLUMNS} FROM grants WHERE alias = ?1 LIMIT 1`,
+      `SELECT ${GRANT_COLUMNS} FROM grants WHERE grant_id = ?1 UNION ALL ` +
+        `SELECT ${GRANT_COLUMNS} FROM grants WHERE alias = ?1 LIMIT 1`,
     );
     this.#insert = db.prepare(
-      `INSERT INTO grants (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT INTO grants (${GRANT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     this.#end = db.prepare(
       "WITH RECURSIVE under(id) AS (SELECT ?1 UNION SELECT g.grant_id FROM grants g JOIN under ON g.parent = under.id) " +
-        `UPDATE grants SET ended_ms = ?2 WHERE grant_id IN under AND ended_ms IS NULL RETURNING ${COLUMNS}`,
+        `UPDATE grants SET ended_ms = ?2 WHERE grant_id IN under AND ended_ms IS NULL RETURNING ${GRANT_COLUMNS}`,
     );
     this.#of = db.prepare(
-      `SELECT ${COLUMNS} FROM grants WHERE owner = ? AND handle = ? ORDER BY created_ms, grant_id`,
+      `SELECT ${GRANT_COLUMNS} FROM grants WHERE owner = ? AND handle = ? ORDER BY created_ms, grant_id`,
     );
     this.#to = db.prepare(
-      `SELECT ${COLUMNS} FROM grants WHERE to_user = ? AND ended_ms IS NULL ORDER BY created_ms, grant_id`,
+      `SELECT ${GRANT_COLUMNS} FROM grants WHERE to_user = ? AND ended_ms IS NULL ORDER BY created_ms, grant_id`,
     );
   }
 
@@ -123,19 +121,7 @@ export class GrantStatements {
     if (g.parent !== null) {
       this.check({ now, graceMs: 0, grant: { grant: g.parent, alias: g.alias } });
     }
-    this.#insert.run(
-      g.grant,
-      g.alias,
-      g.owner,
-      g.handle,
-      g.to,
-      g.rights,
-      g.by,
-      g.parent,
-      g.createdAt,
-      g.expiresAt,
-      g.endedAt,
-    );
+    this.#insert.run(...grantValues(g));
   }
 
   /**
