@@ -47,7 +47,7 @@ export interface HandleRecord {
    * given, by every later write of the record (a backend stores it beside
    * the metadata and returns it with the record; listing may leave it out).
    *
-   * @since 0.7.0
+   * @since 0.5.0
    */
   forkedFrom?: ForkPoint | null;
   /**
@@ -58,7 +58,7 @@ export interface HandleRecord {
    * import) and returns it with reads; {@link Backend.list} returns it only
    * when {@link ListQuery.previews} asks.
    *
-   * @since 0.6.0
+   * @since 0.5.0
    */
   preview?: string;
 }
@@ -66,7 +66,7 @@ export interface HandleRecord {
 /**
  * Where a fork comes from: a handle of the same user and its version at the fork.
  *
- * @since 0.7.0
+ * @since 0.5.0
  */
 export interface ForkPoint {
   /** The origin handle. */
@@ -80,7 +80,7 @@ export interface ForkPoint {
  * `"absent"` (no live record of the old owner) or `"taken"` (the new owner
  * already has a record, live or trashed, with that handle).
  *
- * @since 0.7.0
+ * @since 0.5.0
  */
 export type TransferOutcome = "moved" | "absent" | "taken";
 
@@ -145,7 +145,7 @@ export interface Retention {
  * Per-user limits a write carries (see {@link WriteContext.quota}); an
  * absent field is no limit.
  *
- * @since 0.6.0
+ * @since 0.5.0
  */
 export interface QuotaLimits {
   /** At most this many live handles. */
@@ -165,7 +165,7 @@ export interface QuotaLimits {
  * counts the writes made with a {@link WriteContext.quota} in the current
  * minute of the store clock.
  *
- * @since 0.6.0
+ * @since 0.5.0
  */
 export interface Usage {
   /** Live (not trashed, not yet reclaimed) handles. */
@@ -213,7 +213,7 @@ export interface WriteContext {
    * keep the usage exact. Absent: no check and no count (the usage of
    * handles and bytes stays right regardless).
    *
-   * @since 0.6.0
+   * @since 0.5.0
    */
   quota?: QuotaLimits;
   /**
@@ -226,7 +226,7 @@ export interface WriteContext {
    * did not land) lets the store call {@link Backend.acquireLease} after.
    * A replay takes no lease.
    *
-   * @since 0.6.0
+   * @since 0.5.0
    */
   lease?: LeaseRecord;
   /**
@@ -238,7 +238,7 @@ export interface WriteContext {
    * nothing: once {@link Backend.endGrant} returned, no write through the
    * grant lands.
    *
-   * @since 0.7.0
+   * @since 0.5.0
    */
   grant?: GrantCheck;
 }
@@ -246,7 +246,7 @@ export interface WriteContext {
 /**
  * The grant a write goes through: what {@link WriteContext.grant} carries.
  *
- * @since 0.7.0
+ * @since 0.5.0
  */
 export interface GrantCheck {
   /** The grant id. */
@@ -261,7 +261,7 @@ export interface GrantCheck {
  * for the fields its primitives read: `grant`, `alias`, `owner`, `handle`,
  * `parent`, `expiresAt`, `endedAt`.
  *
- * @since 0.7.0
+ * @since 0.5.0
  */
 export interface GrantRecord {
   /** The grant id. */
@@ -329,7 +329,7 @@ export interface ConditionalWrite {
    * The preview of the new state (see {@link HandleRecord.preview}); absent:
    * keep the stored one.
    *
-   * @since 0.6.0
+   * @since 0.5.0
    */
   preview?: string;
 }
@@ -343,7 +343,7 @@ export type SaveOutcome =
  * Result of {@link Backend.insert}: whether the record went in and, when it
  * did and the backend took `ctx.lease` with it, the lease's outcome.
  *
- * @since 0.6.0
+ * @since 0.5.0
  */
 export interface InsertOutcome {
   /** Whether the record was inserted. */
@@ -382,7 +382,7 @@ export interface UpdateOutcome {
    * The outcome of `ctx.lease`, when it was taken in the same step (only
    * with `written: true`).
    *
-   * @since 0.6.0
+   * @since 0.5.0
    */
   lease?: LeaseOutcome;
 }
@@ -401,7 +401,7 @@ export interface ListQuery {
    * Return each row's {@link HandleRecord.preview} (when it has one); absent
    * or `false`: rows carry none, and the engine need not read it.
    *
-   * @since 0.6.0
+   * @since 0.5.0
    */
   previews?: boolean;
 }
@@ -638,7 +638,7 @@ export interface Backend {
    * not reclaimed yet may still answer its time). One round trip; the store
    * calls it only after a read or write found no live record.
    *
-   * @since 0.6.0
+   * @since 0.5.0
    */
   trashedUntil?(user: string, handle: string): Promise<number | null>;
   /**
@@ -646,7 +646,7 @@ export interface Backend {
    * has it honours {@link WriteContext.quota} on every write; the store
    * refuses quotas on one that has not.
    *
-   * @since 0.6.0
+   * @since 0.5.0
    */
   usage?(user: string, now: number): Promise<Usage>;
   /**
@@ -658,7 +658,7 @@ export interface Backend {
    * or in the trash) `"taken"`, and changes nothing. The usage of both
    * users follows (`ctx.quota` is checked for `to`, as a mint would be).
    *
-   * @since 0.7.0
+   * @since 0.5.0
    */
   transfer?(user: string, handle: string, to: string, ctx: WriteContext): Promise<TransferOutcome>;
   /**
@@ -668,14 +668,14 @@ export interface Backend {
    * stored), so a re-share never outlives an `unshare` of its parent that
    * returned first.
    *
-   * @since 0.7.0
+   * @since 0.5.0
    */
   putGrant?(grant: GrantRecord, now: number): Promise<void>;
   /**
    * Optional (sharing): the grant whose id or alias handle is `idOrAlias`
    * (ended and expired ones included), or `null`.
    *
-   * @since 0.7.0
+   * @since 0.5.0
    */
   readGrant?(idOrAlias: string): Promise<GrantRecord | null>;
   /**
@@ -683,21 +683,21 @@ export interface Backend {
    * `grant` and on every grant under it (re-shares, and theirs) that is not
    * ended yet; returns those it ended.
    *
-   * @since 0.7.0
+   * @since 0.5.0
    */
   endGrant?(grant: string, now: number): Promise<GrantRecord[]>;
   /**
    * Optional (sharing): the grants of `(owner, handle)`, ended ones included,
    * oldest first.
    *
-   * @since 0.7.0
+   * @since 0.5.0
    */
   grantsOf?(owner: string, handle: string): Promise<GrantRecord[]>;
   /**
    * Optional (sharing): the grants to the user `to` (never those to `"*"`)
    * that are not ended, oldest first.
    *
-   * @since 0.7.0
+   * @since 0.5.0
    */
   grantsTo?(to: string): Promise<GrantRecord[]>;
   /** Releases connections and files. Idempotent. */

@@ -82,7 +82,7 @@ export class HandleNotFound extends McpStateError {
    * Until when `restore` brings the handle back, when it is in the caller's
    * trash; absent otherwise.
    *
-   * @since 0.6.0
+   * @since 0.5.0
    */
   readonly restorableUntil?: Date;
 
@@ -91,7 +91,7 @@ export class HandleNotFound extends McpStateError {
    *
    * @param handle The handle that was asked for.
    * @param trash When the handle is in the caller's trash: until when it can
-   * be restored (since 0.6.0).
+   * be restored (since 0.5.0).
    */
   constructor(handle: string, trash?: { restorableUntil: Date }) {
     const until = trash?.restorableUntil.toISOString();
@@ -272,7 +272,7 @@ export type QuotaName = "handles" | "bytes" | "writes_per_minute";
  * A write would take the user over a quota (handles, bytes of state, or
  * writes per minute). Nothing was written.
  *
- * @since 0.6.0
+ * @since 0.5.0
  *
  * @example
  * ```ts
@@ -313,7 +313,7 @@ export class QuotaExceeded extends McpStateError {
  * `increment`), `patch` (read + any patch op), `write` (patch + save and
  * touch).
  *
- * @since 0.7.0
+ * @since 0.5.0
  */
 export type Rights = "read" | "append" | "patch" | "write";
 
@@ -321,7 +321,7 @@ export type Rights = "read" | "append" | "patch" | "write";
  * A call through a shared handle needs more than the grant's rights (or a
  * re-share would widen them). Nothing was changed.
  *
- * @since 0.7.0
+ * @since 0.5.0
  *
  * @example
  * ```ts
@@ -357,7 +357,7 @@ export type GrantEndReason = "grant_revoked" | "grant_expired";
  * An alias handle whose grant was ended by `unshare` or lapsed: code
  * `handle_not_found`, details `reason`.
  *
- * @since 0.7.0
+ * @since 0.5.0
  */
 export class GrantEnded extends HandleNotFound {
   /**

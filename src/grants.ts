@@ -27,7 +27,7 @@ const ADDITIVE = new Set(["append", "add_to_set", "increment"]);
  * A grant in force, as {@link HandleStore.share} and {@link HandleStore.grants}
  * answer it.
  *
- * @since 0.7.0
+ * @since 0.5.0
  */
 export interface Grant {
   /** The grant id (pass it, or the alias, to `unshare`). */
@@ -45,7 +45,7 @@ export interface Grant {
 /**
  * Options of {@link HandleStore.share}.
  *
- * @since 0.7.0
+ * @since 0.5.0
  */
 export interface ShareOptions {
   /** The owner, or a grantee re-sharing its alias. */

@@ -23,7 +23,7 @@
  * The longest preview, in characters (UTF-16 code units, so never more code
  * points).
  *
- * @since 0.6.0
+ * @since 0.5.0
  */
 export const PREVIEW_MAX_CHARS = 120;
 
@@ -38,7 +38,7 @@ const STRING_CHARS = 40;
  * @param state A JSON object (a state).
  * @returns The preview line (`""` for an empty object).
  *
- * @since 0.6.0
+ * @since 0.5.0
  */
 export function previewOf(state: Readonly<Record<string, unknown>>): string {
   let out = "";

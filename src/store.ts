@@ -134,7 +134,7 @@ export interface HandleInfo {
    * and its version at the fork (`forked_from` in the wire form); absent for
    * a handle that is no fork, and in listings.
    *
-   * @since 0.7.0
+   * @since 0.5.0
    */
   forkedFrom?: ForkPoint;
   /**
@@ -142,7 +142,7 @@ export interface HandleInfo {
    * describing the state (see `previewOf`), kept beside the metadata on each
    * write. Absent for a handle last written before previews existed.
    *
-   * @since 0.6.0
+   * @since 0.5.0
    */
   preview?: string;
   /**
@@ -156,13 +156,13 @@ export interface HandleInfo {
    * On a handle shared with the caller (an alias handle, see
    * {@link HandleStore.share}): the owner who shared it.
    *
-   * @since 0.7.0
+   * @since 0.5.0
    */
   sharedBy?: string;
   /**
    * On a handle shared with the caller: the rights its grant gives.
    *
-   * @since 0.7.0
+   * @since 0.5.0
    */
   rights?: Rights;
 }
@@ -263,7 +263,7 @@ export interface HandleStoreOptions {
    * one is `QuotaExceeded` and writes nothing. Default: no quotas, and no
    * cost on writes.
    *
-   * @since 0.6.0
+   * @since 0.5.0
    */
   quotas?: QuotaOptions;
 }
@@ -274,7 +274,7 @@ export interface HandleStoreOptions {
  * usage in the same atomic write as the state. Deleting and shrinking are
  * never refused.
  *
- * @since 0.6.0
+ * @since 0.5.0
  */
 export interface QuotaOptions {
   /** At most this many live handles per user (trashed ones do not count). */
@@ -288,7 +288,7 @@ export interface QuotaOptions {
 /**
  * A user's usage, as {@link HandleStore.usage} reports it.
  *
- * @since 0.6.0
+ * @since 0.5.0
  */
 export type UsageInfo = Usage;
 
@@ -357,7 +357,7 @@ export interface HandleStoreCapabilities {
    * {@link HandleStore.share}, `unshare` and `grants` work: the backend keeps
    * grants and checks them inside the writes they govern.
    *
-   * @since 0.7.0
+   * @since 0.5.0
    */
   grants: boolean;
 }
@@ -418,7 +418,7 @@ export interface UserOption {
 /**
  * Options of {@link HandleStore.fork} and {@link HandleStore.mergeBack}.
  *
- * @since 0.7.0
+ * @since 0.5.0
  */
 export interface ForkOptions extends UserOption {
   /** The writer label of the write (the fork's mint, or the origin's merge). */
@@ -429,7 +429,7 @@ export interface ForkOptions extends UserOption {
  * Answer of {@link HandleStore.mergeBack}: the origin's snapshot after the
  * merge, and which fork version was merged into it.
  *
- * @since 0.7.0
+ * @since 0.5.0
  */
 export type MergeResult<S = JsonObject> = Snapshot<S> & {
   /** The fork and its version whose changes were merged. */
@@ -439,7 +439,7 @@ export type MergeResult<S = JsonObject> = Snapshot<S> & {
 /**
  * Options of {@link HandleStore.transfer}.
  *
- * @since 0.7.0
+ * @since 0.5.0
  */
 export interface TransferOptions extends UserOption {
   /** The user who gets the handle. */
@@ -459,7 +459,7 @@ export interface TransferOptions extends UserOption {
  * left alone and answered as the result's `activeLease`. It never fails a
  * write that landed.
  *
- * @since 0.6.0
+ * @since 0.5.0
  */
 export interface WriteLeaseOption {
   /** How long the lease lasts: more than 0 and at most 86,400 seconds. */
@@ -482,7 +482,7 @@ export interface MintOptions extends UserOption {
    * Take this lease on the new handle with the mint (a new handle has no
    * other holder, so it is always taken).
    *
-   * @since 0.6.0
+   * @since 0.5.0
    */
   lease?: WriteLeaseOption;
 }
@@ -538,7 +538,7 @@ export interface PatchOptions extends UserOption {
    * Take this lease with the write; the result's `activeLease` is then the
    * lease in force after it (the caller's, or another holder's).
    *
-   * @since 0.6.0
+   * @since 0.5.0
    */
   lease?: WriteLeaseOption;
 }
@@ -571,7 +571,7 @@ export interface ListOptions {
    * Give each handle its `preview` (see {@link HandleInfo.preview}); read
    * from beside the metadata, never from the state.
    *
-   * @since 0.6.0
+   * @since 0.5.0
    */
   previews?: boolean;
 }
@@ -2256,7 +2256,7 @@ export class HandleStore implements AsyncDisposable {
   /**
    * The quotas this store enforces (`undefined`: none).
    *
-   * @since 0.6.0
+   * @since 0.5.0
    */
   get quotas(): QuotaOptions | undefined {
     return this.#quotas && { ...this.#quotas };
@@ -2273,7 +2273,7 @@ export class HandleStore implements AsyncDisposable {
    * @returns The usage.
    * @throws {InvalidArgument} for a malformed user, or a backend that keeps no usage.
    * @throws {BackendError} when the engine fails or the store is closed.
-   * @since 0.6.0
+   * @since 0.5.0
    *
    * @example
    * ```ts
@@ -2308,7 +2308,7 @@ export class HandleStore implements AsyncDisposable {
    * @throws {InvalidArgument} for a malformed handle, user or writer.
    * @throws {QuotaExceeded} when the fork would put the user over a quota.
    * @throws {BackendError} when the engine fails or the store is closed.
-   * @since 0.7.0
+   * @since 0.5.0
    *
    * @example Hand a copy to a sub-agent, then take its work back
    * ```ts
@@ -2386,7 +2386,7 @@ export class HandleStore implements AsyncDisposable {
    * @throws {InvalidArgument} when the handle is no fork, or for a malformed
    * handle, user or writer.
    * @throws {BackendError} when the engine fails or the store is closed.
-   * @since 0.7.0
+   * @since 0.5.0
    */
   async mergeBack<S = JsonObject>(fork: string, options: ForkOptions): Promise<MergeResult<S>> {
     const user = checkUser(options);
@@ -2481,7 +2481,7 @@ export class HandleStore implements AsyncDisposable {
    * backend without the `transfer` primitive (a Redis Cluster).
    * @throws {QuotaExceeded} when the handle would put `to` over a quota.
    * @throws {BackendError} when the engine fails or the store is closed.
-   * @since 0.7.0
+   * @since 0.5.0
    *
    * @example Hand a task over to someone else
    * ```ts
@@ -2559,7 +2559,7 @@ export class HandleStore implements AsyncDisposable {
    * @throws {HandleExpired} when the handle expired.
    * @throws {InvalidArgument} for malformed rights, `to` or TTL, a share with
    * oneself, or a backend that keeps no grants.
-   * @since 0.7.0
+   * @since 0.5.0
    *
    * @example Share read-only for a week, then end it
    * ```ts
@@ -2639,7 +2639,7 @@ export class HandleStore implements AsyncDisposable {
    * @returns How many grants it ended (0 when it had ended already).
    * @throws {HandleNotFound} when there is no such grant for the caller.
    * @throws {PermissionDenied} when the caller is the grantee of that grant.
-   * @since 0.7.0
+   * @since 0.5.0
    */
   async unshare(grantOrAlias: string, options: UserOption): Promise<number> {
     const user = checkUser(options);
@@ -2673,7 +2673,7 @@ export class HandleStore implements AsyncDisposable {
    * @param handle The owner's handle, or an alias the caller holds.
    * @param options The caller.
    * @returns The grants, oldest first.
-   * @since 0.7.0
+   * @since 0.5.0
    */
   async grants(handle: string, options: UserOption): Promise<Grant[]> {
     const user = checkUser(options);
