@@ -124,6 +124,20 @@ local function reindex(idx, exp, old, newx, e, ttl)
     redis.call('ZREM', exp, oldx)
   end
 end
+-- A record hash that has just arrived at key (out of the trash, or from
+-- another user): its lifetime (expiry plus graceMs) and its entries in the
+-- index and expiry sets. Returns its TTL in ms (-1: none).
+local function settle(key, idx, exp, cur, graceMs, now)
+  local ttl = -1
+  if cur.e == '' then
+    redis.call('PERSIST', key)
+  else
+    ttl = math.max(tonumber(cur.e) + graceMs - now, 1)
+    redis.call('PEXPIRE', key, ttl)
+  end
+  reindex(idx, exp, false, cur.x, cur.e, ttl)
+  return ttl
+end
 local function replay(ikey, now)
   if not ikey then return false end
   local r = redis.call('HMGET', ikey, 'f', 't', 'n', 'h', 'd')
@@ -536,14 +550,7 @@ end
 redis.call('RENAME', KEYS[4], KEYS[1])
 redis.call('HDEL', KEYS[1], 'u')
 local cur = getrec(KEYS[1])
-local ttl = -1
-if cur.e == '' then
-  redis.call('PERSIST', KEYS[1])
-else
-  ttl = math.max(tonumber(cur.e) + tonumber(a[2]) - now, 1)
-  redis.call('PEXPIRE', KEYS[1], ttl)
-end
-reindex(KEYS[2], KEYS[3], false, cur.x, cur.e, ttl)
+local ttl = settle(KEYS[1], KEYS[2], KEYS[3], cur, tonumber(a[2]), now)
 track(base, 1, db, ttl)
 if q then countwrite(base, qm, qw) end
 announce(KEYS[1])
@@ -578,14 +585,7 @@ redis.call('ZREM', KEYS[2], cur.x)
 if cur.e ~= '' then redis.call('ZREM', KEYS[3], cur.x) end
 redis.call('DEL', KEYS[4])
 redis.call('RENAME', KEYS[1], KEYS[5])
-local ttl = -1
-if cur.e == '' then
-  redis.call('PERSIST', KEYS[5])
-else
-  ttl = math.max(tonumber(cur.e) + tonumber(a[2]) - now, 1)
-  redis.call('PEXPIRE', KEYS[5], ttl)
-end
-reindex(KEYS[6], KEYS[7], false, cur.x, cur.e, ttl)
+local ttl = settle(KEYS[5], KEYS[6], KEYS[7], cur, tonumber(a[2]), now)
 track(to, 1, db, ttl)
 if q then countwrite(to, qm, qw) end
 announce(KEYS[1])
