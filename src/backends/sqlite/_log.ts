@@ -102,7 +102,7 @@ export class ChangeLog {
     const rows = this.#read.all(user, handle, afterVersion) as Row[];
     if (rows.length === 0) return [];
     const first = cells(rows[0]!);
-    if (first[0] !== -1) return rows.map(entryOfRow);
+    if (first[0] !== -1) return rows.map(entryOf);
     const tail = parseTail(first[2] as string);
     const fv = tail.floorVersion ?? -Infinity, fa = tail.floorAt ?? -Infinity;
     const byVersion = new Map<number, ChangeEntry>();

@@ -18,10 +18,8 @@ import type { SqliteSynchronous } from "./_url.ts";
  * version 3 adds the `changes` and `trash` tables; version 4 the `leases`
  * table; version 5 drops the listing index by kind (one listing index is
  * rewritten per save instead of two); version 6 adds the `log_tail` column
- * (a small record's newest changelog entries, kept in its row) and rebuilds
- * the listing index in ascending `updated_ms` order, so that a write appends
- * at the end of the user's range. Older files are brought forward in place
- * when opened.
+ * (a small record's newest changelog entries, kept in its row). Older files
+ * are brought forward in place when opened.
  */
 export const SQLITE_SCHEMA_VERSION = 6;
 
@@ -45,7 +43,7 @@ CREATE TABLE IF NOT EXISTS handles (${RECORD_COLUMNS}
   PRIMARY KEY (user, handle)
 );
 CREATE INDEX IF NOT EXISTS handles_by_user_updated
-  ON handles (user, updated_ms, handle DESC, kind, version, created_ms, expires_ms, last_writer);
+  ON handles (user, updated_ms DESC, handle, kind, version, created_ms, expires_ms, last_writer);
 CREATE INDEX IF NOT EXISTS handles_by_expiry
   ON handles (expires_ms) WHERE expires_ms IS NOT NULL;
 CREATE TABLE IF NOT EXISTS idempotency (
@@ -90,13 +88,9 @@ const STEPS: readonly (readonly [number, string])[] = [
   // Version 5: a listing filtered by kind walks the one listing index (it
   // covers `kind`), so a save rewrites one listing entry instead of two.
   [5, "DROP INDEX IF EXISTS handles_by_user_kind_updated;"],
-  [
-    6,
-    `ALTER TABLE handles ADD COLUMN log_tail TEXT;
-DROP INDEX handles_by_user_updated;
-CREATE INDEX handles_by_user_updated
-  ON handles (user, updated_ms, handle DESC, kind, version, created_ms, expires_ms, last_writer);`,
-  ],
+  // Version 6: a small record keeps its newest changelog entries in its row
+  // (see _log.ts): a column added in place, no row rewritten.
+  [6, "ALTER TABLE handles ADD COLUMN log_tail TEXT;"],
 ];
 
 /** The columns of the tables schemas 3 and 4 add, to recognize a foreign table of the same name. */
