@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import fc from "fast-check";
 import { constants, DatabaseSync } from "node:sqlite";
 import { Append, HandleStore, Increment, Merge, SetKey } from "../mod.ts";
 import { openBackend } from "../src/url.ts";
@@ -6,6 +7,7 @@ import type { ConditionalWrite, HandleRecord, WriteContext } from "../src/backen
 import { SQLITE_SCHEMA_VERSION, SqliteBackend } from "../src/backends/sqlite.ts";
 import { byUtf8, DAY, FakeClock, freshUser, Lines, recordOf, rejectsWith } from "./_helpers.ts";
 import { backendContract, sharedView } from "./contract/mod.ts";
+import { runs } from "./_fc.ts";
 import {
   createAtOnce,
   killWriterMidWrites,
@@ -799,6 +801,86 @@ Deno.test("sqlite: trash and changelog, row by row", async () => {
     small,
   );
   assert.deepEqual(await versions(d), [12, 13]);
+  await backend.close();
+});
+
+Deno.test("sqlite: the changelog, kept partly in the record's row, answers what deleting at each append would", async () => {
+  const backend = await SqliteBackend.fromUrl(urlOf(freshPath("log-model")));
+  const db = backend.database;
+  const user = freshUser();
+  const h = "n_aaaaaaaa";
+  type Entry = { version: number; at: number; text: string };
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(
+        fc.oneof(
+          // An append: the state's size decides whether the entry may stay in the row.
+          {
+            weight: 6,
+            arbitrary: fc.record({
+              kind: fc.constant("append" as const),
+              big: fc.boolean(),
+              entryBytes: fc.constantFrom(20, 300, 1500, 5000),
+              maxEntries: fc.integer({ min: 1, max: 12 }),
+              maxAgeMs: fc.integer({ min: 5, max: 60 }),
+              // The clock mostly moves on, sometimes back.
+              step: fc.integer({ min: -3, max: 9 }),
+            }),
+          },
+          fc.constant({ kind: "trash" as const }),
+          fc.constant({ kind: "import" as const }),
+          fc.constant({ kind: "read" as const }),
+        ),
+        { minLength: 4, maxLength: 60 },
+      ),
+      async (steps) => {
+        db.exec("DELETE FROM handles; DELETE FROM trash; DELETE FROM changes");
+        let now = 1000, version = 1;
+        let log: Entry[] = [{ version: 1, at: now, text: '{"version":1}' }];
+        const ctx = (extra: Partial<WriteContext> = {}): WriteContext => ({
+          now,
+          graceMs: 0,
+          ...extra,
+        });
+        await backend.insert(user, { ...SAMPLE, handle: h }, ctx({ entry: log[0]! }));
+        for (const s of steps) {
+          if (s.kind === "append") {
+            now += s.step;
+            version++;
+            const text = JSON.stringify({ version, pad: "x".repeat(s.entryBytes) });
+            const entry = { version, at: now, text };
+            const retention = { maxEntries: s.maxEntries, maxAgeMs: s.maxAgeMs };
+            const state = s.big ? JSON.stringify({ s: "y".repeat(3000) }) : "{}";
+            await backend.update(
+              user,
+              h,
+              (cur) => cur && { record: { ...cur, state, version }, entry },
+              ctx({ retention }),
+            );
+            log = log.filter((e) => e.version > version - s.maxEntries && e.at >= now - s.maxAgeMs);
+            log.push(entry);
+          } else if (s.kind === "trash") {
+            // To the trash and back: the log goes with the record.
+            await backend.remove(user, h, ctx({ trashUntil: now + 1000 }));
+            assert.deepEqual(await backend.changes(user, h, 0), []);
+            assert.ok(await backend.untrash(user, h, ctx()));
+          } else if (s.kind === "import") {
+            version++;
+            await backend.importRecord(user, { ...SAMPLE, handle: h, version }, ctx());
+            log = [];
+          }
+          assert.deepEqual(await backend.changes(user, h, 0), log);
+          const after = log.length > 1 ? log[1]!.version : version;
+          assert.deepEqual(
+            await backend.changes(user, h, after),
+            log.filter((e) => e.version > after),
+          );
+        }
+        assert.equal(pragma(db, "integrity_check"), "ok");
+      },
+    ),
+    runs(61, 150),
+  );
   await backend.close();
 });
 
