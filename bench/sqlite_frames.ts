@@ -42,6 +42,9 @@ const OPS = Number(args.get("ops") ?? 1000);
 /** Handles a user has before the count; writes go round-robin over the first `HOT` of them. */
 const HANDLES = 1000;
 const HOT = 50;
+/** Handles of the steady saves (after the save and patch handles), and writes before the count. */
+const STEADY = 20;
+const STEADY_WARMUP = STEADY * 110;
 const USER = "bench-user";
 
 const dir = await Deno.makeTempDir({ prefix: "mcpstate-frames-" });
@@ -67,6 +70,7 @@ interface Subject {
   mint(i: number): Promise<unknown>;
   save(i: number): Promise<unknown>;
   patch(i: number): Promise<unknown>;
+  steady(i: number): Promise<unknown>;
   close(): Promise<void>;
 }
 
@@ -97,6 +101,14 @@ async function storeSubject(tag: string): Promise<Subject> {
       const k = HOT + (i % HOT);
       const snap = await store.patch(handles[k]!, [Append("sources", `https://x.test/${i}`)], {
         user: USER,
+      });
+      versions[k] = snap.version;
+    },
+    async steady(i) {
+      const k = 2 * HOT + (i % STEADY);
+      const snap = await store.save(handles[k]!, state1k(i), {
+        user: USER,
+        expectVersion: versions[k]!,
       });
       versions[k] = snap.version;
     },
@@ -189,12 +201,28 @@ function pythonSubject(tag: string): Subject {
       });
       return Promise.resolve();
     },
+    steady(i) {
+      const k = 2 * HOT + (i % STEADY);
+      tx(() => {
+        const now = Date.now() / 1000;
+        upd.run(JSON.stringify(state1k(i)), now, USER, handles[k]!, versions[k]!);
+        versions[k]!++;
+        log.run(USER, handles[k]!, versions[k]!, now, "save", null);
+      });
+      return Promise.resolve();
+    },
     close: () => Promise.resolve(db.close()),
   };
 }
 
-type Op = "mint" | "save" | "patch";
-const OPS_LIST: Op[] = ["mint", "save", "patch"];
+type Op = "mint" | "save" | "patch" | "steady";
+const OPS_LIST: Op[] = ["mint", "save", "patch", "steady"];
+const LABEL: Record<Op, string> = {
+  mint: "mint",
+  save: "save",
+  patch: "patch",
+  steady: "steady save",
+};
 
 /** Writes per block: the subjects take turns, so that both see the same load on a shared disk. */
 const BLOCK = 50;
@@ -214,6 +242,12 @@ async function measure(subjects: Subject[], op: Op, offset: number): Promise<[nu
       return 0;
     }
   };
+  // Steady saves: first fill the changelogs of their handles past the retention.
+  if (op === "steady") {
+    for (const s of subjects) {
+      for (let i = 0; i < STEADY_WARMUP; i++) await s.steady(offset + 500_000 + i);
+    }
+  }
   for (const s of subjects) {
     s.db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
     s.db.exec("PRAGMA wal_autocheckpoint = 0");
@@ -268,7 +302,7 @@ for (const op of OPS_LIST) {
     const m = median(r.rates);
     const f = median(r.frames);
     console.log(
-      `| ${op} | ${name} | ${fmt(m)} | ${fmt(Math.min(...r.rates))}–${
+      `| ${LABEL[op]} | ${name} | ${fmt(m)} | ${fmt(Math.min(...r.rates))}–${
         fmt(Math.max(...r.rates))
       } | ${(m / base).toFixed(2)}× | ${f.toFixed(2)} | ${(2 * f).toFixed(2)} |`,
     );
