@@ -20,8 +20,12 @@
  * `pwrite` count an `strace` shows is twice the frame count; both are
  * printed.
  *
+ * With `--trees`, each run also prints where the frames of the last write
+ * of each kind went: the B-tree (table or index) each WAL frame's page
+ * belongs to, per write, from SQLite's `dbstat` table.
+ *
  * ```sh
- * deno run --allow-all bench/sqlite_frames.ts [--runs=3] [--ops=1000]
+ * deno run --allow-all bench/sqlite_frames.ts [--runs=3] [--ops=1000] [--trees]
  * ```
  *
  * @module
@@ -39,6 +43,7 @@ const args = new Map(
 );
 const RUNS = Number(args.get("runs") ?? 3);
 const OPS = Number(args.get("ops") ?? 1000);
+const TREES = args.has("trees");
 /** Handles a user has before the count; writes go round-robin over the first `HOT` of them. */
 const HANDLES = 1000;
 const HOT = 50;
@@ -264,12 +269,38 @@ async function measure(subjects: Subject[], op: Op, offset: number): Promise<[nu
     }
   }
   const n = Math.ceil(OPS / BLOCK) * BLOCK;
+  if (TREES) {
+    for (const [k, s] of subjects.entries()) {
+      console.log(`${LABEL[op]}, ${s.name}: ${framesByTree(s, sizes[k]!, pageSizes[k]!, n)}`);
+    }
+  }
   return subjects.map((s, k) => {
     const frames = (size(s) - sizes[k]!) / (pageSizes[k]! + 24) / n;
     s.db.exec("PRAGMA wal_autocheckpoint = 1000");
     s.db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
     return [n / (ms[k]! / 1000), frames];
   });
+}
+
+/**
+ * The WAL frames written since byte `from`, per write, by the B-tree their
+ * page belongs to (`dbstat`; page 1, the file header, counts under
+ * `sqlite_schema`).
+ */
+function framesByTree(s: Subject, from: number, pageSize: number, writes: number): string {
+  const names = new Map<number, string>();
+  for (const r of s.db.prepare("SELECT name, pageno, pagetype FROM dbstat").all()) {
+    names.set(r.pageno as number, `${r.name}${r.pagetype === "overflow" ? " (overflow)" : ""}`);
+  }
+  const wal = Deno.readFileSync(s.walPath);
+  const tally = new Map<string, number>();
+  for (let at = from; at + 24 + pageSize <= wal.length; at += 24 + pageSize) {
+    const page = new DataView(wal.buffer, at, 4).getUint32(0);
+    const name = names.get(page) ?? "free";
+    tally.set(name, (tally.get(name) ?? 0) + 1);
+  }
+  return [...tally].sort((a, b) => b[1] - a[1])
+    .map(([name, count]) => `${name} ${(count / writes).toFixed(2)}`).join(", ");
 }
 
 const results = new Map<string, { rates: number[]; frames: number[] }>();

@@ -71,6 +71,7 @@ export class ChangeLog {
   readonly #read: StatementSync;
   readonly #tailGet: StatementSync;
   readonly #tailSet: StatementSync;
+  readonly #tailClear: StatementSync;
 
   /** Prepares the statements on `db`, whose schema is ready. */
   constructor(db: DatabaseSync) {
@@ -92,6 +93,11 @@ export class ChangeLog {
     ));
     this.#tailGet = p("SELECT log_tail FROM handles WHERE user = ? AND handle = ?");
     this.#tailSet = p("UPDATE handles SET log_tail = ? WHERE user = ? AND handle = ?");
+    // Only a row that holds a tail is rewritten: a large record's row costs
+    // its overflow pages each time it is.
+    this.#tailClear = p(
+      "UPDATE handles SET log_tail = NULL WHERE user = ? AND handle = ? AND log_tail IS NOT NULL",
+    );
   }
 
   /**
@@ -206,7 +212,7 @@ export class ChangeLog {
   /** Drops the handle's whole log, its row's tail included. */
   clear(user: string, handle: string): void {
     this.#drop.run(user, handle);
-    this.#tailSet.run(null, user, handle);
+    this.#tailClear.run(user, handle);
   }
 
   /** Writes a tail's entries to the keyed table, deletes what its floor hides, clears it. */
@@ -215,6 +221,6 @@ export class ChangeLog {
       this.#trim.run(user, handle, tail.floorVersion ?? -1, tail.floorAt ?? -1);
     }
     for (const e of tail.entries) this.#put.run(user, handle, e.version, e.at, e.text);
-    this.#tailSet.run(null, user, handle);
+    this.#tailClear.run(user, handle);
   }
 }
