@@ -82,7 +82,44 @@ export interface ForkPoint {
  *
  * @since 0.5.0
  */
-export type TransferOutcome = "moved" | "absent" | "taken";
+export type TransferOutcome = "moved" | "absent" | "taken" | "stale";
+
+/**
+ * The changelog entry that a grant change or a transfer leaves (SPEC 8.2:
+ * `share`, `unshare` and `transfer` leave entries), written in the same atomic
+ * step as the change it records. The entry is the record's next version: in
+ * that step the backend checks that the live record's version is
+ * `expectVersion` (else it answers `"stale"` and changes nothing), sets
+ * `version = expectVersion + 1` and `updatedAt = entry.at` (state, expiry,
+ * `lastWriter` and everything else kept), appends `entry` and trims the
+ * handle's changelog by `retention`, as any write does.
+ *
+ * @since 0.5.0
+ */
+export interface AuditStep {
+  /** The version the record must have. */
+  expectVersion: number;
+  /** The entry, with `entry.version === expectVersion + 1`. */
+  entry: ChangeEntry;
+  /** How much changelog to keep. */
+  retention: Retention;
+}
+
+/**
+ * What a {@link Backend.transfer} also does in its atomic step.
+ *
+ * @since 0.5.0
+ */
+export interface TransferStep {
+  /** The `transfer` entry, appended under the new owner (absent: no history kept). */
+  audit?: AuditStep;
+  /**
+   * A grant to store in the same step: the old owner's `keep` (owner `to`,
+   * grantee the old owner). Grants in force on the old `(user, handle)` end
+   * at `ctx.now` in the same step, whether or not one is kept.
+   */
+  keep?: GrantRecord;
+}
 
 /** A record without its state: what listing returns. */
 export type HandleMeta = Omit<HandleRecord, "state">;
@@ -650,27 +687,39 @@ export interface Backend {
    */
   usage?(user: string, now: number): Promise<Usage>;
   /**
-   * Optional (fork and transfer): in one atomic step, moves the live record
-   * `(user, handle)` and its changelog to `(to, handle)`, unchanged (same
-   * handle, version, timestamps, state), and drops the old owner's lease
-   * on it; the old owner keeps nothing. When `user` has no live record of
-   * that handle it answers `"absent"`, when `to` has any record of it (live
-   * or in the trash) `"taken"`, and changes nothing. The usage of both
-   * users follows (`ctx.quota` is checked for `to`, as a mint would be).
+   * Optional (transfer): in one atomic step, moves the live record
+   * `(user, handle)` and its changelog to `(to, handle)` (same handle, state,
+   * expiry, creation time), drops the old owner's lease on it, ends every
+   * grant in force on `(user, handle)` (`endedAt = ctx.now`), and, when
+   * given, applies `step.audit` to the moved record (its next version and
+   * entry, under `to`) and stores `step.keep`; the old owner keeps nothing
+   * else. When `user` has no live record of that handle it answers
+   * `"absent"`, when `to` has any record of it (live or in the trash)
+   * `"taken"`, when the version differs from `step.audit.expectVersion`
+   * `"stale"`, and changes nothing. The usage of both users follows
+   * (`ctx.quota` is checked for `to`, as a mint would be).
    *
    * @since 0.5.0
    */
-  transfer?(user: string, handle: string, to: string, ctx: WriteContext): Promise<TransferOutcome>;
+  transfer?(
+    user: string,
+    handle: string,
+    to: string,
+    ctx: WriteContext,
+    step?: TransferStep,
+  ): Promise<TransferOutcome>;
   /**
    * Optional (sharing): stores a new grant in one atomic step. When
    * `grant.parent` is set, the parent must be in force at `now` in that same
    * step (else the error of `grantEnded` of `backends/_grants.ts`, nothing
    * stored), so a re-share never outlives an `unshare` of its parent that
-   * returned first.
+   * returned first. With `audit`, the same step applies it to the live
+   * record `(grant.owner, grant.handle)` ({@link AuditStep}): `"stale"`, and
+   * nothing stored, when its version differs or it is not live.
    *
    * @since 0.5.0
    */
-  putGrant?(grant: GrantRecord, now: number): Promise<void>;
+  putGrant?(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "stale">;
   /**
    * Optional (sharing): the grant whose id or alias handle is `idOrAlias`
    * (ended and expired ones included), or `null`.
@@ -681,11 +730,14 @@ export interface Backend {
   /**
    * Optional (sharing): in one atomic step, sets `endedAt = now` on the grant
    * `grant` and on every grant under it (re-shares, and theirs) that is not
-   * ended yet; returns those it ended.
+   * ended yet; returns those it ended. With `audit`, the same step applies
+   * it to the grant's live record `(owner, handle)` ({@link AuditStep}; it
+   * answers `"stale"` and ends nothing when the version differs); when that
+   * record is not live (deleted, moved) the grants end without an entry.
    *
    * @since 0.5.0
    */
-  endGrant?(grant: string, now: number): Promise<GrantRecord[]>;
+  endGrant?(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[] | "stale">;
   /**
    * Optional (sharing): the grants of `(owner, handle)`, ended ones included,
    * oldest first.

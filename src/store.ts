@@ -9,6 +9,7 @@
 import { previewOf } from "./preview.ts";
 import { createPatch, type Operation } from "rfc6902";
 import type {
+  AuditStep,
   Backend,
   ChangeEntry,
   ForkPoint,
@@ -305,11 +306,17 @@ export interface HistoryOptions {
   maxEntryBytes?: number;
 }
 
+/** Changelog operations that record an event and change no state. */
+const STATELESS_OPS: ReadonlySet<string> = new Set(["share", "unshare", "transfer"]);
+
 /**
  * One changelog entry, in the wire form: `version`, `at` (ISO-8601 UTC),
  * `writer`, `op` (`mint`, `save`, `patch`, `touch`, `restore`, `fork` — the
- * mint of a fork, with `from` — and `merge` — a fork merged back, with
- * `from` and `base_version`), and what
+ * mint of a fork, with `from` —, `merge` — a fork merged back, with
+ * `from` and `base_version` —, `share` — with `grant`, `to`, `rights`,
+ * `expires_at` and, for a re-share, `via` —, `unshare` — with `grant` — and
+ * `transfer` — with `from`, `to` and `keep`; these three change no state),
+ * and what
  * changed: `ops` (patch), `patch` (an RFC 6902 JSON Patch from the previous
  * state, mint and save), `expires_at` (touch), or `omitted: true` when the
  * entry was too large to keep.
@@ -322,7 +329,17 @@ export type ChangeInfo = {
   /** Who wrote. */
   writer: string | null;
   /** What kind of write. */
-  op: "mint" | "save" | "patch" | "touch" | "restore" | "fork" | "merge";
+  op:
+    | "mint"
+    | "save"
+    | "patch"
+    | "touch"
+    | "restore"
+    | "fork"
+    | "merge"
+    | "share"
+    | "unshare"
+    | "transfer";
 } & Record<string, unknown>;
 
 /** Answer of {@link HandleStore.changesSince}. */
@@ -445,8 +462,10 @@ export interface TransferOptions extends UserOption {
   /** The user who gets the handle. */
   to: string;
   /**
-   * Rights the old owner keeps through a grant. Not available yet: passing
-   * it is `invalid_argument`, and nothing moves.
+   * Rights the old owner keeps through a grant of the new owner (`"read"`,
+   * `"append"`, `"patch"` or `"write"`), stored in the same atomic step as
+   * the move; the alias is in the answer's `kept`. Absent: the old owner
+   * keeps nothing.
    */
   keep?: string;
 }
@@ -1180,6 +1199,8 @@ export class HandleStore implements AsyncDisposable {
       // A merging save reads the changelog since expectVersion, then merges inside the step.
       let log: EntryInfo[] | undefined;
       let merged: { version: number; state: JsonObject } | undefined;
+      // The version the write follows: `expect`, or past entries that changed no state (a share).
+      let base = expect;
       for (let attempt = 1;; attempt++) {
         const res = await this.#callOn(
           user,
@@ -1188,7 +1209,7 @@ export class HandleStore implements AsyncDisposable {
             this.#update(user, handle, (cur) => {
               const live = this.#live(cur, handle, now);
               const head = { updatedAt: now, expiresAt: expiresAt(live), lastWriter: writer };
-              if (live.version !== expect) {
+              if (live.version !== base) {
                 if (log === undefined || live.version < expect) throw new StaleVersion(live);
                 const step = this.#mergeStep(live, expect, log, state, head, rule);
                 merged = { version: step.record.version, state: step.state };
@@ -1223,6 +1244,14 @@ export class HandleStore implements AsyncDisposable {
           ) {
             // Read (again) what was written since the caller's version, and merge with it.
             log = await this.#entries(user, handle, expect);
+            continue;
+          }
+          if (
+            res.refusal === undefined && !merge && current.version > base &&
+            attempt < MERGE_ATTEMPTS &&
+            await this.#stateUnchanged(user, handle, base, current.version)
+          ) {
+            base = current.version;
             continue;
           }
           throw await this.#stale(user, handle, expect, current, res.refusal);
@@ -1265,6 +1294,16 @@ export class HandleStore implements AsyncDisposable {
     const current = this.#live(res.current, handle, now);
     // Without a changelog there is no way back to the caller's version: nothing to merge with.
     throw await this.#stale(user, handle, expect, current, merge ? UNAVAILABLE : undefined);
+  }
+
+  /**
+   * Whether every entry `after < version <= upTo` left the state as it was
+   * (`share`, `unshare`, `transfer`): a save behind only those is not stale.
+   */
+  async #stateUnchanged(user: string, handle: string, after: number, upTo: number) {
+    const log = await this.#log(user, handle, after, upTo);
+    return log !== null && log.length === upTo - after &&
+      log.every((e) => STATELESS_OPS.has(e.op));
   }
 
   /**
@@ -2467,18 +2506,22 @@ export class HandleStore implements AsyncDisposable {
    * Transfers a handle to another user for good: its state, version,
    * timestamps and changelog move to `to` under the same handle string (so
    * a link or a note that names it stays right), in one atomic step; the old
-   * owner loses access at once. Refused, with nothing changed, when `to`
-   * already has a handle of that name (live or in the trash).
+   * owner loses access at once, or keeps a grant of rights `keep` (it shows
+   * in the old owner's `list` with `sharedBy`, and in the new owner's
+   * `grants`). Grants the old owner had made on the handle end in that same
+   * step: the new owner decides who else may use it. With history on, the
+   * move is the handle's next version, with a `transfer` entry (`from`, `to`,
+   * `keep`). Refused, with nothing changed, when `to` already has a handle of
+   * that name (live or in the trash).
    *
    * @param handle The caller's handle.
-   * @param options The user, `to` (the new owner) and `keep` (not available
-   * yet: a grant for the old owner needs sharing, see the README).
+   * @param options The user, `to` (the new owner) and `keep`.
    * @returns The handle as the new owner uses it (the same string).
    * @throws {HandleNotFound} when the user has no such handle.
    * @throws {HandleExpired} when its TTL passed.
-   * @throws {InvalidArgument} for a malformed handle, user or `to`, `to`
-   * equal to the user, `to` already holding that handle, `keep`, or a
-   * backend without the `transfer` primitive (a Redis Cluster).
+   * @throws {InvalidArgument} for a malformed handle, user, `to` or `keep`,
+   * `to` equal to the user, `to` already holding that handle, or a backend
+   * without the `transfer` primitive.
    * @throws {QuotaExceeded} when the handle would put `to` over a quota.
    * @throws {BackendError} when the engine fails or the store is closed.
    * @since 0.5.0
@@ -2502,31 +2545,76 @@ export class HandleStore implements AsyncDisposable {
         field: "to",
       });
     }
-    if (options.keep !== undefined) {
-      throw new InvalidArgument(
-        "keep is not available yet: transfer without it, then have the new owner share the handle back (share).",
-        { field: "keep" },
-      );
-    }
+    const keep = options.keep === undefined ? undefined : checkRights(options.keep, "keep");
     if (typeof this.#backend.transfer !== "function") {
       throw new InvalidArgument(
-        "transfer needs a backend that moves a record between users in one atomic step; this one cannot (on Redis, a Redis Cluster keeps two users in two hash slots).",
+        "transfer needs a backend that moves a record between users in one atomic step; this one cannot.",
       );
     }
-    const now = this.#clock();
-    this.#live(await this.#call(() => this.#backend.read(user, handle)), handle, now);
-    const ctx = await this.#context(undefined, handle, []);
-    const res = await this.#call(() => this.#backend.transfer!(user, handle, to, ctx));
-    if (res === "absent") throw new HandleNotFound(handle);
-    if (res === "taken") {
-      throw new InvalidArgument(
-        `The user ${
-          JSON.stringify(to)
-        } already has a handle named ${handle}; nothing was transferred.`,
-        { field: "to" },
+    if (keep !== undefined) this.#needGrants();
+    for (let attempt = 0;; attempt++) {
+      const now = this.#clock();
+      const record = this.#live(
+        await this.#call(() => this.#backend.read(user, handle)),
+        handle,
+        now,
       );
+      const ctx = await this.#context(undefined, handle, []);
+      const kept: GrantRecord | undefined = keep === undefined ? undefined : {
+        grant: `grant_${random130()}`,
+        alias: `${record.kind}_${random130()}`,
+        owner: to,
+        handle,
+        to: user,
+        rights: keep,
+        by: to,
+        parent: null,
+        createdAt: now,
+        expiresAt: null,
+        endedAt: null,
+      };
+      const audit = this.#auditStep(record, now, user, "transfer", {
+        from: user,
+        to,
+        ...(keep === undefined ? {} : { keep }),
+      });
+      const res = await this.#call(() =>
+        this.#backend.transfer!(user, handle, to, ctx, {
+          ...(audit ? { audit } : {}),
+          ...(kept ? { keep: kept } : {}),
+        })
+      );
+      if (res === "stale" && attempt < MERGE_ATTEMPTS) continue;
+      if (res === "absent" || res === "stale") throw new HandleNotFound(handle);
+      if (res === "taken") {
+        throw new InvalidArgument(
+          `The user ${
+            JSON.stringify(to)
+          } already has a handle named ${handle}; nothing was transferred.`,
+          { field: "to" },
+        );
+      }
+      return handle;
     }
-    return handle;
+  }
+
+  /**
+   * The entry a grant change or a transfer leaves on `record` (SPEC 8.2), as
+   * its next version; `undefined` when the store keeps no history.
+   */
+  #auditStep(
+    record: HandleRecord,
+    now: number,
+    writer: string,
+    op: ChangeInfo["op"],
+    what: Record<string, unknown>,
+  ): AuditStep | undefined {
+    if (!this.#retention) return undefined;
+    return {
+      expectVersion: record.version,
+      entry: this.#entry(record.version + 1, now, writer, op, what),
+      retention: this.#retention,
+    };
   }
 
   /** Closes the backend. Idempotent. */
@@ -2623,10 +2711,23 @@ export class HandleStore implements AsyncDisposable {
       expiresAt,
       endedAt: null,
     };
-    await this.#call(() => b.putGrant(grant, now)).catch((e) => {
-      throw e instanceof GrantEnded ? new GrantEnded(handle, e.details.reason as never) : e;
-    });
-    return grantOf(grant);
+    for (let attempt = 0;; attempt++) {
+      const audit = this.#auditStep(record, now, user, "share", {
+        grant: grant.grant,
+        to,
+        rights,
+        expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString(),
+        ...(parent ? { via: parent.grant } : {}),
+      });
+      const res = await this.#call(() => b.putGrant(grant, now, audit)).catch((e) => {
+        throw e instanceof GrantEnded ? new GrantEnded(handle, e.details.reason as never) : e;
+      });
+      if (res !== "stale") return grantOf(grant);
+      // Another write moved the version between the read and the share: the entry follows it.
+      record = await this.#call(() => b.read(owner, target));
+      if (!record || attempt >= MERGE_ATTEMPTS) throw new HandleNotFound(handle);
+      this.#live(record, handle, now);
+    }
   }
 
   /**
@@ -2663,7 +2764,18 @@ export class HandleStore implements AsyncDisposable {
       throw new HandleNotFound(grantOrAlias);
     }
     if (g.endedAt !== null) return 0;
-    return (await this.#call(() => b.endGrant(g.grant, this.#clock()))).length;
+    for (let attempt = 0;; attempt++) {
+      const now = this.#clock();
+      const record = await this.#call(() => b.read(g.owner, g.handle));
+      const audit = record
+        ? this.#auditStep(record, now, user, "unshare", { grant: g.grant })
+        : undefined;
+      const res = await this.#call(() => b.endGrant(g.grant, now, audit));
+      if (res !== "stale") return res.length;
+      if (attempt >= MERGE_ATTEMPTS) {
+        throw new BackendError("Writes kept moving the handle's version; unshare again.");
+      }
+    }
   }
 
   /**

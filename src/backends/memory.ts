@@ -14,6 +14,7 @@
  */
 
 import type {
+  AuditStep,
   Backend,
   Change,
   ChangeEntry,
@@ -28,6 +29,7 @@ import type {
   Replayed,
   SaveOutcome,
   TransferOutcome,
+  TransferStep,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
@@ -73,6 +75,7 @@ export type {
   SaveOutcome,
   Step,
   TransferOutcome,
+  TransferStep,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
@@ -117,6 +120,21 @@ export class MemoryBackend implements Backend {
     );
     log.push({ ...entry });
     this.#logs.set(key, log);
+  }
+
+  /** Applies `audit` to `(user, handle)`; false (nothing changed) when it is not there at that version. */
+  #audit(user: string, handle: string, audit: AuditStep | undefined, now: number): boolean {
+    if (!audit) return true;
+    const r = this.#users.get(user)?.get(handle);
+    if (!r || r.version !== audit.expectVersion) return false;
+    this.#records(user).set(handle, {
+      ...r,
+      version: audit.entry.version,
+      updatedAt: audit.entry.at,
+    });
+    this.#append(user, handle, audit.entry, { now, retention: audit.retention } as WriteContext);
+    this.#listeners.notify(user, handle);
+    return true;
   }
 
   #replay(user: string, ctx: WriteContext): Replayed | undefined {
@@ -258,13 +276,14 @@ export class MemoryBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.putGrant} */
-  putGrant(grant: GrantRecord, now: number): Promise<void> {
+  putGrant(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "stale"> {
     if (grant.parent !== null) {
       const reason = grantGone(this.#grants.get(grant.parent) ?? null, now);
       if (reason) {
         return Promise.reject(grantEnded({ grant: grant.parent, alias: grant.alias }, reason));
       }
     }
+    if (!this.#audit(grant.owner, grant.handle, audit, now)) return Promise.resolve("stale");
     this.#grants.set(grant.grant, { ...grant });
     this.#aliases.set(grant.alias, grant.grant);
     return Promise.resolve();
@@ -278,7 +297,16 @@ export class MemoryBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.endGrant} */
-  endGrant(grant: string, now: number): Promise<GrantRecord[]> {
+  endGrant(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[] | "stale"> {
+    const root = this.#grants.get(grant);
+    if (audit && root && this.#users.get(root.owner)?.has(root.handle)) {
+      if (!this.#audit(root.owner, root.handle, audit, now)) return Promise.resolve("stale");
+    }
+    return Promise.resolve(this.#endGrants(grant, now));
+  }
+
+  /** Ends grant `grant` and every grant under it; returns those it ended. */
+  #endGrants(grant: string, now: number): GrantRecord[] {
     const ended: GrantRecord[] = [];
     const ids = new Set([grant]);
     // Grants are kept in insertion order, and a re-share is made after its parent.
@@ -289,7 +317,7 @@ export class MemoryBackend implements Backend {
       g.endedAt = now;
       ended.push({ ...g });
     }
-    return Promise.resolve(ended);
+    return ended;
   }
 
   /** {@inheritDoc Backend.grantsOf} */
@@ -397,12 +425,21 @@ export class MemoryBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.transfer} */
-  transfer(user: string, handle: string, to: string, ctx: WriteContext): Promise<TransferOutcome> {
+  transfer(
+    user: string,
+    handle: string,
+    to: string,
+    ctx: WriteContext,
+    step: TransferStep = {},
+  ): Promise<TransferOutcome> {
     const current = this.#users.get(user)?.get(handle);
     if (!current) return Promise.resolve("absent");
     const target = JSON.stringify([to, handle]);
     if (this.#users.get(to)?.has(handle) || this.#trash.has(target)) {
       return Promise.resolve("taken");
+    }
+    if (step.audit && current.version !== step.audit.expectVersion) {
+      return Promise.resolve("stale");
     }
     try {
       this.#quota(to, ctx, { handles: 1, bytes: utf8Length(current.state) });
@@ -416,6 +453,14 @@ export class MemoryBackend implements Backend {
     this.#logs.delete(key);
     if (log) this.#logs.set(target, log);
     this.#leases.delete(key);
+    this.#audit(to, handle, step.audit, ctx.now);
+    for (const g of [...this.#grants.values()]) {
+      if (g.owner === user && g.handle === handle && g.endedAt === null) g.endedAt = ctx.now;
+    }
+    if (step.keep) {
+      this.#grants.set(step.keep.grant, { ...step.keep });
+      this.#aliases.set(step.keep.alias, step.keep.grant);
+    }
     this.#listeners.notify(user, handle);
     this.#listeners.notify(to, handle);
     return Promise.resolve("moved");
