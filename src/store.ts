@@ -2813,6 +2813,97 @@ export class HandleStore implements AsyncDisposable {
     return out;
   }
 
+  /**
+   * The grants in force on a user's handle, whole, as the backend keeps
+   * them: what `mcpstate export` writes after the record, so that import and
+   * migrate carry them. Empty on a backend that keeps no grants.
+   *
+   * @param user The owner.
+   * @param handle The owner's handle.
+   * @returns The grants in force, oldest first (a re-share after its parent).
+   * @since 0.5.0
+   */
+  async exportGrants(user: string, handle: string): Promise<GrantRecord[]> {
+    checkUser({ user });
+    checkHandle(handle);
+    const b = this.#grantBackend();
+    if (!b) return [];
+    const now = this.#clock();
+    const all = await this.#call(() => b.grantsOf(user, handle));
+    // Oldest first, and each re-share after the grant it re-shares (two
+    // grants of one millisecond may come back in either order).
+    const pending = all.filter((g) => grantGone(g, now) === null);
+    const ids = new Set(pending.map((g) => g.grant));
+    const placed = new Set<string>();
+    const out: GrantRecord[] = [];
+    while (pending.length > 0) {
+      const i = pending.findIndex((g) =>
+        g.parent === null || !ids.has(g.parent) || placed.has(g.parent)
+      );
+      const [g] = pending.splice(i < 0 ? 0 : i, 1);
+      placed.add(g!.grant);
+      out.push(g!);
+    }
+    return out;
+  }
+
+  /**
+   * Checks a grant by the rules {@link HandleStore.importGrant} applies,
+   * writing nothing.
+   *
+   * @param grant The grant.
+   * @throws {InvalidArgument} naming the first field that is wrong.
+   * @since 0.5.0
+   */
+  checkGrant(grant: GrantRecord): void {
+    checkGrantRecord(grant);
+  }
+
+  /**
+   * Imports a grant exactly as exported ({@link HandleStore.exportGrants}),
+   * once its handle has been imported: `"inserted"`; `"identical"` when the
+   * target holds it already (a re-run); `"ended"` when it ended or expired
+   * meanwhile, or its parent grant did (nothing written); `"missing"` when the
+   * owner's handle is not in the target, or, with `dryRun`, when the grant
+   * is not. No changelog entry is written: the grant's `share` entry came
+   * with the handle's history, if any.
+   *
+   * @param grant The grant.
+   * @param options `dryRun`: compare only, write nothing.
+   * @returns What happened.
+   * @throws {InvalidArgument} for a malformed grant, one whose id or alias the
+   * target holds for another grant, or a backend that keeps no grants.
+   * @since 0.5.0
+   */
+  async importGrant(
+    grant: GrantRecord,
+    options: { dryRun?: boolean } = {},
+  ): Promise<"inserted" | "identical" | "ended" | "missing"> {
+    checkGrantRecord(grant);
+    const b = this.#needGrants();
+    const now = this.#clock();
+    const same = (g: GrantRecord) => GRANT_KEYS.every((k) => g[k] === grant[k]);
+    for (const id of [grant.grant, grant.alias]) {
+      const held = await this.#call(() => b.readGrant(id));
+      if (!held) continue;
+      if (same(held)) return grantGone(held, now) === null ? "identical" : "ended";
+      throw new InvalidArgument(
+        `The target holds another grant under ${id}; this one was not imported.`,
+        { field: id === grant.grant ? "grant" : "alias" },
+      );
+    }
+    if (grantGone(grant, now) !== null) return "ended";
+    const record = await this.#call(() => b.read(grant.owner, grant.handle));
+    if (!record || options.dryRun) return "missing";
+    const res = await this.#call(() => b.putGrant({ ...grant, endedAt: null }, now)).catch(
+      (e) => {
+        if (e instanceof GrantEnded) return "ended" as const;
+        throw e;
+      },
+    );
+    return res === "ended" ? "ended" : "inserted";
+  }
+
   /** The backend when it keeps grants. */
   #grantBackend(): GrantBackend | undefined {
     const b = this.#backend;
@@ -3448,6 +3539,29 @@ function aliasError(e: unknown, g: GrantRecord): unknown {
     e.details.current = { ...current, handle: g.alias };
   }
   return e;
+}
+
+/** The fields that make two grants the same grant (times and ending aside). */
+const GRANT_KEYS = ["grant", "alias", "owner", "handle", "to", "rights", "by", "parent"] as const;
+
+/** Validates a grant from outside (an import): names, rights, times. */
+function checkGrantRecord(g: GrantRecord): void {
+  if (typeof g !== "object" || g === null) {
+    throw new InvalidArgument("A grant must be an object.", { field: "grant" });
+  }
+  checkUser({ user: g.owner }, "owner");
+  checkUser({ user: g.by }, "by");
+  for (const id of [g.grant, g.alias, g.handle]) checkHandle(id);
+  if (g.parent !== null) checkHandle(g.parent);
+  checkRights(g.rights);
+  checkGrantee(g.to, g.owner);
+  const time = (x: unknown, field: string) => {
+    if (typeof x !== "number" || !Number.isSafeInteger(x) || x < 0) {
+      throw new InvalidArgument(`${field} must be a time in whole epoch milliseconds.`, { field });
+    }
+  };
+  time(g.createdAt, "created_at");
+  if (g.expiresAt !== null) time(g.expiresAt, "expires_at");
 }
 
 /** Validates the grantee of a share: a user id, or `"*"`; never the caller. */
