@@ -71,6 +71,19 @@
  *   deletes expired keys when it is opened and about once a minute after;
  *   they stay readable until then), and `sweep` of one user drops that
  *   user's lapsed ones.
+ * - Transfer: the state and changelog are copied below the new owner first,
+ *   under fresh ids announced by intents (as a large write's chunks are),
+ *   then one commit checks the old head's versionstamp and the absence of
+ *   the new owner's head and trash entry, and swaps everything in: the new
+ *   head adopting both copies (with the `transfer` entry), the old head, its
+ *   index entries and lease gone (its chunks and log handed to the
+ *   collector), the usage of both users, the end of every grant in force on
+ *   the old handle and the grant the old owner keeps. A state or changelog
+ *   of any size moves; the bound is the grants that one commit can end
+ *   (see {@link DenoKvBackend.transfer}).
+ * - Grant changes with history on (`share`, `unshare`) write their changelog
+ *   entry in the commit that stores or ends the grant, which checks the
+ *   record's head by versionstamp.
  * - Change feed: `kv.watch` on the head key of every watched handle, and
  *   this object's own commits notify at once. Measured with Deno 2.9: on a
  *   local KV file, `kv.watch` hears every `Deno.Kv` of the same process
