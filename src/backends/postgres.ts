@@ -136,6 +136,7 @@ export { POSTGRES_SCHEMA_VERSION } from "./postgres/_schema.ts";
 export { DEFAULT_POSTGRES_SCHEMA } from "./postgres/_url.ts";
 
 export type {
+  AuditStep,
   Backend,
   Change,
   ChangeEntry,
@@ -156,6 +157,7 @@ export type {
   SaveOutcome,
   Step,
   TransferOutcome,
+  TransferStep,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,

@@ -158,6 +158,7 @@ function withLease<T extends object>(
 }
 
 export type {
+  AuditStep,
   Backend,
   Change,
   ChangeEntry,
@@ -178,6 +179,7 @@ export type {
   SaveOutcome,
   Step,
   TransferOutcome,
+  TransferStep,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,

@@ -100,6 +100,7 @@ import { GrantStatements, prepareGrants } from "./sqlite/_grants.ts";
 import { utf8Length } from "../json.ts";
 
 export type {
+  AuditStep,
   Backend,
   Change,
   ChangeEntry,
@@ -120,6 +121,7 @@ export type {
   SaveOutcome,
   Step,
   TransferOutcome,
+  TransferStep,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
