@@ -55,6 +55,7 @@ interface IdemEntry {
 }
 
 export type {
+  AuditStep,
   Backend,
   Change,
   ChangeEntry,
