@@ -1145,7 +1145,7 @@ Deno.test("cli: transfer hands a handle to another user; the old owner loses it"
   const bob = await mcpstate(home, ["get", task, "--user", "bob"], as);
   ok(bob);
   const snap = JSON.parse(bob.stdout);
-  assert.equal(snap.version, 2);
+  assert.equal(snap.version, 3, "mint, patch, and the transfer's entry");
   assert.deepEqual(snap.state, { todo: ["ship", "test"] });
   // Carol already has a handle of that name: refused, nothing moves.
   assertOneLineError(
