@@ -55,6 +55,7 @@
 import { DatabaseSync, type StatementSync } from "node:sqlite";
 import { dirname } from "node:path";
 import type {
+  AuditStep,
   Backend,
   Change,
   ChangeEntry,
@@ -69,6 +70,7 @@ import type {
   Replayed,
   SaveOutcome,
   TransferOutcome,
+  TransferStep,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
@@ -433,12 +435,19 @@ export class SqliteBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.transfer} */
-  transfer(user: string, handle: string, to: string, ctx: WriteContext): Promise<TransferOutcome> {
+  transfer(
+    user: string,
+    handle: string,
+    to: string,
+    ctx: WriteContext,
+    step: TransferStep = {},
+  ): Promise<TransferOutcome> {
     return this.#c.write((): TransferOutcome => {
       const row = this.#q.read.get(user, handle) as Row | undefined;
       if (!row) return "absent";
       if (this.#q.versionOf.get(to, handle) || this.#q.inTrash.get(to, handle)) return "taken";
       const record = recordOf(handle, row);
+      if (step.audit && record.version !== step.audit.expectVersion) return "stale";
       // Entries of the new owner under this handle (none live, none trashed) are orphans.
       this.#q.logDrop.run(to, handle);
       this.#q.moveRecord.run(user, handle, to);
@@ -446,6 +455,10 @@ export class SqliteBackend implements Backend {
       if (ctx.quota) this.#u.apply(to, ctx, { handles: 1, bytes: utf8Length(record.state) });
       this.#q.moveLog.run(user, handle, to);
       this.#q.dropLease.run(user, handle);
+      // The row is there at that version: the transaction has held the write lock since the read.
+      if (step.audit) this.#audit(to, handle, step.audit, ctx.now);
+      this.#g.endOf(user, handle, ctx.now);
+      if (step.keep) this.#g.insert(step.keep);
       this.#c.wrote(user, handle);
       this.#c.wrote(to, handle);
       return "moved";
@@ -588,8 +601,13 @@ export class SqliteBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.putGrant} */
-  putGrant(grant: GrantRecord, now: number): Promise<void> {
-    return this.#c.write(() => this.#g.put(grant, now));
+  putGrant(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "stale"> {
+    return this.#c.write((): void | "stale" => {
+      this.#g.checkParent(grant, now);
+      if (audit && !this.#audit(grant.owner, grant.handle, audit, now)) return "stale";
+      this.#g.insert(grant);
+      return undefined;
+    });
   }
 
   /** {@inheritDoc Backend.readGrant} */
@@ -597,9 +615,22 @@ export class SqliteBackend implements Backend {
     return this.#c.run(() => this.#g.read(idOrAlias));
   }
 
-  /** {@inheritDoc Backend.endGrant} */
-  endGrant(grant: string, now: number): Promise<GrantRecord[]> {
-    return this.#c.write(() => this.#g.end(grant, now));
+  /**
+   * {@inheritDoc Backend.endGrant}
+   *
+   * An `unshare` that ends nothing (the grants had ended already) leaves no entry.
+   */
+  endGrant(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[] | "stale"> {
+    return this.#c.write(() => {
+      const root = audit ? this.#g.rootOf(grant) : null;
+      // The transaction holds the write lock: a root not ended now is one this call ends.
+      if (audit && root && !root.ended && !this.#audit(root.owner, root.handle, audit, now)) {
+        // Not there at that version: stale when it is live; a record deleted,
+        // trashed or moved away leaves no entry.
+        if (this.#q.versionOf.get(root.owner, root.handle)) return "stale";
+      }
+      return this.#g.end(grant, now);
+    });
   }
 
   /** {@inheritDoc Backend.grantsOf} */
@@ -694,6 +725,19 @@ export class SqliteBackend implements Backend {
     await this.#c.release();
     this.#q.clear();
     if (this.#closeDb && this.#db.isOpen) this.#db.close();
+  }
+
+  /**
+   * Inside a write's transaction: applies `audit` to `(user, handle)` — its
+   * next version and `updatedAt`, and the entry appended and the changelog
+   * trimmed as any write's are. False, and nothing changed, when the record
+   * is not there at `audit.expectVersion`.
+   */
+  #audit(user: string, handle: string, audit: AuditStep, now: number): boolean {
+    if (!this.#g.bump(user, handle, audit)) return false;
+    this.#q.append(user, handle, audit.entry, { now, graceMs: 0, retention: audit.retention });
+    this.#c.wrote(user, handle);
+    return true;
   }
 
   /**
