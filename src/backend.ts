@@ -82,27 +82,44 @@ export interface ForkPoint {
  *
  * @since 0.5.0
  */
-export type TransferOutcome = "moved" | "absent" | "taken" | "stale";
+export type TransferOutcome = "moved" | "absent" | "taken";
 
 /**
  * The changelog entry that a grant change or a transfer leaves (SPEC 8.2:
  * `share`, `unshare` and `transfer` leave entries), written in the same atomic
- * step as the change it records. The entry is the record's next version: in
- * that step the backend checks that the live record's version is
- * `expectVersion` (else it answers `"stale"` and changes nothing), sets
- * `version = expectVersion + 1` and `updatedAt = entry.at` (state, expiry,
- * `lastWriter` and everything else kept), appends `entry` and trims the
- * handle's changelog by `retention`, as any write does.
+ * step as the change it records, as the record's next version. The backend
+ * numbers it when it applies it, whatever the version is then (so a stream
+ * of other writes never holds it off): in that step, when the record is
+ * live, it sets `version = v = version + 1` and `updatedAt = at` (state,
+ * expiry, `lastWriter` and everything else kept), appends the entry
+ * {@link auditEntry}`(step, v)` and trims the handle's changelog by
+ * `retention`, as any write does. A record that is not live gets no entry.
  *
  * @since 0.5.0
  */
 export interface AuditStep {
-  /** The version the record must have. */
-  expectVersion: number;
-  /** The entry, with `entry.version === expectVersion + 1`. */
-  entry: ChangeEntry;
+  /** Epoch ms of the change: the entry's `at` and the record's `updatedAt`. */
+  at: number;
+  /**
+   * The entry's JSON text after its opening `{"version":N,`: the members
+   * that follow the version, and the closing brace.
+   */
+  tail: string;
   /** How much changelog to keep. */
   retention: Retention;
+}
+
+/**
+ * The changelog entry of an {@link AuditStep} numbered `version`: its text is
+ * `{"version":` + version + `,` + tail (SQL and Lua build the same string).
+ *
+ * @param step The audit step.
+ * @param version The version the entry takes (the record's new version).
+ * @returns The entry.
+ * @since 0.5.0
+ */
+export function auditEntry(step: AuditStep, version: number): ChangeEntry {
+  return { version, at: step.at, text: `{"version":${version},${step.tail}` };
 }
 
 /**
@@ -695,8 +712,7 @@ export interface Backend {
    * entry, under `to`) and stores `step.keep`; the old owner keeps nothing
    * else. When `user` has no live record of that handle it answers
    * `"absent"`, when `to` has any record of it (live or in the trash)
-   * `"taken"`, when the version differs from `step.audit.expectVersion`
-   * `"stale"`, and changes nothing. The usage of both users follows
+   * `"taken"`, and changes nothing. The usage of both users follows
    * (`ctx.quota` is checked for `to`, as a mint would be).
    *
    * @since 0.5.0
@@ -713,13 +729,14 @@ export interface Backend {
    * `grant.parent` is set, the parent must be in force at `now` in that same
    * step (else the error of `grantEnded` of `backends/_grants.ts`, nothing
    * stored), so a re-share never outlives an `unshare` of its parent that
-   * returned first. With `audit`, the same step applies it to the live
-   * record `(grant.owner, grant.handle)` ({@link AuditStep}): `"stale"`, and
-   * nothing stored, when its version differs or it is not live.
+   * returned first. With `audit`, the same step applies it to the record
+   * `(grant.owner, grant.handle)` ({@link AuditStep}), and answers
+   * `"absent"`, storing nothing, when that record is not live (it was
+   * deleted or moved since the store looked).
    *
    * @since 0.5.0
    */
-  putGrant?(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "stale">;
+  putGrant?(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent">;
   /**
    * Optional (sharing): the grant whose id or alias handle is `idOrAlias`
    * (ended and expired ones included), or `null`.
@@ -730,14 +747,13 @@ export interface Backend {
   /**
    * Optional (sharing): in one atomic step, sets `endedAt = now` on the grant
    * `grant` and on every grant under it (re-shares, and theirs) that is not
-   * ended yet; returns those it ended. With `audit`, the same step applies
-   * it to the grant's live record `(owner, handle)` ({@link AuditStep}; it
-   * answers `"stale"` and ends nothing when the version differs); when that
-   * record is not live (deleted, moved) the grants end without an entry.
+   * ended yet; returns those it ended. With `audit`, when it ends any, the
+   * same step applies it to the grant's record `(owner, handle)` if that is
+   * live ({@link AuditStep}); a record deleted or moved gets no entry.
    *
    * @since 0.5.0
    */
-  endGrant?(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[] | "stale">;
+  endGrant?(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]>;
   /**
    * Optional (sharing): the grants of `(owner, handle)`, ended ones included,
    * oldest first.

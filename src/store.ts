@@ -306,6 +306,9 @@ export interface HistoryOptions {
   maxEntryBytes?: number;
 }
 
+/** How an entry's text starts before its version is known (see {@link AuditStep}). */
+const AUDIT_HEAD = '{"version":0,';
+
 /** Changelog operations that record an event and change no state. */
 const STATELESS_OPS: ReadonlySet<string> = new Set(["share", "unshare", "transfer"]);
 
@@ -2552,50 +2555,47 @@ export class HandleStore implements AsyncDisposable {
       );
     }
     if (keep !== undefined) this.#needGrants();
-    for (let attempt = 0;; attempt++) {
-      const now = this.#clock();
-      const record = this.#live(
-        await this.#call(() => this.#backend.read(user, handle)),
-        handle,
-        now,
+    const now = this.#clock();
+    const record = this.#live(
+      await this.#call(() => this.#backend.read(user, handle)),
+      handle,
+      now,
+    );
+    const ctx = await this.#context(undefined, handle, []);
+    const kept: GrantRecord | undefined = keep === undefined ? undefined : {
+      grant: `grant_${random130()}`,
+      alias: `${record.kind}_${random130()}`,
+      owner: to,
+      handle,
+      to: user,
+      rights: keep,
+      by: to,
+      parent: null,
+      createdAt: now,
+      expiresAt: null,
+      endedAt: null,
+    };
+    const audit = this.#auditStep(now, user, "transfer", {
+      from: user,
+      to,
+      ...(keep === undefined ? {} : { keep }),
+    });
+    const res = await this.#call(() =>
+      this.#backend.transfer!(user, handle, to, ctx, {
+        ...(audit ? { audit } : {}),
+        ...(kept ? { keep: kept } : {}),
+      })
+    );
+    if (res === "absent") throw new HandleNotFound(handle);
+    if (res === "taken") {
+      throw new InvalidArgument(
+        `The user ${
+          JSON.stringify(to)
+        } already has a handle named ${handle}; nothing was transferred.`,
+        { field: "to" },
       );
-      const ctx = await this.#context(undefined, handle, []);
-      const kept: GrantRecord | undefined = keep === undefined ? undefined : {
-        grant: `grant_${random130()}`,
-        alias: `${record.kind}_${random130()}`,
-        owner: to,
-        handle,
-        to: user,
-        rights: keep,
-        by: to,
-        parent: null,
-        createdAt: now,
-        expiresAt: null,
-        endedAt: null,
-      };
-      const audit = this.#auditStep(record, now, user, "transfer", {
-        from: user,
-        to,
-        ...(keep === undefined ? {} : { keep }),
-      });
-      const res = await this.#call(() =>
-        this.#backend.transfer!(user, handle, to, ctx, {
-          ...(audit ? { audit } : {}),
-          ...(kept ? { keep: kept } : {}),
-        })
-      );
-      if (res === "stale" && attempt < MERGE_ATTEMPTS) continue;
-      if (res === "absent" || res === "stale") throw new HandleNotFound(handle);
-      if (res === "taken") {
-        throw new InvalidArgument(
-          `The user ${
-            JSON.stringify(to)
-          } already has a handle named ${handle}; nothing was transferred.`,
-          { field: "to" },
-        );
-      }
-      return handle;
     }
+    return handle;
   }
 
   /**
@@ -2603,18 +2603,14 @@ export class HandleStore implements AsyncDisposable {
    * its next version; `undefined` when the store keeps no history.
    */
   #auditStep(
-    record: HandleRecord,
     now: number,
     writer: string,
     op: ChangeInfo["op"],
     what: Record<string, unknown>,
   ): AuditStep | undefined {
     if (!this.#retention) return undefined;
-    return {
-      expectVersion: record.version,
-      entry: this.#entry(record.version + 1, now, writer, op, what),
-      retention: this.#retention,
-    };
+    const text = this.#entry(0, now, writer, op, what).text;
+    return { at: now, tail: text.slice(AUDIT_HEAD.length), retention: this.#retention };
   }
 
   /** Closes the backend. Idempotent. */
@@ -2711,23 +2707,18 @@ export class HandleStore implements AsyncDisposable {
       expiresAt,
       endedAt: null,
     };
-    for (let attempt = 0;; attempt++) {
-      const audit = this.#auditStep(record, now, user, "share", {
-        grant: grant.grant,
-        to,
-        rights,
-        expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString(),
-        ...(parent ? { via: parent.grant } : {}),
-      });
-      const res = await this.#call(() => b.putGrant(grant, now, audit)).catch((e) => {
-        throw e instanceof GrantEnded ? new GrantEnded(handle, e.details.reason as never) : e;
-      });
-      if (res !== "stale") return grantOf(grant);
-      // Another write moved the version between the read and the share: the entry follows it.
-      record = await this.#call(() => b.read(owner, target));
-      if (!record || attempt >= MERGE_ATTEMPTS) throw new HandleNotFound(handle);
-      this.#live(record, handle, now);
-    }
+    const audit = this.#auditStep(now, user, "share", {
+      grant: grant.grant,
+      to,
+      rights,
+      expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString(),
+      ...(parent ? { via: parent.grant } : {}),
+    });
+    const res = await this.#call(() => b.putGrant(grant, now, audit)).catch((e) => {
+      throw e instanceof GrantEnded ? new GrantEnded(handle, e.details.reason as never) : e;
+    });
+    if (res === "absent") throw new HandleNotFound(handle);
+    return grantOf(grant);
   }
 
   /**
@@ -2764,18 +2755,9 @@ export class HandleStore implements AsyncDisposable {
       throw new HandleNotFound(grantOrAlias);
     }
     if (g.endedAt !== null) return 0;
-    for (let attempt = 0;; attempt++) {
-      const now = this.#clock();
-      const record = await this.#call(() => b.read(g.owner, g.handle));
-      const audit = record
-        ? this.#auditStep(record, now, user, "unshare", { grant: g.grant })
-        : undefined;
-      const res = await this.#call(() => b.endGrant(g.grant, now, audit));
-      if (res !== "stale") return res.length;
-      if (attempt >= MERGE_ATTEMPTS) {
-        throw new BackendError("Writes kept moving the handle's version; unshare again.");
-      }
-    }
+    const now = this.#clock();
+    const audit = this.#auditStep(now, user, "unshare", { grant: g.grant });
+    return (await this.#call(() => b.endGrant(g.grant, now, audit))).length;
   }
 
   /**

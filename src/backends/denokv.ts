@@ -1008,7 +1008,7 @@ export class DenoKvBackend implements Backend {
    * `(grant.owner, grant.handle)` by versionstamp and writes its next version
    * with the entry.
    */
-  putGrant(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "stale"> {
+  putGrant(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent"> {
     return this.#grants.put(grant, now, audit);
   }
 
@@ -1024,7 +1024,7 @@ export class DenoKvBackend implements Backend {
    * `audit` is written by the first commit, the one that ends `grant`, which
    * checks the record's head by versionstamp.
    */
-  endGrant(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[] | "stale"> {
+  endGrant(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]> {
     return this.#grants.end(grant, now, audit);
   }
 

@@ -36,7 +36,7 @@ import type {
   Usage,
   WriteContext,
 } from "../backend.ts";
-import { metaOf } from "../backend.ts";
+import { auditEntry, metaOf } from "../backend.ts";
 import { utf8Length } from "../json.ts";
 import { checkQuota, MINUTE_MS, type UsageDelta, writesAt } from "./_quota.ts";
 import { grantEnded, grantGone } from "../grants.ts";
@@ -123,17 +123,14 @@ export class MemoryBackend implements Backend {
     this.#logs.set(key, log);
   }
 
-  /** Applies `audit` to `(user, handle)`; false (nothing changed) when it is not there at that version. */
+  /** Applies `audit` to `(user, handle)` when that record is live; false when it is not. */
   #audit(user: string, handle: string, audit: AuditStep | undefined, now: number): boolean {
     if (!audit) return true;
     const r = this.#users.get(user)?.get(handle);
-    if (!r || r.version !== audit.expectVersion) return false;
-    this.#records(user).set(handle, {
-      ...r,
-      version: audit.entry.version,
-      updatedAt: audit.entry.at,
-    });
-    this.#append(user, handle, audit.entry, { now, retention: audit.retention } as WriteContext);
+    if (!r) return false;
+    const entry = auditEntry(audit, r.version + 1);
+    this.#records(user).set(handle, { ...r, version: entry.version, updatedAt: entry.at });
+    this.#append(user, handle, entry, { now, retention: audit.retention } as WriteContext);
     this.#listeners.notify(user, handle);
     return true;
   }
@@ -277,14 +274,14 @@ export class MemoryBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.putGrant} */
-  putGrant(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "stale"> {
+  putGrant(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent"> {
     if (grant.parent !== null) {
       const reason = grantGone(this.#grants.get(grant.parent) ?? null, now);
       if (reason) {
         return Promise.reject(grantEnded({ grant: grant.parent, alias: grant.alias }, reason));
       }
     }
-    if (!this.#audit(grant.owner, grant.handle, audit, now)) return Promise.resolve("stale");
+    if (!this.#audit(grant.owner, grant.handle, audit, now)) return Promise.resolve("absent");
     this.#grants.set(grant.grant, { ...grant });
     this.#aliases.set(grant.alias, grant.grant);
     return Promise.resolve();
@@ -298,12 +295,11 @@ export class MemoryBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.endGrant} */
-  endGrant(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[] | "stale"> {
+  endGrant(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]> {
     const root = this.#grants.get(grant);
-    if (audit && root && this.#users.get(root.owner)?.has(root.handle)) {
-      if (!this.#audit(root.owner, root.handle, audit, now)) return Promise.resolve("stale");
-    }
-    return Promise.resolve(this.#endGrants(grant, now));
+    const ended = this.#endGrants(grant, now);
+    if (root && ended.length > 0) this.#audit(root.owner, root.handle, audit, now);
+    return Promise.resolve(ended);
   }
 
   /** Ends grant `grant` and every grant under it; returns those it ended. */
@@ -439,9 +435,7 @@ export class MemoryBackend implements Backend {
     if (this.#users.get(to)?.has(handle) || this.#trash.has(target)) {
       return Promise.resolve("taken");
     }
-    if (step.audit && current.version !== step.audit.expectVersion) {
-      return Promise.resolve("stale");
-    }
+
     try {
       this.#quota(to, ctx, { handles: 1, bytes: utf8Length(current.state) });
     } catch (e) {

@@ -638,7 +638,6 @@ export class PostgresBackend implements Backend {
       if (!row) return { out: "absent", delta: null };
       if (taken) return { out: "taken", delta: null };
       const record = recordOf(row);
-      if (audit && record.version !== audit.expectVersion) return { out: "stale", delta: null };
       // Entries left under the new owner's key by a row deleted long ago are orphans.
       await tx.unsafe(this.#q.dropLog, [to, handle]);
       // A row of the new owner inserted after the lock check meets the primary key.
@@ -655,7 +654,7 @@ export class PostgresBackend implements Backend {
         tx.unsafe(this.#q.notify, [payloadOf(user, handle)]).execute(),
         // The entry's statement notifies the new owner's key itself.
         audit
-          ? tx.unsafe(this.#q.audit, this.#auditParams(to, handle, audit, ctx.now)).execute()
+          ? tx.unsafe(this.#q.audit, this.#auditParams(to, handle, audit)).execute()
           : tx.unsafe(this.#q.notify, [payloadOf(to, handle)]).execute(),
         this.#g.endOf(tx, user, handle, ctx.now),
         keep && this.#g.put(tx, keep, ctx.now),
@@ -766,16 +765,17 @@ export class PostgresBackend implements Backend {
    * grant lock, the record's version step and entry, then the parent's row
    * and the grant's.
    */
-  putGrant(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "stale"> {
+  putGrant(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent"> {
     const { owner, handle } = grant;
     return this.#pool.op((sql) =>
-      this.#pool.begin(sql, async (tx): Promise<void | "stale"> => {
+      this.#pool.begin(sql, async (tx): Promise<void | "absent"> => {
         const [, stepped] = await Promise.all([
           this.#g.lock(tx, [owner, handle]),
-          audit && tx.unsafe(this.#q.audit, this.#auditParams(owner, handle, audit, now)).execute(),
+          audit && tx.unsafe(this.#q.audit, this.#auditParams(owner, handle, audit)).execute(),
           this.#g.put(tx, grant, now),
         ]);
-        if (stepped && stepped.count !== 1) throw new Rollback<"stale">("stale");
+        // No live record (deleted or moved since the store looked): nothing stored.
+        if (stepped && stepped.count !== 1) throw new Rollback<"absent">("absent");
       })
     );
   }
@@ -793,9 +793,9 @@ export class PostgresBackend implements Backend {
    * An `unshare` that ends nothing (the grants had ended already) leaves no
    * entry.
    */
-  endGrant(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[] | "stale"> {
+  endGrant(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]> {
     return this.#pool.op((sql) =>
-      this.#pool.begin(sql, async (tx): Promise<GrantRecord[] | "stale"> => {
+      this.#pool.begin(sql, async (tx): Promise<GrantRecord[]> => {
         // A grant's owner and handle never change: read before its lock.
         const root = await this.#g.rootOf(tx, grant);
         if (!root) return [];
@@ -803,18 +803,14 @@ export class PostgresBackend implements Backend {
         const [, stepped, ended] = await Promise.all([
           this.#g.lock(tx, [owner, handle]),
           audit && !root.ended &&
-          tx.unsafe(this.#q.audit, this.#auditParams(owner, handle, audit, now)).execute(),
+          tx.unsafe(this.#q.audit, this.#auditParams(owner, handle, audit)).execute(),
           this.#g.end(tx, grant, now),
         ]);
-        if (!stepped || stepped.count === 1) {
-          if (!stepped || ended.length > 0) return ended;
-          // Ended meanwhile by another call: no entry for nothing.
+        // Ended meanwhile by another call: no entry for nothing. (A record
+        // deleted, trashed or moved away got none: no live row to step.)
+        if (stepped && stepped.count === 1 && ended.length === 0) {
           throw new Rollback<GrantRecord[]>([]);
         }
-        // Not there at that version: stale when it is live; a record deleted,
-        // trashed or moved away leaves no entry.
-        const [live] = await tx.unsafe(this.#q.read, [owner, handle]).values();
-        if (live && ended.length > 0) throw new Rollback<"stale">("stale");
         return ended;
       })
     );
@@ -903,13 +899,15 @@ export class PostgresBackend implements Backend {
   }
 
   /** The parameters of the `audit` statement: `audit` on `(user, handle)`. */
-  #auditParams(user: string, handle: string, audit: AuditStep, now: number): never[] {
-    const trim = { now, graceMs: 0, retention: audit.retention };
+  #auditParams(user: string, handle: string, audit: AuditStep): never[] {
+    const { at, tail, retention } = audit;
     return [
       user,
       handle,
-      ...entryParams(audit.entry, trim),
-      audit.expectVersion,
+      at,
+      tail,
+      retention.maxEntries,
+      at - retention.maxAgeMs,
       payloadOf(user, handle),
     ] as never[];
   }

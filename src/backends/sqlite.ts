@@ -77,6 +77,7 @@ import type {
   Usage,
   WriteContext,
 } from "../backend.ts";
+import { auditEntry } from "../backend.ts";
 import { BackendError, InvalidArgument, McpStateError } from "../errors.ts";
 import { messageOf } from "./_shared.ts";
 import { listFilters } from "./_sql.ts";
@@ -447,7 +448,6 @@ export class SqliteBackend implements Backend {
       if (!row) return "absent";
       if (this.#q.versionOf.get(to, handle) || this.#q.inTrash.get(to, handle)) return "taken";
       const record = recordOf(handle, row);
-      if (step.audit && record.version !== step.audit.expectVersion) return "stale";
       // Entries of the new owner under this handle (none live, none trashed) are orphans.
       this.#q.logDrop.run(to, handle);
       this.#q.moveRecord.run(user, handle, to);
@@ -455,7 +455,6 @@ export class SqliteBackend implements Backend {
       if (ctx.quota) this.#u.apply(to, ctx, { handles: 1, bytes: utf8Length(record.state) });
       this.#q.moveLog.run(user, handle, to);
       this.#q.dropLease.run(user, handle);
-      // The row is there at that version: the transaction has held the write lock since the read.
       if (step.audit) this.#audit(to, handle, step.audit, ctx.now);
       this.#g.endOf(user, handle, ctx.now);
       if (step.keep) this.#g.insert(step.keep);
@@ -601,12 +600,11 @@ export class SqliteBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.putGrant} */
-  putGrant(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "stale"> {
-    return this.#c.write((): void | "stale" => {
+  putGrant(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent"> {
+    return this.#c.write((): void | "absent" => {
       this.#g.checkParent(grant, now);
-      if (audit && !this.#audit(grant.owner, grant.handle, audit, now)) return "stale";
+      if (audit && !this.#audit(grant.owner, grant.handle, audit, now)) return "absent";
       this.#g.insert(grant);
-      return undefined;
     });
   }
 
@@ -620,16 +618,12 @@ export class SqliteBackend implements Backend {
    *
    * An `unshare` that ends nothing (the grants had ended already) leaves no entry.
    */
-  endGrant(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[] | "stale"> {
+  endGrant(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]> {
     return this.#c.write(() => {
-      const root = audit ? this.#g.rootOf(grant) : null;
-      // The transaction holds the write lock: a root not ended now is one this call ends.
-      if (audit && root && !root.ended && !this.#audit(root.owner, root.handle, audit, now)) {
-        // Not there at that version: stale when it is live; a record deleted,
-        // trashed or moved away leaves no entry.
-        if (this.#q.versionOf.get(root.owner, root.handle)) return "stale";
-      }
-      return this.#g.end(grant, now);
+      const ended = this.#g.end(grant, now);
+      // A record deleted, trashed or moved away gets no entry (there is no row to bump).
+      if (audit && ended.length > 0) this.#audit(ended[0]!.owner, ended[0]!.handle, audit, now);
+      return ended;
     });
   }
 
@@ -730,12 +724,14 @@ export class SqliteBackend implements Backend {
   /**
    * Inside a write's transaction: applies `audit` to `(user, handle)` — its
    * next version and `updatedAt`, and the entry appended and the changelog
-   * trimmed as any write's are. False, and nothing changed, when the record
-   * is not there at `audit.expectVersion`.
+   * trimmed as any write's are. False, and nothing changed, when there is no
+   * such record.
    */
   #audit(user: string, handle: string, audit: AuditStep, now: number): boolean {
-    if (!this.#g.bump(user, handle, audit)) return false;
-    this.#q.append(user, handle, audit.entry, { now, graceMs: 0, retention: audit.retention });
+    const version = this.#g.bump(user, handle, audit);
+    if (version === null) return false;
+    const entry = auditEntry(audit, version);
+    this.#q.append(user, handle, entry, { now, graceMs: 0, retention: audit.retention });
     this.#c.wrote(user, handle);
     return true;
   }

@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { AuditStep, WriteContext } from "../../backend.ts";
+import { auditEntry, type AuditStep, type WriteContext } from "../../backend.ts";
 import { bodyRefOf } from "./_bodies.ts";
 import { planLog } from "./_changelog.ts";
 import { type Head, newId, recordOf } from "./_codec.ts";
@@ -26,8 +26,8 @@ export interface AuditCommit {
 }
 
 /**
- * Plans `audit` on the live record `(user, handle)`: `"absent"` when there is
- * none, `"stale"` when its version is not `audit.expectVersion`.
+ * Plans `audit` on the live record `(user, handle)`, numbered after the head
+ * read (the commit checks that head): `"absent"` when there is none.
  */
 export async function planAudit(
   db: KvIo,
@@ -35,20 +35,16 @@ export async function planAudit(
   handle: string,
   audit: AuditStep,
   now: number,
-): Promise<AuditCommit | "absent" | "stale"> {
+): Promise<AuditCommit | "absent"> {
   const u = db.keys.user(user), h = db.keys.handle(handle);
   const head = await db.get<Head>(db.keys.head(u, h));
   const old = head.value;
   if (old === null) return "absent";
-  if (old.v !== audit.expectVersion) return "stale";
+  const entry = auditEntry(audit, old.v + 1);
   const ctx: WriteContext = { now, graceMs: 0, retention: audit.retention };
-  const log = await planLog(db, u, h, old, audit.entry, ctx);
+  const log = await planLog(db, u, h, old, entry, ctx);
   // The state stays where it is (inline, or the same chunk set): only the metadata moves on.
-  const next = {
-    ...recordOf(handle, old, ""),
-    version: audit.entry.version,
-    updatedAt: audit.entry.at,
-  };
+  const next = { ...recordOf(handle, old, ""), version: entry.version, updatedAt: entry.at };
   return {
     user,
     handle,

@@ -128,7 +128,7 @@ export class KvGrants {
   }
 
   /** {@inheritDoc Backend.putGrant} */
-  async put(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "stale"> {
+  async put(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent"> {
     const g = { ...grant };
     const tick = performance.timeOrigin + performance.now();
     return await optimistic(async () => {
@@ -140,7 +140,7 @@ export class KvGrants {
         const reason = grantGone(parent.value, now);
         if (reason) throw grantEnded({ grant: g.parent!, alias: g.alias }, reason);
       }
-      if (plan === "absent" || plan === "stale") return "stale";
+      if (plan === "absent") return "absent";
       let after: Deno.KvKey[] = [];
       const res = await this.#db.commit((op) => {
         if (parent) op.check(parent);
@@ -204,7 +204,7 @@ export class KvGrants {
   }
 
   /** {@inheritDoc Backend.endGrant} */
-  async end(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[] | "stale"> {
+  async end(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]> {
     const ended: GrantRecord[] = [];
     const seen = new Set<string>();
     let level = [grant];
@@ -219,7 +219,6 @@ export class KvGrants {
           now,
           first ? audit : undefined,
         );
-        if (out === "stale") return "stale";
         ended.push(...out);
         first = false;
       }
@@ -237,24 +236,22 @@ export class KvGrants {
   /**
    * Ends the grants `ids` that are not ended yet, in one commit; answers
    * those it ended. With `audit` (`ids` is then the grant named), the commit
-   * also writes it on the grant's record when that is live, or answers
-   * `"stale"`, ending nothing, when its version differs.
+   * also writes it on the grant's record when that is live and it ends any.
    */
   #endBatch(
     ids: string[],
     now: number,
     audit?: AuditStep,
-  ): Promise<GrantRecord[] | "stale"> {
+  ): Promise<GrantRecord[]> {
     return optimistic(async () => {
       const entries = await this.#many(ids.map((id) => this.#k.grant(id)));
       const root = entries[0]?.value;
       const plan = audit && root
         ? await planAudit(this.#db, root.owner, root.handle, audit, now)
         : null;
-      if (plan === "stale") return "stale";
-      const audited = plan === "absent" ? null : plan;
       const live = entries.filter((e) => e.value !== null && e.value.endedAt === null);
-      if (live.length === 0 && !audited) return [];
+      if (live.length === 0) return [];
+      const audited = plan === "absent" ? null : plan;
       const out = live.map((e) => ({ ...e.value!, endedAt: now }));
       let after: Deno.KvKey[] = [];
       const res = await this.#db.commit((op) => {

@@ -31,7 +31,12 @@
  * @module
  */
 
-import type { TransferOutcome, TransferStep, WriteContext } from "../../backend.ts";
+import {
+  auditEntry,
+  type TransferOutcome,
+  type TransferStep,
+  type WriteContext,
+} from "../../backend.ts";
 import { BackendError, InvalidArgument } from "../../errors.ts";
 import { utf8Length } from "../../json.ts";
 import { AGAIN, optimistic } from "../_retry.ts";
@@ -79,7 +84,6 @@ export async function transfer(
     if (first.value === null) return { outcome: "absent" };
     if (target.value !== null || trash.value !== null) return { outcome: "taken" };
     const audit = step.audit;
-    if (audit && first.value.v !== audit.expectVersion) return { outcome: "stale" };
     const loaded = await loadRecord(db, u, h, handle, first);
     const entry = loaded.entry, old = entry.value, record = loaded.record;
     // A newer write released the chunks read: start over from its head.
@@ -99,15 +103,14 @@ export async function transfer(
       throw tooManyGrants(handle, ending.length);
     }
     // The log under `to`: the old one (trimmed by retention when an entry is appended), copied.
-    const plan: LogPlan = audit
-      ? await planLog(db, u, h, old, audit.entry, { ...ctx, retention: audit.retention })
+    const added = audit && auditEntry(audit, old.v + 1);
+    const plan: LogPlan = audit && added
+      ? await planLog(db, u, h, old, added, { ...ctx, retention: audit.retention })
       : old.L !== undefined && old.g !== undefined && old.g <= old.v
       ? { L: old.L, g: old.g, ga: old.ga ?? ctx.now, drops: [] }
       : { drops: [] };
     const keeps = plan.L !== undefined && plan.L === old.L && plan.g! <= old.v;
-    const next = audit
-      ? { ...record, version: audit.entry.version, updatedAt: audit.entry.at }
-      : record;
+    const next = added ? { ...record, version: added.version, updatedAt: added.at } : record;
     let body: BodyRef | null = null, copy: LogCopy | null = null, ok = false;
     try {
       body = await bodyOf(db, t, h, record.state);

@@ -100,7 +100,6 @@ export function statements(s: string, channel: string) {
     };
   };
   const logged = appendEntry(10);
-  const audited = appendEntry(3, "w");
   const sweep = (byUser: string) =>
     `WITH idem AS (DELETE FROM ${i} WHERE expires_at <= $2::bigint),
      expired AS (DELETE FROM ${h} WHERE expires_at <= $1::bigint AND ${live}${byUser}
@@ -149,18 +148,29 @@ export function statements(s: string, channel: string) {
                   ${logged.cut}
                   ${logged.insert}`,
     // The entry of a share, an unshare or a transfer (an `AuditStep`): the
-    // live row at version $8 steps to the entry's version and time, its state
-    // and everything else kept, with the entry and the trim of a write;
-    // `entryParams` are $3 to $7, the payload $9. No row back: not there at
-    // that version, and nothing changed.
+    // live row steps to its next version and time $3, its state and
+    // everything else kept, with the entry numbered there ('{"version":' v ','
+    // and the tail $4, see `auditEntry`) and the trim of a write (versions
+    // up to v - $5 and entries before $6 go); the payload is $7. No row back:
+    // no live record, and nothing changed.
     audit: `WITH w AS (
-              UPDATE ${h} SET version = $3::bigint, updated_at = $4::bigint
-              WHERE user_id = $1 AND handle = $2 AND version = $8::bigint AND ${live}
-              RETURNING 1
+              UPDATE ${h} SET version = version + 1, updated_at = $3::bigint
+              WHERE user_id = $1 AND handle = $2 AND ${live}
+              RETURNING version
             ),
-            ${audited.cut},
-            log AS (${audited.insert})
-            SELECT ${notify("$9")} FROM w`,
+            cut AS (
+              DELETE FROM ${c} AS e USING w
+              WHERE e.user_id = $1 AND e.handle = $2 AND e.version < w.version
+                AND (e.version <= w.version - $5::bigint OR e.at < $6::bigint)
+            ),
+            log AS (
+              INSERT INTO ${c} (user_id, handle, version, at, text)
+              SELECT $1, $2, w.version, $3::bigint, '{"version":' || w.version || ',' || $4::text
+              FROM w
+              ON CONFLICT (user_id, handle, version) DO UPDATE
+                SET at = EXCLUDED.at, text = EXCLUDED.text
+            )
+            SELECT ${notify("$7")} FROM w`,
     remove: `WITH d AS (
                DELETE FROM ${h} WHERE user_id = $1 AND handle = $2 AND ${live}
                RETURNING 1

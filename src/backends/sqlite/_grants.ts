@@ -78,7 +78,6 @@ export class GrantStatements {
   readonly #endOf: StatementSync;
   readonly #of: StatementSync;
   readonly #to: StatementSync;
-  readonly #rootOf: StatementSync;
   readonly #audit: StatementSync;
 
   /** @param db An open connection with the `grants` table. */
@@ -94,13 +93,10 @@ export class GrantStatements {
     this.#endOf = db.prepare(sql.endOf);
     this.#of = db.prepare(sql.of);
     this.#to = db.prepare(sql.to);
-    this.#rootOf = db.prepare(
-      "SELECT owner, handle, ended_ms IS NOT NULL AS ended FROM grants WHERE grant_id = ?",
-    );
     // The version step of an audit entry: the record's next version, its state kept.
     this.#audit = db.prepare(
-      "UPDATE handles SET version = ?3, updated_ms = ?4 " +
-        "WHERE user = ?1 AND handle = ?2 AND version = ?5",
+      "UPDATE handles SET version = version + 1, updated_ms = ?3 " +
+        "WHERE user = ?1 AND handle = ?2 RETURNING version",
     );
   }
 
@@ -150,11 +146,11 @@ export class GrantStatements {
    * @param user The owner.
    * @param handle The handle.
    * @param audit The step.
-   * @returns Whether the record was there at `audit.expectVersion` (else nothing changed).
+   * @returns The record's new version, or `null` when there is no such record (nothing changed).
    */
-  bump(user: string, handle: string, audit: AuditStep): boolean {
-    const { version, at } = audit.entry;
-    return Number(this.#audit.run(user, handle, version, at, audit.expectVersion).changes) === 1;
+  bump(user: string, handle: string, audit: AuditStep): number | null {
+    const row = this.#audit.get(user, handle, audit.at) as { version: number } | undefined;
+    return row ? Number(row.version) : null;
   }
 
   /**
@@ -188,18 +184,6 @@ export class GrantStatements {
    */
   endOf(owner: string, handle: string, now: number): void {
     this.#endOf.run(owner, handle, now);
-  }
-
-  /**
-   * The owner and handle of a grant, and whether it has ended.
-   *
-   * @param id The grant id.
-   * @returns They, or `null` when there is no such grant.
-   */
-  rootOf(id: string): { owner: string; handle: string; ended: boolean } | null {
-    const r = this.#rootOf.get(id) as Row | undefined;
-    if (!r) return null;
-    return { owner: r.owner as string, handle: r.handle as string, ended: r.ended === 1 };
   }
 
   /**
