@@ -62,6 +62,7 @@
 
 import type { Cluster, Redis } from "ioredis";
 import type {
+  AuditStep,
   Backend,
   Change,
   ChangeEntry,
@@ -77,6 +78,7 @@ import type {
   SaveOutcome,
   Step,
   TransferOutcome,
+  TransferStep,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
@@ -91,6 +93,7 @@ import { KeyedQueue } from "./_queue.ts";
 import { AGAIN, backoff, optimistic } from "./_retry.ts";
 import { writesAt } from "./_quota.ts";
 import {
+  auditArgs,
   compareCodePoints,
   decodeHandle,
   encodeHandle,
@@ -158,6 +161,7 @@ function withLease<T extends object>(
 }
 
 export type {
+  AuditStep,
   Backend,
   Change,
   ChangeEntry,
@@ -178,6 +182,7 @@ export type {
   SaveOutcome,
   Step,
   TransferOutcome,
+  TransferStep,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
@@ -258,6 +263,7 @@ export class RedisBackend implements Backend {
     handle: string,
     to: string,
     ctx: WriteContext,
+    step?: TransferStep,
   ) => Promise<TransferOutcome>;
   #users: { at: number; after: string | undefined; names: string[] } | undefined;
 
@@ -301,7 +307,7 @@ export class RedisBackend implements Backend {
     this.#grants = new RedisGrants(this.#conn, this.#k);
     this.#closeClient = options.closeClient ?? false;
     if (!(client as { isCluster?: boolean }).isCluster) {
-      this.transfer = (user, handle, to, ctx) => this.#transfer(user, handle, to, ctx);
+      this.transfer = (user, handle, to, ctx, step) => this.#transfer(user, handle, to, ctx, step);
     }
   }
 
@@ -310,16 +316,32 @@ export class RedisBackend implements Backend {
     handle: string,
     to: string,
     ctx: WriteContext,
+    step: TransferStep = {},
   ): Promise<TransferOutcome> {
     const k = this.#k.of(user, handle), t = this.#k.of(to, handle);
+    const keep = step.keep;
+    const keys = [k.rec, k.idx, k.exp, k.lease, this.#k.grantsOf(user, handle)];
+    keys.push(t.rec, t.idx, t.exp, t.trash);
+    const names = keep ? await this.#grants.name(keep) : undefined;
+    if (keep) keys.push(this.#k.grantsOf(to, handle), this.#k.grant(to, keep.grant));
     const reply = await this.#conn.run(
       S.transfer,
-      [k.rec, k.idx, k.exp, k.lease, t.rec, t.idx, t.exp, t.trash],
-      [`${ctx.now}\t${ctx.graceMs}`, ...quotaArgs(ctx)],
+      keys,
+      [
+        `${ctx.now}\t${ctx.graceMs}\t${keep ? encodeHandle(keep.grant) : ""}\t${
+          keep ? expiresText(keep.expiresAt) : ""
+        }`,
+        ...auditArgs(step.audit, t.enc, ctx.now),
+        keep ? JSON.stringify({ ...keep, endedAt: null }) : "",
+        ...quotaArgs(ctx),
+      ],
+      wroteOne,
     ) as number | Reply;
+    if (reply !== 1) await names?.unname();
     if (Array.isArray(reply)) refuseQuota(reply, ctx);
     if (reply === 0) return "absent";
     if (reply === -1) return "taken";
+    if (reply === -2) return "stale";
     this.#guess(k.rec, null);
     this.#guess(t.rec, null);
     this.#feed.notify(user, handle);
@@ -596,8 +618,10 @@ export class RedisBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.putGrant} */
-  putGrant(grant: GrantRecord, now: number): Promise<void> {
-    return this.#grants.put(grant, now);
+  async putGrant(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "stale"> {
+    const res = await this.#grants.put(grant, now, audit);
+    if (audit && res !== "stale") this.#audited(grant.owner, grant.handle);
+    return res;
   }
 
   /** {@inheritDoc Backend.readGrant} */
@@ -606,8 +630,17 @@ export class RedisBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.endGrant} */
-  endGrant(grant: string, now: number): Promise<GrantRecord[]> {
-    return this.#grants.end(grant, now);
+  async endGrant(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[] | "stale"> {
+    const res = await this.#grants.end(grant, now, audit);
+    const root = res === "stale" ? undefined : res.find((g) => g.grant === grant);
+    if (audit && root) this.#audited(root.owner, root.handle);
+    return res;
+  }
+
+  /** A grant change left an entry on `(owner, handle)`: the guess goes, listeners hear. */
+  #audited(owner: string, handle: string): void {
+    this.#guess(this.#k.of(owner, handle).rec, null);
+    this.#feed.notify(owner, handle);
   }
 
   /** {@inheritDoc Backend.grantsOf} */

@@ -8,6 +8,7 @@
 
 import { Buffer } from "node:buffer";
 import type {
+  AuditStep,
   ChangeEntry,
   ForkPoint,
   HandleMeta,
@@ -147,13 +148,36 @@ export function expiresText(e: number | null): string {
  * The changelog fields of a script header — entry version, at, maxEntries,
  * and the cutoff below which entries are too old — empty without an entry.
  */
-export function logHead(entry: ChangeEntry | undefined, ctx: WriteContext): string {
+export function logHead(
+  entry: ChangeEntry | undefined,
+  ctx: Pick<WriteContext, "now" | "retention">,
+): string {
   if (!entry) return "\t\t\t";
   const r = ctx.retention;
   const cutoff = r ? ctx.now - r.maxAgeMs : NaN;
   return `${entry.version}\t${entry.at}\t${r ? r.maxEntries : ""}\t${
     Number.isFinite(cutoff) ? cutoff : ""
   }`;
+}
+
+/**
+ * The audit step arguments of a grant or transfer script — `expectVersion`,
+ * the record's new index member, then the {@link logHead} fields; and the
+ * entry as stored (`at`, tab, text) — or two `""` without a step.
+ */
+export function auditArgs(
+  audit: AuditStep | undefined,
+  enc: string,
+  now: number,
+): [string, string] {
+  if (!audit) return ["", ""];
+  const { entry } = audit;
+  return [
+    `${audit.expectVersion}\t${member(entry.at, enc)}\t${
+      logHead(entry, { now, retention: audit.retention })
+    }`,
+    logArgs(entry)[0]!,
+  ];
 }
 
 /** The script arguments after the header: the entry as stored (`at`, tab, text), if any. */

@@ -349,6 +349,61 @@ local function append(key, l, ver, at, et, maxn, cutoff)
   return {ef = 'e' .. ver, et = et, af = 'a' .. ver, at = at,
     l = lo .. '\\t' .. ver .. '\\t' .. at .. '\\t' .. floor}
 end
+-- Stores a new grant: its hash gk (record json, expiry x, '' = never) and
+-- its id in its handle's grant list.
+local function storegrant(gk, list, json, x, id)
+  redis.call('HSET', gk, 'j', json, 'e', '', 'x', x)
+  redis.call('RPUSH', list, id)
+end
+-- Ends (at now, a string) the grants of base P{O}: whose encoded ids are in
+-- queue, and every re-share under them, that are in force; returns their
+-- records (JSON).
+local function endgrants(base, queue, now)
+  local out, seen, i = {}, {}, 1
+  while i <= #queue do
+    local id = queue[i]
+    i = i + 1
+    if not seen[id] then
+      seen[id] = true
+      local gk = base .. 'g:' .. id
+      local g = redis.call('HMGET', gk, 'j', 'e')
+      if g[1] and g[2] == '' then
+        redis.call('HSET', gk, 'e', now)
+        out[#out + 1] = g[1]
+      end
+      for _, c in ipairs(redis.call('LRANGE', base .. 'gc:' .. id, 0, -1)) do
+        queue[#queue + 1] = c
+      end
+    end
+  end
+  return out
+end
+-- An audit step (a grant change or a transfer, recorded as the record's next
+-- version): au = expectVersion, the new index member, then the entry's
+-- version, at, maxEntries and cutoff as a write's header has them
+-- (tab-joined; '' = no step); et = the entry (at, tab, text). Whether the
+-- record hash key is live at version expectVersion (true without a step).
+local function auditable(key, au)
+  if au == '' then return true end
+  local m = redis.call('HGET', key, 'm')
+  return m ~= false and tonumber(split(m, 4)[2]) == tonumber(split(au, 2)[1])
+end
+-- Applies the audit step au (which auditable passed) to the record hash key:
+-- version + 1 and updatedAt = the entry's at, everything else kept (state,
+-- expiry, TTL, writer); the entry appended and the changelog trimmed as any
+-- write does; the record moved in the index and expiry sets. Announces
+-- nothing.
+local function audit(key, idx, exp, au, et)
+  if au == '' then return end
+  local a = split(au, 6)
+  local cur = getrec(key)
+  local m = cur.k .. '\\t' .. a[3] .. '\\t' .. cur.c .. '\\t' .. a[4] .. '\\t' .. split(cur.m, 5)[5]
+  local s = string.sub(redis.call('HGET', key, 'd'), #cur.m + 2)
+  local ttl = redis.call('PTTL', key)
+  local log = append(key, cur.l, tonumber(a[3]), a[4], et, a[5], a[6])
+  putrec(key, s, m, a[2], cur.e, ttl, cur.e, log)
+  reindex(idx, exp, cur, a[2], cur.e, ttl)
+end
 `;
 
 /**
@@ -559,37 +614,51 @@ return redis.call('HGET', KEYS[1], 'd')
 
 /**
  * transfer: renames a live record hash (changelog included) from one user's
- * keys to another's, unchanged, and moves it between their indexes, expiry
- * sets and usage; the old owner's lease on it goes. Nothing moves when the
- * new owner has a record or a trashed record of that handle. The keys of two
- * users sit in two hash slots: a standalone server only.
- * KEYS: record, index, expiry, lease (old owner); record, index, expiry,
- * trash (new owner). ARGV: tab-joined now, graceMs[, quotas of the new owner].
- * Replies 1 (moved), 0 (no live record), -1 (taken) or a quota refusal.
+ * keys to another's and moves it between their indexes, expiry sets and
+ * usage; the old owner's lease on it goes, and every grant in force on it
+ * (the old owner's grant list of the handle, re-shares included) ends. With
+ * an audit step the moved record gets its next version and the `transfer`
+ * entry; with a kept grant, the new owner's grant for the old owner is
+ * stored. Nothing changes when the new owner has a record or a trashed record
+ * of that handle, or the record is not at the audit step's version. The keys
+ * of two users sit in two hash slots: a standalone server only.
+ * KEYS: record, index, expiry, lease, grant list of the handle (old owner);
+ * record, index, expiry, trash[, grant list of the handle, kept grant's hash]
+ * (new owner; the last two with a kept grant). ARGV: tab-joined now, graceMs, the
+ * kept grant's encoded id and expiry; the audit step ("" = none; see
+ * auditable); the entry; the kept grant's record (JSON, "" = none)[; quotas
+ * of the new owner].
+ * Replies 1 (moved), 0 (no live record), -1 (taken), -2 (stale) or a quota
+ * refusal.
  */
 export const TRANSFER: string = PRELUDE + `
-local a = split(ARGV[1], 2)
+local a = split(ARGV[1], 4)
 local now = tonumber(a[1])
 local cur = getrec(KEYS[1])
 if not cur then return 0 end
-if redis.call('EXISTS', KEYS[5]) == 1 or redis.call('EXISTS', KEYS[8]) == 1 then return -1 end
-local to, q, qm, qw = basekey(KEYS[5]), quotas(), 0, 0
+if redis.call('EXISTS', KEYS[6]) == 1 or redis.call('EXISTS', KEYS[9]) == 1 then return -1 end
+if not auditable(KEYS[1], ARGV[2]) then return -2 end
+local to, q, qm, qw = basekey(KEYS[6]), quotas(), 0, 0
 local db = recbytes(KEYS[1], cur.m)
 if q then
   local refused
   refused, qm, qw = quotacheck(to, q, 1, db, now)
   if refused then return refused end
 end
-track(basekey(KEYS[1]), -1, -db)
+local from = basekey(KEYS[1])
+track(from, -1, -db)
 redis.call('ZREM', KEYS[2], cur.x)
 if cur.e ~= '' then redis.call('ZREM', KEYS[3], cur.x) end
 redis.call('DEL', KEYS[4])
-redis.call('RENAME', KEYS[1], KEYS[5])
-local ttl = settle(KEYS[5], KEYS[6], KEYS[7], cur, tonumber(a[2]), now)
+endgrants(from, redis.call('LRANGE', KEYS[5], 0, -1), a[1])
+redis.call('RENAME', KEYS[1], KEYS[6])
+local ttl = settle(KEYS[6], KEYS[7], KEYS[8], cur, tonumber(a[2]), now)
+audit(KEYS[6], KEYS[7], KEYS[8], ARGV[2], ARGV[3])
 track(to, 1, db, ttl)
 if q then countwrite(to, qm, qw) end
+if KEYS[11] then storegrant(KEYS[11], KEYS[10], ARGV[4], a[4], a[3]) end
 announce(KEYS[1])
-announce(KEYS[5])
+announce(KEYS[6])
 return 1
 `;
 
@@ -770,44 +839,46 @@ function script(lua: string): Script {
 }
 
 /**
- * putGrant. KEYS: the grant hash, its handle's grant list[, the parent's
- * grant hash, the parent's re-share list]. ARGV: the record (JSON), its
- * expiry ("" = never), now, the encoded grant id. Replies 1, 0 (the grant
- * exists already) or `{'G', reason}` (the parent is not in force).
+ * putGrant. KEYS: the grant hash, its handle's grant list, the owner's
+ * record, index and expiry set[, the parent's grant hash, the parent's
+ * re-share list]. ARGV: the record (JSON), its expiry ("" = never), now, the
+ * encoded grant id, the audit step ("" = none; see auditable), the entry
+ * (at, tab, text; "" without an audit step). Replies 1, 0 (the grant exists
+ * already), -1 (the record is not live at the audit step's version: nothing
+ * stored) or `{'G', reason}` (the parent is not in force).
  */
 export const GRANT_PUT: string = PRELUDE + `
-if KEYS[3] then
-  local why = grantgone(KEYS[3], tonumber(ARGV[3]))
+if KEYS[6] then
+  local why = grantgone(KEYS[6], tonumber(ARGV[3]))
   if why then return {'G', why} end
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'j', ARGV[1], 'e', '', 'x', ARGV[2])
-redis.call('RPUSH', KEYS[2], ARGV[4])
-if KEYS[4] then redis.call('RPUSH', KEYS[4], ARGV[4]) end
+if not auditable(KEYS[3], ARGV[5]) then return -1 end
+storegrant(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[4])
+if KEYS[7] then redis.call('RPUSH', KEYS[7], ARGV[4]) end
+if ARGV[5] ~= '' then
+  audit(KEYS[3], KEYS[4], KEYS[5], ARGV[5], ARGV[6])
+  announce(KEYS[3])
+end
 return 1
 `;
 
 /**
  * endGrant: ends a grant and every re-share under it (all in the owner's
- * slot). KEYS: the grant hash. ARGV: now, the owner's key prefix
- * `P{O}:`, the encoded grant id. Replies the records (JSON) it ended.
+ * slot). KEYS: the grant hash, the record of its handle, the owner's index
+ * and expiry set. ARGV: now, the owner's key prefix `P{O}:`, the encoded
+ * grant id, the audit step ("" = none; see auditable), the entry. The audit
+ * step applies when the record is live; at another version nothing ends.
+ * Replies the records (JSON) it ended, or -1 (stale).
  */
 export const GRANT_END: string = PRELUDE + `
-local base, out, queue, i = ARGV[2], {}, {ARGV[3]}, 1
-while i <= #queue do
-  local id = queue[i]
-  i = i + 1
-  local gk = base .. 'g:' .. id
-  local g = redis.call('HMGET', gk, 'j', 'e')
-  if g[1] and g[2] == '' then
-    redis.call('HSET', gk, 'e', ARGV[1])
-    out[#out + 1] = g[1]
-  end
-  for _, c in ipairs(redis.call('LRANGE', base .. 'gc:' .. id, 0, -1)) do
-    queue[#queue + 1] = c
-  end
+local au = ARGV[4]
+if au ~= '' and redis.call('EXISTS', KEYS[2]) == 1 then
+  if not auditable(KEYS[2], au) then return -1 end
+  audit(KEYS[2], KEYS[3], KEYS[4], au, ARGV[5])
+  announce(KEYS[2])
 end
-return out
+return endgrants(ARGV[2], {ARGV[3]}, ARGV[1])
 `;
 
 /**
