@@ -22,7 +22,7 @@ import {
   SetKey,
 } from "../mod.ts";
 import { openBackend } from "../src/url.ts";
-import type { Backend, ChangeEntry, HandleRecord } from "../src/backend.ts";
+import type { AuditStep, Backend, ChangeEntry, GrantRecord, HandleRecord } from "../src/backend.ts";
 import { MemoryBackend } from "../src/backends/memory.ts";
 import { RedisBackend } from "../src/backends/redis.ts";
 import {
@@ -196,15 +196,22 @@ return errs
 
 /**
  * Runs {@link CHECKER} on every user's keys under `prefix`, found by
- * `redis-cli --scan` on each primary.
+ * `redis-cli --scan` on each primary (with `grants`, leaving the keys of
+ * grants out).
  *
  * @returns How many record hashes there are.
  */
-async function assertConsistent(primaries: RedisServer[], prefix: string): Promise<number> {
+async function assertConsistent(
+  primaries: RedisServer[],
+  prefix: string,
+  grants = false,
+): Promise<number> {
   const byBase = new Map<string, string[]>();
+  const grantKey =
+    /^(.*\{[A-Za-z0-9_-]+\}:(g|go|gc):[^{}]+|.*\{[A-Za-z0-9_-]+\}:gt|[^{}]*g[ai]:[^{}]+)$/;
   for (const node of primaries) {
     for (const key of (await node.cli("--scan", "--pattern", `${prefix}*`)).split("\n")) {
-      if (key === "") continue;
+      if (key === "" || (grants && grantKey.test(key))) continue;
       const m = /^(.*\{[A-Za-z0-9_-]+\}:)([rtl]:[^{}]+|i|x|d:[^{}:]+:[A-Za-z0-9_-]+)$/.exec(key);
       assert.ok(m, `unexpected key ${key}`);
       const list = byBase.get(m[1]!) ?? [];
@@ -581,6 +588,54 @@ Deno.test("redis: the changelog lives and expires in the record's hash; revoke r
   assert.equal(await srv.cli("EXISTS", trashKey), "0");
   await rejectsWith(() => store.restore(h, { user }), "handle_not_found");
   assert.equal(await srv.cli("EXISTS", backend.keyOf(user)), "0", "the user's keys are all gone");
+});
+
+Deno.test("redis: share, unshare and transfer entries keep the record's hash, TTL, index and trimmed changelog whole", async (t) => {
+  await onBoth(t, async (url, primaries) => {
+    const prefix = `audit-${crypto.randomUUID()}:`;
+    const clock = new FakeClock();
+    await using store = await openStore(`${url}?prefix=${prefix}`, {
+      clock: clock.fn,
+      history: { maxEntries: 3 },
+    });
+    const backend = backendOf(store);
+    const alice = freshUser("alice"), bob = freshUser("bob"), carol = freshUser("carol");
+    const dave = freshUser("dave");
+    const h = await store.mint("doc", { log: [] }, { user: alice, ttlDays: 2 });
+    const key = backend.keyOf(alice, h);
+    const ttl = Number(await (await primaries())[0]!.cli("-c", "PTTL", key));
+    clock.advance(1000);
+    const g = await store.share(h, { user: alice, to: bob, rights: "write" });
+    clock.advance(1000);
+    const c = await store.share(g.handle, { user: bob, to: carol, rights: "append" });
+    clock.advance(1000);
+    await store.patch(c.handle, [Append("log", "carol")], { user: carol });
+    clock.advance(1000);
+    assert.equal(await store.unshare(g.grant, { user: alice }), 2);
+    const own = await store.get(h, { user: alice });
+    assert.equal(own.version, 5);
+    assert.equal(own.updatedAt.getTime(), clock.now, "an entry is the record's update");
+    assert.deepEqual(own.state, { log: ["carol"] });
+    assert.equal(own.lastWriter, null, "the writer of the state stays");
+    assert.deepEqual((await backend.changes(alice, h, 0)).map((e) => e.version), [3, 4, 5]);
+    assert.deepEqual((await store.list(alice)).map((i) => [i.handle, i.version]), [[h, 5]]);
+    const node = (await primaries())[0]!;
+    assert.equal(await node.cli("-c", "HLEN", key), "10", "m, d, x, l and entries 3..5");
+    const after = Number(await node.cli("-c", "PTTL", key));
+    assert.ok(after <= ttl && after > ttl - 60_000, `ttl ${after}, was ${ttl}`);
+    await assertConsistent(await primaries(), prefix, true);
+    if (!backend.transfer) return;
+    clock.advance(1000);
+    await store.transfer(h, { user: alice, to: dave, keep: "read" });
+    const moved = await store.get(h, { user: dave });
+    assert.equal(moved.version, 6);
+    assert.deepEqual((await backend.changes(dave, h, 0)).map((e) => e.version), [4, 5, 6]);
+    assert.equal(Number(await node.cli("-c", "PTTL", backend.keyOf(dave, h))) <= ttl, true);
+    assert.deepEqual((await store.grants(h, { user: dave })).map((x) => [x.to, x.rights]), [
+      [alice, "read"],
+    ]);
+    await assertConsistent(await primaries(), prefix, true);
+  });
 });
 
 /** A small seeded PRNG (mulberry32): the same seed gives the same run. */
@@ -1061,6 +1116,43 @@ Deno.test("redis: every write script announces its handle on the user's channel,
       () => b.remove(user, handle, ctx),
       () => b.insert(user, rec(1), ctx),
     );
+    const grant = (id: string): GrantRecord => ({
+      grant: id,
+      alias: `n_${id}`,
+      owner: user,
+      handle,
+      to: freshUser(),
+      rights: "read",
+      by: user,
+      parent: null,
+      createdAt: now,
+      expiresAt: null,
+      endedAt: null,
+    });
+    const audit = (expectVersion: number): AuditStep => ({
+      expectVersion,
+      entry: { version: expectVersion + 1, at: now, text: "{}" },
+      retention: { maxEntries: 10, maxAgeMs: DAY },
+    });
+    const g1 = `grant_${crypto.randomUUID()}`, g2 = `grant_${crypto.randomUUID()}`;
+    await announced(
+      "share with an entry",
+      () => b.putGrant(grant(g1), now),
+      () => b.putGrant(grant(g2), now, audit(7)),
+      () => b.putGrant(grant(g2), now, audit(1)),
+    );
+    await announced(
+      "unshare with an entry",
+      () => b.endGrant(g1, now),
+      () => b.endGrant(g2, now, audit(1)),
+      () => b.endGrant(g2, now, audit(2)),
+    );
+    await announced(
+      "transfer",
+      () => b.transfer!(user, handle, freshUser(), ctx, { audit: audit(1) }),
+      () => b.transfer!(user, handle, freshUser(), ctx, { audit: audit(3) }),
+    );
+    await announced("insert after the transfer", () => b.insert(user, rec(1), ctx));
     await announced("remove", () => b.remove(user, handle, ctx));
     assert.equal(strays, 0, "another handle's or user's listener was called");
     for (const off of offs) off();
