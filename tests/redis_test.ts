@@ -25,6 +25,8 @@ import { openBackend } from "../src/url.ts";
 import type { AuditStep, Backend, ChangeEntry, GrantRecord, HandleRecord } from "../src/backend.ts";
 import { MemoryBackend } from "../src/backends/memory.ts";
 import { RedisBackend } from "../src/backends/redis.ts";
+import { S } from "../src/backends/redis/_scripts.ts";
+import { openClient, parseRedisUrl } from "../src/backends/redis/_url.ts";
 import {
   byUtf8,
   DAY,
@@ -937,6 +939,110 @@ Deno.test("redis: a dropped connection is a clear backend_error, leaves no parti
   } finally {
     await store.close();
   }
+});
+
+Deno.test("redis cluster: a transfer that dies after any of its steps is finished by a later miss on the handle, and is never live in two places", async (t) => {
+  const c = await redisCluster();
+  await c.waitHealthy();
+  const prefix = `move-${crypto.randomUUID()}:`;
+  const url = `${c.url}?prefix=${prefix}`;
+  const history = { history: { maxEntries: 50 } };
+  await using store = await openStore(url, history);
+  const backend = backendOf(store);
+  const steps = [S.moveReserve, S.moveOut, S.moveIn, S.moveDone, S.moveBack, S.moveClear];
+  const scripts = new Set(steps.flatMap((s) => [s.sha, s.lua]));
+  /** A store whose process dies once `k` scripts of a move ran: nothing after them runs. */
+  const dying = async (k: number) => {
+    const client = await openClient(url, parseRedisUrl(url));
+    let ran = 0;
+    const proxy = new Proxy(client, {
+      get(target, p) {
+        const v = Reflect.get(target, p, target);
+        if (typeof v !== "function") return v;
+        if (p !== "evalsha" && p !== "eval") return v.bind(target);
+        return async (...args: unknown[]) => {
+          if (!scripts.has(args[0] as string)) return await v.apply(target, args);
+          if (ran >= k) throw new Error("killed");
+          const reply = await v.apply(target, args);
+          ran++; // a NOSCRIPT refusal ran nothing
+          return reply;
+        };
+      },
+    });
+    return new HandleStore(new RedisBackend(proxy, { prefix, closeClient: true }), history);
+  };
+  const run = async (k: number, via: "old owner" | "new owner") => {
+    const alice = freshUser("alice"), bob = freshUser("bob"), carol = freshUser("carol");
+    const h = await store.mint("doc", { k }, { user: alice });
+    const g = await store.share(h, { user: alice, to: carol, rights: "read" });
+    const before = await store.get(h, { user: alice });
+    {
+      await using died = await dying(k);
+      await rejectsWith(
+        () => died.transfer(h, { user: alice, to: bob, keep: "read" }),
+        "backend_error",
+      );
+    }
+    const [a, b] = [await backend.read(alice, h), await backend.read(bob, h)];
+    assert.ok(!(a && b), "live under both owners");
+    assert.equal(a !== null, k < 2, "the old owner's until the record left");
+    assert.equal(b !== null, k >= 3, "the new owner's once it arrived");
+    if (k < 2) {
+      // Nothing moved; the reservation holds the name at the new owner for a while.
+      assert.equal((await store.get(h, { user: alice })).version, before.version);
+      await rejectsWith(
+        () => store.transfer(h, { user: alice, to: bob, keep: "read" }),
+        "backend_error",
+      );
+      // Once it is STALE_RESERVATION_MS old, the new owner's next miss drops it.
+      const node = (await c.masters())[0]!;
+      const key = backend.keyOf(bob, h).replace(/:r:([^:]+)$/, ":n:$1");
+      const [kind, id, , ...from] = (await node.cli("-c", "GET", key)).split("\t");
+      assert.equal(kind, "R");
+      await node.cli("-c", "SET", key, [kind, id, "0", ...from].join("\t"));
+      await rejectsWith(() => store.get(h, { user: bob }), "handle_not_found");
+      assert.equal(await store.transfer(h, { user: alice, to: bob, keep: "read" }), h);
+    } else if (via === "old owner") {
+      await rejectsWith(() => store.get(h, { user: alice }), "handle_not_found");
+    } else if (k === 2) {
+      await rejectsWith(() => store.get(h, { user: bob }), "handle_not_found");
+    } else {
+      // Live at the new owner: handing it back finishes the move out first.
+      assert.equal(await store.transfer(h, { user: bob, to: alice }), h);
+      assert.equal(await store.transfer(h, { user: alice, to: bob }), h);
+    }
+    // The miss finished the move: as the one-step transfer leaves it.
+    const moved = await store.get(h, { user: bob });
+    assert.deepEqual(moved.state, before.state);
+    const back = via === "new owner" && k > 2 ? 2 : 0;
+    assert.equal(moved.version, before.version + 1 + back);
+    const log = await store.changesSince(h, before.version, { user: bob });
+    assert.ok(!log.truncated);
+    assert.ok(log.changes.every((x) => x.op === "transfer"));
+    assert.equal(log.changes[0]!.keep, "read");
+    await rejectsWith(() => store.get(h, { user: alice }), "handle_not_found");
+    const e = await rejectsWith(() => store.get(g.handle, { user: carol }), "handle_not_found");
+    assert.equal(e.details.reason, "grant_revoked");
+    // The kept grant (which a transfer back and forth ends).
+    assert.deepEqual(
+      (await store.list(alice)).map((i) => [i.sharedBy, i.rights]),
+      back ? [] : [[bob, "read"]],
+    );
+    assert.deepEqual((await store.list(bob)).map((i) => i.handle), [h]);
+    // A mark left by the last step goes with the new owner's next miss on the handle.
+    await backend.trashedUntil(bob, h);
+    await backend.trashedUntil(alice, h);
+  };
+  for (let k = 1; k <= 4; k++) {
+    for (const via of ["old owner", "new owner"] as const) {
+      if (k < 2 && via === "new owner") continue;
+      const how = via === "new owner" && k > 2
+        ? "the new owner handing it back finishes it"
+        : `a miss of the ${via} finishes it`;
+      await t.step(`dies after step ${k}; ${how}`, () => run(k, via));
+    }
+  }
+  await assertConsistent(await c.masters(), prefix, true);
 });
 
 Deno.test("redis: wait=N with too few replicas is a backend_error that names the count", async () => {

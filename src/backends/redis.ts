@@ -118,6 +118,7 @@ import {
 import { closedError, Connection } from "./redis/_connection.ts";
 import { Feed } from "./redis/_feed.ts";
 import { RedisGrants } from "./redis/_grants.ts";
+import { RedisMoves } from "./redis/_move.ts";
 import { type Keys, KeySpace } from "./redis/_keys.ts";
 import { S } from "./redis/_scripts.ts";
 import { DEFAULT_PREFIX, openClient, parseRedisUrl, scopeOf } from "./redis/_url.ts";
@@ -247,24 +248,11 @@ export class RedisBackend implements Backend {
   readonly #feed: Feed;
   readonly #k: KeySpace;
   readonly #grants: RedisGrants;
+  /** Transfer across hash slots, on a Redis Cluster only. */
+  readonly #moves: RedisMoves | undefined;
   readonly #closeClient: boolean;
   /** Which Redis this is, for sharing the per-handle queues of one process. */
   #scope: string;
-  /**
-   * {@inheritDoc Backend.transfer}
-   *
-   * One script over the keys of both users, which a standalone server runs
-   * atomically. On a Redis Cluster the two users' keys sit in two hash
-   * slots, which no script can span: there this primitive is absent (and
-   * `HandleStore.transfer` says so).
-   */
-  readonly transfer?: (
-    user: string,
-    handle: string,
-    to: string,
-    ctx: WriteContext,
-    step?: TransferStep,
-  ) => Promise<TransferOutcome>;
   #users: { at: number; after: string | undefined; names: string[] } | undefined;
 
   /**
@@ -306,12 +294,22 @@ export class RedisBackend implements Backend {
     this.#k = new KeySpace(prefix);
     this.#grants = new RedisGrants(this.#conn, this.#k);
     this.#closeClient = options.closeClient ?? false;
-    if (!(client as { isCluster?: boolean }).isCluster) {
-      this.transfer = (user, handle, to, ctx, step) => this.#transfer(user, handle, to, ctx, step);
+    if ((client as { isCluster?: boolean }).isCluster) {
+      this.#moves = new RedisMoves(this.#conn, this.#k, this.#grants);
     }
   }
 
-  async #transfer(
+  /**
+   * {@inheritDoc Backend.transfer}
+   *
+   * On one server, one script over the keys of both users, which Redis runs
+   * atomically. On a Redis Cluster the two users' keys sit in two hash slots,
+   * which no script can span: there the move is five scripts, each atomic in
+   * one slot, that keep the record live in one place at a time, and that any
+   * miss on the handle of either user finishes after a crash (see
+   * `redis/_move.ts`).
+   */
+  async transfer(
     user: string,
     handle: string,
     to: string,
@@ -320,28 +318,43 @@ export class RedisBackend implements Backend {
   ): Promise<TransferOutcome> {
     const k = this.#k.of(user, handle), t = this.#k.of(to, handle);
     const keep = step.keep;
-    const keys = [k.rec, k.idx, k.exp, k.lease, this.#k.grantsOf(user, handle)];
-    keys.push(t.rec, t.idx, t.exp, t.trash);
-    const names = keep ? await this.#grants.name(keep) : undefined;
-    if (keep) keys.push(this.#k.grantsOf(to, handle), this.#k.grant(to, keep.grant));
-    const reply = await this.#conn.run(
-      S.transfer,
-      keys,
-      [
-        `${ctx.now}\t${ctx.graceMs}\t${keep ? encodeHandle(keep.grant) : ""}\t${
-          keep ? expiresText(keep.expiresAt) : ""
-        }`,
-        ...auditArgs(step.audit, t.enc, ctx.now),
-        keep ? JSON.stringify({ ...keep, endedAt: null }) : "",
-        ...quotaArgs(ctx),
-      ],
-      wroteOne,
-    ) as number | Reply;
-    if (reply !== 1) await names?.unname();
-    if (Array.isArray(reply)) refuseQuota(reply, ctx);
-    if (reply === 0) return "absent";
-    if (reply === -1) return "taken";
-    if (reply === -2) return "stale";
+    let out: TransferOutcome | Reply;
+    if (this.#moves) {
+      out = await this.#moves.transfer(user, handle, to, ctx, step.audit, keep);
+    } else {
+      const keys = [k.rec, k.idx, k.exp, k.lease, this.#k.grantsOf(user, handle)];
+      keys.push(t.rec, t.idx, t.exp, t.trash);
+      const names = keep ? await this.#grants.name(keep) : undefined;
+      if (keep) keys.push(this.#k.grantsOf(to, handle), this.#k.grant(to, keep.grant));
+      const reply = await this.#conn.run(
+        S.transfer,
+        keys,
+        [
+          `${ctx.now}\t${ctx.graceMs}\t${keep ? encodeHandle(keep.grant) : ""}\t${
+            keep ? expiresText(keep.expiresAt) : ""
+          }`,
+          ...auditArgs(step.audit, t.enc, ctx.now),
+          keep ? JSON.stringify({ ...keep, endedAt: null }) : "",
+          ...quotaArgs(ctx),
+        ],
+        wroteOne,
+      ) as number | Reply;
+      if (reply !== 1) await names?.unname();
+      out = Array.isArray(reply)
+        ? reply
+        : reply === 1
+        ? "moved"
+        : reply === -1
+        ? "taken"
+        : reply === -2
+        ? "stale"
+        : "absent";
+    }
+    if (Array.isArray(out)) {
+      refuseQuota(out, ctx);
+      throw new BackendError(`Unexpected reply of the transfer script: ${JSON.stringify(out)}`);
+    }
+    if (out !== "moved") return out;
     this.#guess(k.rec, null);
     this.#guess(t.rec, null);
     this.#feed.notify(user, handle);
@@ -422,6 +435,8 @@ export class RedisBackend implements Backend {
 
   /** {@inheritDoc Backend.trashedUntil} */
   async trashedUntil(user: string, handle: string): Promise<number | null> {
+    // On a cluster, a miss also finishes a move of the handle that a crash left unfinished.
+    if (this.#moves) return await this.#moves.trashedUntil(user, handle);
     const key = this.#k.of(user, handle).trash;
     const client = this.#conn.client;
     const u = await this.#conn.cmd(() => client.hget(key, "u"));
