@@ -25,6 +25,12 @@
  * is renamed to a trash key that Redis drops at `trashUntil`; `sweep` leaves
  * the trash to that expiry.
  *
+ * `transfer` is one script over both users' keys on one server; on a Redis
+ * Cluster, where two users sit in two hash slots, it is five single-slot
+ * scripts that keep the record live in one place at a time, and a miss on
+ * the handle of either user finishes a move that a crash interrupted (see
+ * `redis/_move.ts`).
+ *
  * A lease is one string key beside the record (holder and expiry), which
  * Redis drops once it lapses. The change feed is pub/sub: every script that
  * changes a record publishes its handle on the user's channel, and `subscribe`
