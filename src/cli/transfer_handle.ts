@@ -23,8 +23,7 @@ const HELP = `Usage: mcpstate transfer HANDLE --to USER [options]
 Hands a handle over to another user for good: its state, version and
 history move to USER under the same handle, in one atomic step, and the old
 owner loses access at once. Refused, with nothing changed, when USER already
-has a handle of that name. Not available on a Redis Cluster (two users' keys
-live in two hash slots there).
+has a handle of that name.
 
 Options:
   --to USER        Who gets the handle (required)
