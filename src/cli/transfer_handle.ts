@@ -22,7 +22,8 @@ import {
 const HELP = `Usage: mcpstate transfer HANDLE --to USER [options]
 
 Hands a handle over to another user for good: its state, version and
-history move to USER under the same handle, in one atomic step, and the old
+history move to USER under the same handle (in one atomic step; on a Redis
+Cluster in five steps, finished by the next access after a crash), and the old
 owner loses access at once, or keeps a grant with --keep. Grants the old
 owner had made on the handle end in the same step. Refused, with nothing
 changed, when USER already has a handle of that name.

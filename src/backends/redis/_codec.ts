@@ -8,6 +8,7 @@
 
 import { Buffer } from "node:buffer";
 import type {
+  AuditStep,
   ChangeEntry,
   ForkPoint,
   HandleMeta,
@@ -147,13 +148,28 @@ export function expiresText(e: number | null): string {
  * The changelog fields of a script header — entry version, at, maxEntries,
  * and the cutoff below which entries are too old — empty without an entry.
  */
-export function logHead(entry: ChangeEntry | undefined, ctx: WriteContext): string {
+export function logHead(
+  entry: ChangeEntry | undefined,
+  ctx: Pick<WriteContext, "now" | "retention">,
+): string {
   if (!entry) return "\t\t\t";
   const r = ctx.retention;
   const cutoff = r ? ctx.now - r.maxAgeMs : NaN;
   return `${entry.version}\t${entry.at}\t${r ? r.maxEntries : ""}\t${
     Number.isFinite(cutoff) ? cutoff : ""
   }`;
+}
+
+/**
+ * The audit step arguments of a grant or transfer script — two unused
+ * fields, the record's new index member, the entry's `at`, `maxEntries` and
+ * the age cutoff; and the entry's `at`, a tab and its text after its version
+ * (the script numbers it: see `auditEntry`) — or two `""` without a step.
+ */
+export function auditArgs(audit: AuditStep | undefined, enc: string): [string, string] {
+  if (!audit) return ["", ""];
+  const { at, tail, retention: r } = audit;
+  return [`\t${member(at, enc)}\t\t${at}\t${r.maxEntries}\t${at - r.maxAgeMs}`, `${at}\t${tail}`];
 }
 
 /** The script arguments after the header: the entry as stored (`at`, tab, text), if any. */

@@ -349,6 +349,63 @@ local function append(key, l, ver, at, et, maxn, cutoff)
   return {ef = 'e' .. ver, et = et, af = 'a' .. ver, at = at,
     l = lo .. '\\t' .. ver .. '\\t' .. at .. '\\t' .. floor}
 end
+-- Stores a new grant: its hash gk (record json, expiry x, '' = never) and
+-- its id in its handle's grant list.
+local function storegrant(gk, list, json, x, id)
+  redis.call('HSET', gk, 'j', json, 'e', '', 'x', x)
+  redis.call('RPUSH', list, id)
+end
+-- Ends (at now, a string) the grants of base P{O}: whose encoded ids are in
+-- queue, and every re-share under them, that are in force; returns their
+-- records (JSON).
+local function endgrants(base, queue, now)
+  local out, seen, i = {}, {}, 1
+  while i <= #queue do
+    local id = queue[i]
+    i = i + 1
+    if not seen[id] then
+      seen[id] = true
+      local gk = base .. 'g:' .. id
+      local g = redis.call('HMGET', gk, 'j', 'e')
+      if g[1] and g[2] == '' then
+        redis.call('HSET', gk, 'e', now)
+        out[#out + 1] = g[1]
+      end
+      for _, c in ipairs(redis.call('LRANGE', base .. 'gc:' .. id, 0, -1)) do
+        queue[#queue + 1] = c
+      end
+    end
+  end
+  return out
+end
+-- An audit step (a grant change or a transfer, recorded as the record's next
+-- version): au = two unused fields, the new index member, then the entry's
+-- at, maxEntries and cutoff (tab-joined; '' = no step); et = the entry's at,
+-- a tab, and its text after '{"version":N,' (see auditEntry). Whether the
+-- record hash key is live (true without a step).
+local function auditable(key, au)
+  if au == '' then return true end
+  return redis.call('EXISTS', key) == 1
+end
+-- Applies the audit step au to the live record hash key, numbered there:
+-- version v = version + 1 and updatedAt = the entry's at, everything else
+-- kept (state, expiry, TTL, writer); the entry '{"version":' v ',' tail
+-- appended and the changelog trimmed as any write does; the record moved in
+-- the index and expiry sets. Announces nothing.
+local function audit(key, idx, exp, au, et)
+  if au == '' then return end
+  local a = split(au, 6)
+  local cur = getrec(key)
+  local v = tonumber(cur.v) + 1
+  local tab = string.find(et, '\\t', 1, true)
+  local entry = string.sub(et, 1, tab) .. '{"version":' .. v .. ',' .. string.sub(et, tab + 1)
+  local m = cur.k .. '\\t' .. v .. '\\t' .. cur.c .. '\\t' .. a[4] .. '\\t' .. split(cur.m, 5)[5]
+  local s = string.sub(redis.call('HGET', key, 'd'), #cur.m + 2)
+  local ttl = redis.call('PTTL', key)
+  local log = append(key, cur.l, v, a[4], entry, a[5], a[6])
+  putrec(key, s, m, a[2], cur.e, ttl, cur.e, log)
+  reindex(idx, exp, cur, a[2], cur.e, ttl)
+end
 `;
 
 /**
@@ -559,38 +616,217 @@ return redis.call('HGET', KEYS[1], 'd')
 
 /**
  * transfer: renames a live record hash (changelog included) from one user's
- * keys to another's, unchanged, and moves it between their indexes, expiry
- * sets and usage; the old owner's lease on it goes. Nothing moves when the
- * new owner has a record or a trashed record of that handle. The keys of two
- * users sit in two hash slots: a standalone server only.
- * KEYS: record, index, expiry, lease (old owner); record, index, expiry,
- * trash (new owner). ARGV: tab-joined now, graceMs[, quotas of the new owner].
+ * keys to another's and moves it between their indexes, expiry sets and
+ * usage; the old owner's lease on it goes, and every grant in force on it
+ * (the old owner's grant list of the handle, re-shares included) ends. With
+ * an audit step the moved record gets its next version and the `transfer`
+ * entry; with a kept grant, the new owner's grant for the old owner is
+ * stored. Nothing changes when the new owner has a record or a trashed record
+ * of that handle, or the record is not at the audit step's version. The keys
+ * of two users sit in two hash slots: a standalone server only.
+ * KEYS: record, index, expiry, lease, grant list of the handle (old owner);
+ * record, index, expiry, trash[, grant list of the handle, kept grant's hash]
+ * (new owner; the last two with a kept grant). ARGV: tab-joined now, graceMs, the
+ * kept grant's encoded id and expiry; the audit step ("" = none; see
+ * auditable); the entry; the kept grant's record (JSON, "" = none)[; quotas
+ * of the new owner].
  * Replies 1 (moved), 0 (no live record), -1 (taken) or a quota refusal.
  */
 export const TRANSFER: string = PRELUDE + `
-local a = split(ARGV[1], 2)
+local a = split(ARGV[1], 4)
 local now = tonumber(a[1])
 local cur = getrec(KEYS[1])
 if not cur then return 0 end
-if redis.call('EXISTS', KEYS[5]) == 1 or redis.call('EXISTS', KEYS[8]) == 1 then return -1 end
-local to, q, qm, qw = basekey(KEYS[5]), quotas(), 0, 0
+if redis.call('EXISTS', KEYS[6]) == 1 or redis.call('EXISTS', KEYS[9]) == 1 then return -1 end
+local to, q, qm, qw = basekey(KEYS[6]), quotas(), 0, 0
 local db = recbytes(KEYS[1], cur.m)
 if q then
   local refused
   refused, qm, qw = quotacheck(to, q, 1, db, now)
   if refused then return refused end
 end
-track(basekey(KEYS[1]), -1, -db)
+local from = basekey(KEYS[1])
+track(from, -1, -db)
 redis.call('ZREM', KEYS[2], cur.x)
 if cur.e ~= '' then redis.call('ZREM', KEYS[3], cur.x) end
 redis.call('DEL', KEYS[4])
-redis.call('RENAME', KEYS[1], KEYS[5])
-local ttl = settle(KEYS[5], KEYS[6], KEYS[7], cur, tonumber(a[2]), now)
+endgrants(from, redis.call('LRANGE', KEYS[5], 0, -1), a[1])
+redis.call('RENAME', KEYS[1], KEYS[6])
+local ttl = settle(KEYS[6], KEYS[7], KEYS[8], cur, tonumber(a[2]), now)
+audit(KEYS[6], KEYS[7], KEYS[8], ARGV[2], ARGV[3])
 track(to, 1, db, ttl)
 if q then countwrite(to, qm, qw) end
+if KEYS[11] then storegrant(KEYS[11], KEYS[10], ARGV[4], a[4], a[3]) end
 announce(KEYS[1])
-announce(KEYS[5])
+announce(KEYS[6])
 return 1
+`;
+
+/*
+ * A transfer on a Redis Cluster, where the two users' keys sit in two hash
+ * slots: five scripts, each atomic in one slot, and a roll forward (or back)
+ * that any caller who finds the move unfinished completes. Two more keys:
+ * - `P{T}:n:H` — the new owner's mark of a move in: `R` (reserved) or `D`
+ *   (arrived), tab, the move's id, tab, when it was made (ms, wall clock),
+ *   tab, the old owner's name.
+ * - `P{U}:v:H` — the old owner's record in transit: the record hash,
+ *   changelog included, renamed out of the user's view, with `mi` = the
+ *   move's id and `mv` = what the move still has to do (JSON).
+ * The record is live in at most one place at a time: under the old owner
+ * until MOVE_OUT, under the new owner from MOVE_IN.
+ */
+
+/**
+ * The first step of a move: reserves `(T, H)`. KEYS: the new owner's record,
+ * trash, mark and transit keys of the handle. ARGV: the mark (`R…`).
+ * Replies 1, -1 (taken) or `{'P', mark}` (a move of that handle is unfinished
+ * there: its mark, or "" for one out of T).
+ */
+export const MOVE_RESERVE: string = `
+if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
+if redis.call('EXISTS', KEYS[4]) == 1 then return {'P', ''} end
+local n = redis.call('GET', KEYS[3])
+if n then return {'P', n} end
+redis.call('SET', KEYS[3], ARGV[1])
+return 1
+`;
+
+/**
+ * The second step: takes the live record out of the old owner's view. KEYS:
+ * record, index, expiry, transit (old owner). ARGV: the audit step ("" =
+ * none; see auditable), the move's id, what the move still has to do (JSON).
+ * Replies the transit hash (HGETALL), 0 (no live record) or `{'P'}` (a move of that handle out of this user is unfinished).
+ */
+export const MOVE_OUT: string = PRELUDE + `
+local cur = getrec(KEYS[1])
+if not cur then return 0 end
+if redis.call('EXISTS', KEYS[4]) == 1 then return {'P'} end
+track(basekey(KEYS[1]), -1, -recbytes(KEYS[1], cur.m))
+redis.call('ZREM', KEYS[2], cur.x)
+if cur.e ~= '' then redis.call('ZREM', KEYS[3], cur.x) end
+redis.call('RENAME', KEYS[1], KEYS[4])
+redis.call('HSET', KEYS[4], 'mi', ARGV[2], 'mv', ARGV[3])
+announce(KEYS[1])
+return redis.call('HGETALL', KEYS[4])
+`;
+
+/**
+ * The third step: the record arrives under the new owner, as the standalone
+ * transfer leaves it (settled, audit step applied, kept grant stored), and
+ * the mark turns from `R` to `D`. KEYS: record, index, expiry, trash, mark
+ * (new owner)[, the kept grant's hash, the new owner's grant list of the
+ * handle]. ARGV: tab-joined move id, now, graceMs, kept grant's encoded id
+ * and expiry; the audit step; the entry; the kept grant's record (JSON);
+ * the number of hash fields n; n field/value pairs (the transit hash)[;
+ * quotas of the new owner].
+ * Replies 1 (arrived), 2 (it had), 0 (no reservation of this move: it goes
+ * back), -1 (taken) or a quota refusal (both: the reservation goes).
+ */
+export const MOVE_IN: string = PRELUDE + `
+local a = split(ARGV[1], 5)
+local now = tonumber(a[2])
+local n = redis.call('GET', KEYS[5])
+local kind, id = false, false
+if n then kind, id = string.match(n, '^([RD])\\t([^\\t]*)\\t') end
+if id ~= a[1] then return 0 end
+if kind == 'D' then return 2 end
+local taken = redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[4]) == 1
+if taken then
+  redis.call('DEL', KEYS[5])
+  return -1
+end
+local count, fields, m, d = tonumber(ARGV[5]), {}, '', ''
+for i = 6, 5 + 2 * count, 2 do
+  local f, v = ARGV[i], ARGV[i + 1]
+  if f ~= 'mi' and f ~= 'mv' then
+    fields[#fields + 1] = f
+    fields[#fields + 1] = v
+    if f == 'm' then m = v elseif f == 'd' then d = v end
+  end
+end
+local to, q, qm, qw = basekey(KEYS[1]), quotas(), 0, 0
+local db = #d - #m - 1
+if q then
+  local refused
+  refused, qm, qw = quotacheck(to, q, 1, db, now)
+  if refused then
+    redis.call('DEL', KEYS[5])
+    return refused
+  end
+end
+for i = 1, #fields, 1000 do
+  redis.call('HSET', KEYS[1], unpack(fields, i, math.min(i + 999, #fields)))
+end
+local ttl = settle(KEYS[1], KEYS[2], KEYS[3], getrec(KEYS[1]), tonumber(a[3]), now)
+audit(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3])
+track(to, 1, db, ttl)
+if q then countwrite(to, qm, qw) end
+if KEYS[6] then storegrant(KEYS[6], KEYS[7], ARGV[4], a[5], a[4]) end
+redis.call('SET', KEYS[5], 'D' .. string.sub(n, 2))
+announce(KEYS[1])
+return 1
+`;
+
+/**
+ * The fourth step, once the record arrived: the old owner's transit hash and
+ * lease go, and the grants in force on its handle end (unless the old owner
+ * has a live record of that handle again). KEYS: record, transit, lease,
+ * grant list of the handle (old owner). ARGV: the move's id, now.
+ * Replies 1, or 0 when the transit hash is not this move's (done already).
+ */
+export const MOVE_DONE: string = PRELUDE + `
+if redis.call('HGET', KEYS[2], 'mi') ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[2], KEYS[3])
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  endgrants(basekey(KEYS[1]), redis.call('LRANGE', KEYS[4], 0, -1), ARGV[2])
+end
+return 1
+`;
+
+/**
+ * The roll back of a move that could not arrive: the transit hash goes back
+ * to the old owner's record, settled, unless the old owner has a record of
+ * that handle again (then the transit hash goes). KEYS: record, index,
+ * expiry, transit (old owner). ARGV: the move's id, now, graceMs.
+ * Replies 1 (back), 0 (not this move's transit hash, or dropped).
+ */
+export const MOVE_BACK: string = PRELUDE + `
+local a = ARGV
+if redis.call('HGET', KEYS[4], 'mi') ~= a[1] then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('DEL', KEYS[4])
+  return 0
+end
+redis.call('RENAME', KEYS[4], KEYS[1])
+redis.call('HDEL', KEYS[1], 'mi', 'mv')
+local cur = getrec(KEYS[1])
+local ttl = settle(KEYS[1], KEYS[2], KEYS[3], cur, tonumber(a[3]), tonumber(a[2]))
+track(basekey(KEYS[1]), 1, recbytes(KEYS[1], cur.m), ttl)
+announce(KEYS[1])
+return 1
+`;
+
+/**
+ * Drops a move's mark: the last step (`D`), or a reservation whose move never
+ * took the record out (`R`). KEYS: the mark. ARGV: `R` or `D`, the move's id.
+ * Replies 1 when it dropped it.
+ */
+export const MOVE_CLEAR: string = `
+local n = redis.call('GET', KEYS[1])
+if not n then return 0 end
+local kind, id = string.match(n, '^([RD])\\t([^\\t]*)\\t')
+if kind ~= ARGV[1] or id ~= ARGV[2] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+`;
+
+/**
+ * What a miss of `(user, handle)` looks at on a Redis Cluster. KEYS: trash,
+ * transit, mark. Replies `{u or false, mv or false, mark or false}`.
+ */
+export const MOVE_PENDING: string = `
+return {redis.call('HGET', KEYS[1], 'u'), redis.call('HGET', KEYS[2], 'mv'),
+  redis.call('GET', KEYS[3])}
 `;
 
 /**
@@ -770,44 +1006,45 @@ function script(lua: string): Script {
 }
 
 /**
- * putGrant. KEYS: the grant hash, its handle's grant list[, the parent's
- * grant hash, the parent's re-share list]. ARGV: the record (JSON), its
- * expiry ("" = never), now, the encoded grant id. Replies 1, 0 (the grant
- * exists already) or `{'G', reason}` (the parent is not in force).
+ * putGrant. KEYS: the grant hash, its handle's grant list, the owner's
+ * record, index and expiry set[, the parent's grant hash, the parent's
+ * re-share list]. ARGV: the record (JSON), its expiry ("" = never), now, the
+ * encoded grant id, the audit step ("" = none; see auditable), the entry
+ * (see auditable; "" without an audit step). Replies 1, 0 (the grant exists
+ * already), -1 (with an audit step, the record is not live: nothing stored)
+ * or `{'G', reason}` (the parent is not in force).
  */
 export const GRANT_PUT: string = PRELUDE + `
-if KEYS[3] then
-  local why = grantgone(KEYS[3], tonumber(ARGV[3]))
+if KEYS[6] then
+  local why = grantgone(KEYS[6], tonumber(ARGV[3]))
   if why then return {'G', why} end
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'j', ARGV[1], 'e', '', 'x', ARGV[2])
-redis.call('RPUSH', KEYS[2], ARGV[4])
-if KEYS[4] then redis.call('RPUSH', KEYS[4], ARGV[4]) end
+if not auditable(KEYS[3], ARGV[5]) then return -1 end
+storegrant(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[4])
+if KEYS[7] then redis.call('RPUSH', KEYS[7], ARGV[4]) end
+if ARGV[5] ~= '' then
+  audit(KEYS[3], KEYS[4], KEYS[5], ARGV[5], ARGV[6])
+  announce(KEYS[3])
+end
 return 1
 `;
 
 /**
  * endGrant: ends a grant and every re-share under it (all in the owner's
- * slot). KEYS: the grant hash. ARGV: now, the owner's key prefix
- * `P{O}:`, the encoded grant id. Replies the records (JSON) it ended.
+ * slot). KEYS: the grant hash, the record of its handle, the owner's index
+ * and expiry set. ARGV: now, the owner's key prefix `P{O}:`, the encoded
+ * grant id, the audit step ("" = none; see auditable), the entry. The audit
+ * step applies when the record is live and a grant ended.
+ * Replies the records (JSON) it ended.
  */
 export const GRANT_END: string = PRELUDE + `
-local base, out, queue, i = ARGV[2], {}, {ARGV[3]}, 1
-while i <= #queue do
-  local id = queue[i]
-  i = i + 1
-  local gk = base .. 'g:' .. id
-  local g = redis.call('HMGET', gk, 'j', 'e')
-  if g[1] and g[2] == '' then
-    redis.call('HSET', gk, 'e', ARGV[1])
-    out[#out + 1] = g[1]
-  end
-  for _, c in ipairs(redis.call('LRANGE', base .. 'gc:' .. id, 0, -1)) do
-    queue[#queue + 1] = c
-  end
+local ended = endgrants(ARGV[2], {ARGV[3]}, ARGV[1])
+if #ended > 0 and ARGV[4] ~= '' and redis.call('EXISTS', KEYS[2]) == 1 then
+  audit(KEYS[2], KEYS[3], KEYS[4], ARGV[4], ARGV[5])
+  announce(KEYS[2])
 end
-return out
+return ended
 `;
 
 /**
@@ -841,6 +1078,13 @@ export const S = {
   remove: script(REMOVE),
   untrash: script(UNTRASH),
   transfer: script(TRANSFER),
+  moveReserve: script(MOVE_RESERVE),
+  moveOut: script(MOVE_OUT),
+  moveIn: script(MOVE_IN),
+  moveDone: script(MOVE_DONE),
+  moveBack: script(MOVE_BACK),
+  moveClear: script(MOVE_CLEAR),
+  movePending: script(MOVE_PENDING),
   changes: script(CHANGES),
   importRecord: script(IMPORT),
   list: script(LIST),
