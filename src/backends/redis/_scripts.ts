@@ -788,7 +788,57 @@ export interface Script {
   sha: string;
 }
 
+/** The top-level definitions of {@link PRELUDE}, each with the comment above it. */
+const PRELUDE_PARTS: { name: string; text: string }[] = (() => {
+  const parts: { name: string; text: string }[] = [];
+  let pending: string[] = [];
+  for (const line of PRELUDE.split("\n")) {
+    const name = /^local (?:function )?(\w+)/.exec(line)?.[1];
+    if (name !== undefined) {
+      parts.push({ name, text: "" });
+      pending.push(line);
+      parts[parts.length - 1]!.text = pending.join("\n");
+      pending = [];
+    } else if (line.startsWith("--") || parts.length === 0) {
+      pending.push(line);
+    } else {
+      parts[parts.length - 1]!.text += "\n" + line;
+    }
+  }
+  return parts;
+})();
+
+/**
+ * A script whose text starts with {@link PRELUDE} keeps only the prelude's
+ * definitions it uses, directly or through another one, in their order:
+ * Redis runs the whole text on every call, and each definition it runs
+ * costs time (a closure made and bound).
+ */
+function pruned(lua: string): string {
+  if (!lua.startsWith(PRELUDE)) return lua;
+  const body = lua.slice(PRELUDE.length);
+  // Comments name definitions too: only code counts.
+  const uses = (text: string, name: string) =>
+    new RegExp(`\\b${name}\\b`).test(text.replace(/--.*$/gm, ""));
+  const keep = new Set<string>();
+  let grew = true;
+  while (grew) {
+    grew = false;
+    for (const p of PRELUDE_PARTS) {
+      if (keep.has(p.name)) continue;
+      if (
+        uses(body, p.name) || PRELUDE_PARTS.some((q) => keep.has(q.name) && uses(q.text, p.name))
+      ) {
+        keep.add(p.name);
+        grew = true;
+      }
+    }
+  }
+  return PRELUDE_PARTS.filter((p) => keep.has(p.name)).map((p) => p.text + "\n").join("") + body;
+}
+
 function script(lua: string): Script {
+  lua = pruned(lua);
   return { lua, sha: createHash("sha1").update(lua).digest("hex") };
 }
 
