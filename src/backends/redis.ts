@@ -26,7 +26,8 @@
  * the trash to that expiry.
  *
  * A lease is one string key beside the record (holder and expiry), which
- * Redis drops once it lapses. The change feed is pub/sub: every script that
+ * Redis drops once it lapses; the record's hash keeps a copy, so that `get`
+ * reads the record and its lease with one `HMGET`. The change feed is pub/sub: every script that
  * changes a record publishes its handle on the user's channel, and `subscribe`
  * listens on a second connection, opened on first use (on a cluster, PUBLISH
  * reaches every node).
