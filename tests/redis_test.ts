@@ -118,7 +118,8 @@ async function onBoth(
  * version, each `a<v>` the least `at` of entries `v` and later (`l` holds a
  * floor of the least); a trashed
  * record (`t:`) is a whole record hash plus `u`, expiring, and not indexed;
- * a lease (`l:`) is `expiresAt`, tab, holder, expiring.
+ * a lease (`l:`) is `expiresAt`, tab, holder, expiring, and a record hash
+ * (live) with a lease key holds the same lease in `L`.
  * Returns the violations.
  */
 const CHECKER = `
@@ -177,6 +178,16 @@ for _, key in ipairs(KEYS) do
         err(key .. ' expiry entry ' .. tostring(sc) .. ' ~= ' .. e)
       end
       if string.sub(f.x, 15) ~= string.sub(rest, 3) then err(key .. ' names member ' .. f.x) end
+    end
+    if f.L then
+      want = want + 1
+      if not string.match(f.L, '^%d+\\t.') then err(key .. ' has a malformed lease copy') end
+    end
+    if kind == 'r:' then
+      local lease = redis.call('GET', base .. 'l:' .. string.sub(rest, 3))
+      if lease and lease ~= f.L then
+        err(key .. ' has lease copy ' .. tostring(f.L) .. ', not ' .. lease)
+      end
     end
     if n ~= want then err(key .. ' has ' .. n .. ' fields, not ' .. want) end
   elseif kind == 'l:' then
@@ -1331,7 +1342,7 @@ Deno.test("redis: kill -9 and restart the server under a watcher: it survives, a
   }
 });
 
-Deno.test("redis: a lease is one key in the user's slot with a native TTL that Redis drops; it never touches the record", async (t) => {
+Deno.test("redis: a lease is one key in the user's slot with a native TTL that Redis drops, copied into the record hash for reads", async (t) => {
   const run = async (url: string, primaries: () => Promise<RedisServer[]>) => {
     const prefix = `lease-${crypto.randomUUID()}:`;
     await using store = await openStore(`${url}?prefix=${prefix}`);
@@ -1345,17 +1356,31 @@ Deno.test("redis: a lease is one key in the user's slot with a native TTL that R
     // redis-cli -c follows a cluster's redirections to the user's node.
     const node = (await primaries())[0]!;
     const cli = (...args: (string | number)[]) => node.cli("-c", ...args);
-    const hash = async () => [await cli("HLEN", key), await cli("HMGET", key, "m", "d", "x", "l")];
+    const hash = () => cli("HMGET", key, "m", "d", "x", "l");
     const fields = await hash();
     const r = await store.lease(h, { user, writer: "w\tx", seconds: 0.5 });
-    assert.equal(await cli("GET", leaseKey), `${r.expiresAt.getTime()}\tw\tx`);
+    const text = `${r.expiresAt.getTime()}\tw\tx`;
+    assert.equal(await cli("GET", leaseKey), text);
     const ttl = Number(await cli("PTTL", leaseKey));
     assert.ok(ttl > 0 && ttl <= 500, `lease ttl ${ttl}`);
-    assert.deepEqual(await hash(), fields, "the record hash is untouched");
-    assert.equal((await store.get(h, { user })).version, 1);
+    assert.deepEqual(await hash(), fields, "the record is unchanged");
+    assert.equal(await cli("HGET", key, "L"), text, "the record hash holds a copy");
+    const got = await store.get(h, { user });
+    assert.equal(got.version, 1);
+    assert.deepEqual(got.activeLease, { holder: "w\tx", expiresAt: r.expiresAt });
     await assertConsistent(await primaries(), prefix);
     await sleep(700);
     assert.equal(await cli("EXISTS", leaseKey), "0", "Redis dropped the lapsed lease");
+    assert.equal(
+      (await store.get(h, { user })).activeLease,
+      undefined,
+      "the lapsed copy is no lease",
+    );
+    const again = await store.lease(h, { user, writer: "v", seconds: 60 });
+    assert.equal(await cli("HGET", key, "L"), `${again.expiresAt.getTime()}\tv`);
+    assert.equal(await store.release(h, { user, writer: "v" }), true);
+    assert.equal(await cli("HEXISTS", key, "L"), "0", "a release drops the copy");
+    assert.equal((await store.get(h, { user })).activeLease, undefined);
     // Any handle string is encoded as record keys are; one MGET answers for many.
     const now = Date.now();
     const odd = ["\ud800", "a:b}", "~x", h];
@@ -1371,6 +1396,72 @@ Deno.test("redis: a lease is one key in the user's slot with a native TTL that R
     await assertConsistent(await primaries(), prefix);
   };
   await onBoth(t, run);
+});
+
+Deno.test("redis: the lease copy in a record hash follows the lease key through insert, save, update, untrash, import and transfer", async (t) => {
+  await onBoth(t, async (url, primaries) => {
+    const prefix = `copy-${crypto.randomUUID()}:`;
+    const b = await RedisBackend.fromUrl(`${url}?prefix=${prefix}`);
+    try {
+      const user = freshUser(), other = freshUser();
+      const now = Date.now();
+      const ctx = { now, graceMs: 0 };
+      const held = (holder: string) => ({ holder, expiresAt: now + 60_000 });
+      const leaseOf = async (u: string, h: string) => (await b.readLeased(u, h, now)).lease;
+      // A lease taken before the record exists is copied in by the insert.
+      assert.equal((await b.acquireLease(user, "a_aaaaaaaa", held("w1"), now)).acquired, true);
+      assert.equal(
+        await b.insert(user, recordOf("a_aaaaaaaa"), ctx).then((r) =>
+          "inserted" in r && r.inserted
+        ),
+        true,
+      );
+      assert.deepEqual(await leaseOf(user, "a_aaaaaaaa"), held("w1"));
+      // A write that asks for the lease another holds keeps theirs; its own replaces it.
+      const write = { state: "{}", updatedAt: now, expiresAt: "keep" as const, lastWriter: "w2" };
+      const saved = await b.save(user, "a_aaaaaaaa", { ...write, expectVersion: 1 }, {
+        ...ctx,
+        lease: held("w2"),
+      });
+      assert.ok("ok" in saved && saved.ok && saved.lease?.acquired === false);
+      assert.deepEqual(await leaseOf(user, "a_aaaaaaaa"), held("w1"));
+      assert.equal(await b.releaseLease(user, "a_aaaaaaaa", "w1", now), true);
+      assert.equal(await leaseOf(user, "a_aaaaaaaa"), null);
+      const updated = await b.update(
+        user,
+        "a_aaaaaaaa",
+        (cur) => ({ record: { ...cur!, version: cur!.version + 1 } }),
+        { ...ctx, lease: held("w3") },
+      );
+      assert.ok("written" in updated && updated.written);
+      assert.deepEqual(await leaseOf(user, "a_aaaaaaaa"), held("w3"));
+      // Trashed and back: the lease key decides, not the copy that went to the trash.
+      assert.deepEqual(await b.remove(user, "a_aaaaaaaa", { ...ctx, trashUntil: now + DAY }), {
+        removed: true,
+      });
+      assert.equal(await b.releaseLease(user, "a_aaaaaaaa", "w3", now), true);
+      assert.equal(
+        await b.acquireLease(user, "a_aaaaaaaa", held("w4"), now).then((r) => r.acquired),
+        true,
+      );
+      assert.ok(await b.untrash(user, "a_aaaaaaaa", ctx));
+      assert.deepEqual(await leaseOf(user, "a_aaaaaaaa"), held("w4"));
+      // A raw restore rewrites the hash and keeps the lease.
+      assert.equal(
+        await b.importRecord(user, recordOf("a_aaaaaaaa", { version: 9 }), ctx),
+        "replaced",
+      );
+      assert.deepEqual(await leaseOf(user, "a_aaaaaaaa"), held("w4"));
+      // A transfer leaves the old owner's lease behind (on a standalone server).
+      if (b.transfer) {
+        assert.equal(await b.transfer(user, "a_aaaaaaaa", other, ctx), "moved");
+        assert.equal(await leaseOf(other, "a_aaaaaaaa"), null);
+      }
+      await assertConsistent(await primaries(), prefix);
+    } finally {
+      await b.close();
+    }
+  });
 });
 
 Deno.test("redis: stop the servers", async () => {

@@ -32,7 +32,8 @@
  * `redis/_move.ts`).
  *
  * A lease is one string key beside the record (holder and expiry), which
- * Redis drops once it lapses. The change feed is pub/sub: every script that
+ * Redis drops once it lapses; the record's hash keeps a copy, so that `get`
+ * reads the record and its lease with one `HMGET`. The change feed is pub/sub: every script that
  * changes a record publishes its handle on the user's channel, and `subscribe`
  * listens on a second connection, opened on first use (on a cluster, PUBLISH
  * reaches every node).
@@ -714,7 +715,7 @@ export class RedisBackend implements Backend {
     const k = this.#k.of(user, handle);
     const reply = await this.#conn.run(
       S.untrash,
-      [k.rec, k.idx, k.exp, k.trash],
+      [k.rec, k.idx, k.exp, k.trash, k.lease],
       [`${ctx.now}\t${ctx.graceMs}`, ...quotaArgs(ctx)],
       (r) => typeof r === "string",
     ) as string | Reply | null;
@@ -900,7 +901,7 @@ export class RedisBackend implements Backend {
     ];
     const outcome = await this.#conn.run(
       S.importRecord,
-      [k.rec, k.idx, k.exp],
+      [k.rec, k.idx, k.exp, k.lease],
       args,
       (r) => r !== "kept",
     ) as
@@ -919,7 +920,8 @@ export class RedisBackend implements Backend {
     now: number,
   ): Promise<LeaseOutcome> {
     const ttl = Math.max(Math.ceil(lease.expiresAt - now), 1);
-    const reply = await this.#conn.run(S.acquire, [this.#k.lease(user, handle)], [
+    const k = this.#k.of(user, handle);
+    const reply = await this.#conn.run(S.acquire, [k.lease, k.rec], [
       String(now),
       String(ttl),
       String(lease.expiresAt),
@@ -931,8 +933,8 @@ export class RedisBackend implements Backend {
 
   /** {@inheritDoc Backend.releaseLease} */
   async releaseLease(user: string, handle: string, holder: string, now: number): Promise<boolean> {
-    const key = this.#k.lease(user, handle);
-    return await this.#conn.run(S.release, [key], [String(now), holder], wroteOne) === 1;
+    const k = this.#k.of(user, handle);
+    return await this.#conn.run(S.release, [k.lease, k.rec], [String(now), holder], wroteOne) === 1;
   }
 
   /** {@inheritDoc Backend.readLeased} */
@@ -941,12 +943,9 @@ export class RedisBackend implements Backend {
     handle: string,
     now: number,
   ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }> {
-    const k = this.#k.of(user, handle);
-    // One command: both keys sit in the user's slot.
-    const [d, l] = await this.#conn.run(S.readLeased, [k.rec, k.lease], []) as [
-      string | null,
-      string | null,
-    ];
+    // One plain command: the record hash holds a copy of its lease.
+    const rec = this.#k.record(user, handle);
+    const [d, l] = await this.#conn.cmd(() => this.#conn.client.hmget(rec, "d", "L"));
     const lease = typeof l === "string" ? leaseOf(l) : null;
     return {
       record: recordOfD(handle, d as string | null),

@@ -62,7 +62,12 @@ export function decodeHandle(code: string): string {
 
 /** The index member of a record: listing order is its byte order. */
 export function member(updatedAt: number, enc: string): string {
-  return (TWO_53 - BigInt(Math.floor(updatedAt))).toString(16).padStart(14, "0") + enc;
+  const u = Math.floor(updatedAt);
+  // 2^53 - u is exact in a double for every safe integer u >= 0.
+  const d = Number.isSafeInteger(u) && u >= 0
+    ? (2 ** 53 - u).toString(16)
+    : (TWO_53 - BigInt(u)).toString(16);
+  return d.padStart(14, "0") + enc;
 }
 
 /** A writer label as the metadata keeps it: JSON text, `""` for none. */
@@ -110,20 +115,25 @@ export function metaOf(handle: string, m: string): HandleMeta {
 
 /** A record from its state text and its `m` field. */
 export function recordOf(handle: string, s: string | null | undefined, m: string): HandleRecord {
-  const meta = metaOf(handle, m);
-  return {
+  const [kind = "", v, c, u, e = "", w = "", sv = "", ...tagged] = m.split("\t");
+  const record: HandleRecord = {
     handle,
-    kind: meta.kind,
+    kind,
     state: s ?? "",
-    version: meta.version,
-    createdAt: meta.createdAt,
-    updatedAt: meta.updatedAt,
-    expiresAt: meta.expiresAt,
-    lastWriter: meta.lastWriter,
-    ...(meta.schemaVersion === undefined ? {} : { schemaVersion: meta.schemaVersion }),
-    ...(meta.preview === undefined ? {} : { preview: meta.preview }),
-    ...(meta.forkedFrom === undefined ? {} : { forkedFrom: meta.forkedFrom }),
+    version: Number(v),
+    createdAt: Number(c),
+    updatedAt: Number(u),
+    expiresAt: e === "" ? null : Number(e),
+    lastWriter: w === "" ? null : JSON.parse(w) as string,
   };
+  if (sv !== "") record.schemaVersion = Number(sv);
+  for (const f of tagged) {
+    if (f.startsWith("P") && record.preview === undefined) record.preview = f.slice(1);
+    else if (f.startsWith("F") && record.forkedFrom === undefined) {
+      record.forkedFrom = JSON.parse(f.slice(1)) as ForkPoint;
+    }
+  }
+  return record;
 }
 
 /** A record from its `d` field (metadata, newline, state), or `null` when absent. */

@@ -10,8 +10,10 @@
  *   updatedAt, expiresAt (`""`: never) and writer (JSON text, `""`: none),
  *   joined by tabs (JSON text holds no raw tab or newline), then, when
  *   there are, the schema version (`""`: none) and `P` + the preview (a line
- *   without tabs or newlines). Reading a record
- *   is one `HGET` of `d`; listing reads only `m`.
+ *   without tabs or newlines). `L`, when there is one, is a copy of the
+ *   record's lease key (below) as it was last written, lapsed or not. Reading
+ *   a record is one `HGET` of `d`, and with its lease one `HMGET` of `d` and
+ *   `L`; listing reads only `m`.
  *
  *   The same hash holds the record's changelog, so the two are written by one
  *   script and expire, move and go together. `l` = `lo`, `hi`, the `at` of
@@ -33,7 +35,12 @@
  *   expiry (store clock), then `n` = `"1"` for a `null` result, or `h`
  *   (encoded handle) and `d` of the result.
  * - `P{T}:l:H` — string of a lease: expiresAt (store clock), tab, holder.
- *   Redis drops it once it lapses; it never touches the record.
+ *   Redis drops it once it lapses. It decides every lease rule; the record
+ *   hash, while there is one, carries a copy in `L` (every script that
+ *   writes the lease or brings a record hash into place copies it, and
+ *   releasing drops it), so that a read needs no script. A lapsed copy can
+ *   outlive the key: readers compare its expiresAt with their clock, as they
+ *   do for the key.
  * - `P{T}:q` — hash of the user's usage (quotas): `h` live handles, `b`
  *   bytes of their states. Every script that adds, changes or removes a
  *   record keeps it while it exists, so it costs one `EXISTS` otherwise; a
@@ -126,8 +133,11 @@ local function reindex(idx, exp, old, newx, e, ttl)
 end
 -- A record hash that has just arrived at key (out of the trash, or from
 -- another user): its lifetime (expiry plus graceMs) and its entries in the
--- index and expiry sets. Returns its TTL in ms (-1: none).
+-- index and expiry sets; the copy of a lease it brought goes (the caller
+-- copies the lease of its new place, if any). Returns its TTL in ms (-1:
+-- none).
 local function settle(key, idx, exp, cur, graceMs, now)
+  redis.call('HDEL', key, 'L')
   local ttl = -1
   if cur.e == '' then
     redis.call('PERSIST', key)
@@ -160,18 +170,32 @@ local function announce(key)
   local base, h = string.match(key, '^(.*}:)r:(.*)$')
   redis.call('PUBLISH', base .. 'c', h)
 end
+-- Copies lease key lk, if there is one, into the L field of record hash
+-- key, which exists and has no L.
+local function copylease(key, lk)
+  local cur = redis.call('GET', lk)
+  if cur then redis.call('HSET', key, 'L', cur) end
+end
 -- Takes the lease lv (expiresAt, tab, holder; '' = none asked) on key lk by
--- the rule of ACQUIRE: false when taken (or none asked), else the other
--- holder's lease in force.
-local function takelease(lk, lv, now)
-  if lv == '' then return false end
+-- the rule of ACQUIRE, for the record hash key just written (fresh: it was
+-- created, so its L is to be copied when no lease is asked): false when
+-- taken (or none asked), else the other holder's lease in force.
+local function takelease(lk, lv, now, key, fresh)
+  if lv == '' then
+    if fresh then copylease(key, lk) end
+    return false
+  end
   local e, h = string.match(lv, '^([^\t]*)\t(.*)$')
   local cur = redis.call('GET', lk)
   if cur then
     local ce, ch = string.match(cur, '^([^\t]*)\t(.*)$')
-    if ch ~= h and tonumber(ce) > now then return cur end
+    if ch ~= h and tonumber(ce) > now then
+      if fresh then redis.call('HSET', key, 'L', cur) end
+      return cur
+    end
   end
   redis.call('SET', lk, lv, 'PX', math.max(tonumber(e) - now, 1))
+  redis.call('HSET', key, 'L', lv)
   return false
 end
 local function conflict(key, cur)
@@ -437,7 +461,7 @@ track(base, 1, #ARGV[1], ttl)
 if q then countwrite(base, qm, qw) end
 remember(KEYS[6], a[5], a[6], a[7], a[8], KEYS[6] and a[13] .. '\\n' .. ARGV[1])
 announce(KEYS[1])
-local held = takelease(KEYS[5], ARGV[3], tonumber(a[1]))
+local held = takelease(KEYS[5], ARGV[3], tonumber(a[1]), KEYS[1], true)
 if held then return {'L', held} end
 return 1
 `;
@@ -494,7 +518,7 @@ track(base, 0, db, ttl)
 if q then countwrite(base, qm, qw) end
 remember(KEYS[5], a[7], a[8], a[9], a[10], KEYS[5] and m .. '\\n' .. ARGV[1])
 announce(KEYS[1])
-local held = takelease(KEYS[4], ARGV[3], now)
+local held = takelease(KEYS[4], ARGV[3], now, KEYS[1], false)
 if held then return {'L', m, held} end
 return m
 `;
@@ -547,7 +571,7 @@ if a[2] == 'W' then
   if q then countwrite(base, qm, qw) end
   remember(KEYS[5], a[8], a[9], a[10], a[11], KEYS[5] and a[16] .. '\\n' .. ARGV[1])
   announce(KEYS[1])
-  local held = takelease(KEYS[4], ARGV[3], tonumber(a[1]))
+  local held = takelease(KEYS[4], ARGV[3], tonumber(a[1]), KEYS[1], not cur)
   if held then return {'L', held} end
 elseif cur then
   remember(KEYS[5], a[8], a[9], a[10], a[11], redis.call('HGET', KEYS[1], 'd'))
@@ -589,7 +613,7 @@ return 1
 /**
  * untrash: renames a trashed record (changelog included) back, unchanged,
  * when its trashUntil is after now and no live record has the handle.
- * KEYS: record, index, expiry, trash. ARGV: tab-joined now, graceMs.
+ * KEYS: record, index, expiry, trash, lease. ARGV: tab-joined now, graceMs.
  * Replies the record's `d`, or nil.
  */
 export const UNTRASH: string = PRELUDE + `
@@ -608,6 +632,7 @@ redis.call('RENAME', KEYS[4], KEYS[1])
 redis.call('HDEL', KEYS[1], 'u')
 local cur = getrec(KEYS[1])
 local ttl = settle(KEYS[1], KEYS[2], KEYS[3], cur, tonumber(a[2]), now)
+copylease(KEYS[1], KEYS[5])
 track(base, 1, db, ttl)
 if q then countwrite(base, qm, qw) end
 announce(KEYS[1])
@@ -855,8 +880,8 @@ return out
 /**
  * importRecord: writes a record exactly as given when absent or older; a replaced
  * record's changelog is dropped (the hash is rewritten).
- * KEYS: record, index, expiry. ARGV: s, then tab-joined x, e, version, ttl, m.
- * Replies 'inserted', 'replaced' or 'kept'.
+ * KEYS: record, index, expiry, lease. ARGV: s, then tab-joined x, e, version,
+ * ttl, m. Replies 'inserted', 'replaced' or 'kept'.
  */
 export const IMPORT: string = PRELUDE + `
 local a = split(ARGV[2], 5)
@@ -867,6 +892,7 @@ local dh, db = 1, #ARGV[1]
 if cur then dh, db = 0, db - recbytes(KEYS[1], cur.m) end
 if cur then redis.call('DEL', KEYS[1]) end
 putrec(KEYS[1], ARGV[1], a[5], a[1], a[2], ttl, false)
+copylease(KEYS[1], KEYS[4])
 reindex(KEYS[2], KEYS[3], cur, a[1], a[2], ttl)
 track(basekey(KEYS[1]), dh, db, ttl)
 announce(KEYS[1])
@@ -956,8 +982,9 @@ return {u[1], u[2], redis.call('GET', base .. 'w')}
 
 /**
  * acquireLease: stores the lease unless another holder's is in force (its
- * expiresAt after now, by the store's clock), with a native TTL.
- * KEYS: lease. ARGV: now, ttl (ms, at least 1), expiresAt, holder.
+ * expiresAt after now, by the store's clock), with a native TTL, and its
+ * copy in the record hash when there is one.
+ * KEYS: lease, record. ARGV: now, ttl (ms, at least 1), expiresAt, holder.
  * Replies 1 (acquired) or the lease in force.
  */
 export const ACQUIRE: string = `
@@ -966,21 +993,16 @@ if cur then
   local e, h = string.match(cur, '^([^\\t]*)\\t(.*)$')
   if h ~= ARGV[4] and tonumber(e) > tonumber(ARGV[1]) then return cur end
 end
-redis.call('SET', KEYS[1], ARGV[3] .. '\\t' .. ARGV[4], 'PX', ARGV[2])
+local lv = ARGV[3] .. '\\t' .. ARGV[4]
+redis.call('SET', KEYS[1], lv, 'PX', ARGV[2])
+if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('HSET', KEYS[2], 'L', lv) end
 return 1
 `;
 
 /**
- * readLeased: a record's `d` field and its lease, in one command.
- * KEYS: record, lease. Replies {d or false, lease or false}.
- */
-export const READ_LEASED: string = `
-return {redis.call('HGET', KEYS[1], 'd'), redis.call('GET', KEYS[2])}
-`;
-
-/**
- * releaseLease: deletes the lease when the holder holds it.
- * KEYS: lease. ARGV: now, holder.
+ * releaseLease: deletes the lease, and its copy in the record hash, when the
+ * holder holds it.
+ * KEYS: lease, record. ARGV: now, holder.
  * Replies 1 when a lease in force (expiresAt after now) was deleted, else 0.
  */
 export const RELEASE: string = `
@@ -989,6 +1011,7 @@ if not cur then return 0 end
 local e, h = string.match(cur, '^([^\\t]*)\\t(.*)$')
 if h ~= ARGV[2] then return 0 end
 redis.call('DEL', KEYS[1])
+redis.call('HDEL', KEYS[2], 'L')
 if tonumber(e) > tonumber(ARGV[1]) then return 1 end
 return 0
 `;
@@ -1001,7 +1024,57 @@ export interface Script {
   sha: string;
 }
 
+/** The top-level definitions of {@link PRELUDE}, each with the comment above it. */
+const PRELUDE_PARTS: { name: string; text: string }[] = (() => {
+  const parts: { name: string; text: string }[] = [];
+  let pending: string[] = [];
+  for (const line of PRELUDE.split("\n")) {
+    const name = /^local (?:function )?(\w+)/.exec(line)?.[1];
+    if (name !== undefined) {
+      parts.push({ name, text: "" });
+      pending.push(line);
+      parts[parts.length - 1]!.text = pending.join("\n");
+      pending = [];
+    } else if (line.startsWith("--") || parts.length === 0) {
+      pending.push(line);
+    } else {
+      parts[parts.length - 1]!.text += "\n" + line;
+    }
+  }
+  return parts;
+})();
+
+/**
+ * A script whose text starts with {@link PRELUDE} keeps only the prelude's
+ * definitions it uses, directly or through another one, in their order:
+ * Redis runs the whole text on every call, and each definition it runs
+ * costs time (a closure made and bound).
+ */
+function pruned(lua: string): string {
+  if (!lua.startsWith(PRELUDE)) return lua;
+  const body = lua.slice(PRELUDE.length);
+  // Comments name definitions too: only code counts.
+  const uses = (text: string, name: string) =>
+    new RegExp(`\\b${name}\\b`).test(text.replace(/--.*$/gm, ""));
+  const keep = new Set<string>();
+  let grew = true;
+  while (grew) {
+    grew = false;
+    for (const p of PRELUDE_PARTS) {
+      if (keep.has(p.name)) continue;
+      if (
+        uses(body, p.name) || PRELUDE_PARTS.some((q) => keep.has(q.name) && uses(q.text, p.name))
+      ) {
+        keep.add(p.name);
+        grew = true;
+      }
+    }
+  }
+  return PRELUDE_PARTS.filter((p) => keep.has(p.name)).map((p) => p.text + "\n").join("") + body;
+}
+
 function script(lua: string): Script {
+  lua = pruned(lua);
   return { lua, sha: createHash("sha1").update(lua).digest("hex") };
 }
 
@@ -1090,7 +1163,6 @@ export const S = {
   list: script(LIST),
   sweep: script(SWEEP),
   acquire: script(ACQUIRE),
-  readLeased: script(READ_LEASED),
   release: script(RELEASE),
   usage: script(USAGE),
   grantPut: script(GRANT_PUT),
