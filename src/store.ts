@@ -1037,7 +1037,7 @@ export class HandleStore implements AsyncDisposable {
       const { record, lease } = await b.readLeased(user, handle, now);
       return [record, lease ? new Map([[handle, lease]]) : undefined] as const;
     });
-    if (!r) throw await this.#missing(user, handle);
+    if (!r) throw await this.#missing(user, handle, options);
     const snap = snapshotOf<S>(this.#live(r, handle, now));
     const rule = rulesIn(options)?.(snap.kind);
     if (rule) {
@@ -1235,6 +1235,7 @@ export class HandleStore implements AsyncDisposable {
                 entry: this.#entry(version, now, writer, "save", withUndo(before, patch)),
               };
             }, ctx),
+          options,
         ).catch((e) => {
           if (e instanceof StaleVersion) return e;
           throw e;
@@ -1293,7 +1294,7 @@ export class HandleStore implements AsyncDisposable {
       // `state` was just validated and encoded: return it instead of parsing the text back.
       return { ...info, state };
     }
-    if (!res.current) throw await this.#missing(user, handle);
+    if (!res.current) throw await this.#missing(user, handle, options);
     const current = this.#live(res.current, handle, now);
     // Without a changelog there is no way back to the caller's version: nothing to merge with.
     throw await this.#stale(user, handle, expect, current, merge ? UNAVAILABLE : undefined);
@@ -1462,7 +1463,7 @@ export class HandleStore implements AsyncDisposable {
           "patch",
           { ops: parsed, undo },
         );
-      }, ctx));
+      }, ctx), options);
     return await this.#written<S>(user, handle, res, ctx, now);
   }
 
@@ -1505,7 +1506,7 @@ export class HandleStore implements AsyncDisposable {
           "touch",
           { expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString() },
         );
-      }, ctx));
+      }, ctx), options);
     return await this.#written<S>(user, handle, res, ctx, now);
   }
 
@@ -1642,7 +1643,7 @@ export class HandleStore implements AsyncDisposable {
       this.#checkFingerprint(res, ctx);
       return;
     }
-    if (!res.removed) throw await this.#missing(user, handle);
+    if (!res.removed) throw await this.#missing(user, handle, options);
   }
 
   /**
@@ -2937,7 +2938,9 @@ export class HandleStore implements AsyncDisposable {
       } catch (e) {
         if (!(e instanceof HandleNotFound) || e instanceof GrantEnded) throw e;
         const g = typeof handle === "string" ? await this.#alias(options.user, handle) : null;
-        if (!g) throw e;
+        if (!g) {
+          throw e.details.handle === handle ? await this.#missing(options.user, handle) : e;
+        }
         const reason = grantGone(g, this.#clock());
         if (reason) throw new GrantEnded(handle, reason);
         const rights = g.rights as Rights;
@@ -3125,12 +3128,17 @@ export class HandleStore implements AsyncDisposable {
    * {@link HandleStore.#call} for a read or write of `(user, handle)`: a
    * not-found of that handle says whether it is in the caller's trash.
    */
-  async #callOn<T>(user: string, handle: string, fn: () => Promise<T>): Promise<T> {
+  async #callOn<T>(
+    user: string,
+    handle: string,
+    fn: () => Promise<T>,
+    options?: object,
+  ): Promise<T> {
     try {
       return await this.#call(fn);
     } catch (e) {
       if (!(e instanceof HandleNotFound) || e.details.handle !== handle) throw e;
-      throw await this.#missing(user, handle);
+      throw await this.#missing(user, handle, options);
     }
   }
 
@@ -3138,7 +3146,10 @@ export class HandleStore implements AsyncDisposable {
    * The not-found of `handle` for `user`: with `restorableUntil` when it is in
    * the user's own trash (one backend call, made on a miss only).
    */
-  async #missing(user: string, handle: string): Promise<HandleNotFound> {
+  async #missing(user: string, handle: string, options?: object): Promise<HandleNotFound> {
+    // A call that goes on through an alias when it finds no handle of the
+    // caller's asks the trash only once no alias is found either (`#shared`).
+    if (options && (options as ViaOption)[VIA] === null) return new HandleNotFound(handle);
     const b = this.#backend;
     if (!b.trashedUntil) return new HandleNotFound(handle);
     const until = await this.#call(() => b.trashedUntil!(user, handle));
