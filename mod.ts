@@ -118,6 +118,7 @@ export type {
 } from "./src/standard_schema.ts";
 export type { JsonObject } from "./src/json.ts";
 export type {
+  AuditStep,
   Backend,
   Change,
   ChangeEntry,
@@ -138,6 +139,7 @@ export type {
   SaveOutcome,
   Step,
   TransferOutcome,
+  TransferStep,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,

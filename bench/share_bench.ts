@@ -7,13 +7,15 @@
  * inside the write.
  *
  * Needs PostgreSQL (`MCPSTATE_TEST_POSTGRES_URL`, default
- * `postgres://postgres@127.0.0.1:5432/test`).
+ * `postgres://postgres@127.0.0.1:5432/test`) and `redis-server` (started
+ * here on a free port); Deno KV needs `--unstable-kv`.
  *
  * @module
  */
 
 import { HandleStore, Increment } from "../mod.ts";
 import { MemoryBackend } from "../src/backends/memory.ts";
+import { startRedis } from "../tests/_redis.ts";
 
 const dir = await Deno.makeTempDir({ prefix: "mcpstate-share-bench-" });
 const PG = Deno.env.get("MCPSTATE_TEST_POSTGRES_URL") ?? "postgres://postgres@127.0.0.1:5432/test";
@@ -25,6 +27,9 @@ const engines: [string, HandleStore][] = [
   ["memory", new HandleStore(new MemoryBackend(), options)],
   ["sqlite", await HandleStore.fromUrl(`sqlite:///${dir}/s.db`, options)],
   ["postgres", await HandleStore.fromUrl(pg.toString(), options)],
+  // Stopped (and its data dir removed) by the harness when the bench process exits.
+  ["redis", await HandleStore.fromUrl((await startRedis()).url, options)],
+  ["denokv", await HandleStore.fromUrl(`denokv:///${dir}/k.kv`, options)],
 ];
 
 const state = { n: 0, notes: "x".repeat(1024 - JSON.stringify({ n: 0, notes: "" }).length) };

@@ -84,6 +84,60 @@ export interface ForkPoint {
  */
 export type TransferOutcome = "moved" | "absent" | "taken";
 
+/**
+ * The changelog entry that a grant change or a transfer leaves (SPEC 8.2:
+ * `share`, `unshare` and `transfer` leave entries), written in the same atomic
+ * step as the change it records, as the record's next version. The backend
+ * numbers it when it applies it, whatever the version is then (so a stream
+ * of other writes never holds it off): in that step, when the record is
+ * live, it sets `version = v = version + 1` and `updatedAt = at` (state,
+ * expiry, `lastWriter` and everything else kept), appends the entry
+ * {@link auditEntry}`(step, v)` and trims the handle's changelog by
+ * `retention`, as any write does. A record that is not live gets no entry.
+ *
+ * @since 0.5.0
+ */
+export interface AuditStep {
+  /** Epoch ms of the change: the entry's `at` and the record's `updatedAt`. */
+  at: number;
+  /**
+   * The entry's JSON text after its opening `{"version":N,`: the members
+   * that follow the version, and the closing brace.
+   */
+  tail: string;
+  /** How much changelog to keep. */
+  retention: Retention;
+}
+
+/**
+ * The changelog entry of an {@link AuditStep} numbered `version`: its text is
+ * `{"version":` + version + `,` + tail (SQL and Lua build the same string).
+ *
+ * @param step The audit step.
+ * @param version The version the entry takes (the record's new version).
+ * @returns The entry.
+ * @since 0.5.0
+ */
+export function auditEntry(step: AuditStep, version: number): ChangeEntry {
+  return { version, at: step.at, text: `{"version":${version},${step.tail}` };
+}
+
+/**
+ * What a {@link Backend.transfer} also does in its atomic step.
+ *
+ * @since 0.5.0
+ */
+export interface TransferStep {
+  /** The `transfer` entry, appended under the new owner (absent: no history kept). */
+  audit?: AuditStep;
+  /**
+   * A grant to store in the same step: the old owner's `keep` (owner `to`,
+   * grantee the old owner). Grants in force on the old `(user, handle)` end
+   * at `ctx.now` in the same step, whether or not one is kept.
+   */
+  keep?: GrantRecord;
+}
+
 /** A record without its state: what listing returns. */
 export type HandleMeta = Omit<HandleRecord, "state">;
 
@@ -650,27 +704,39 @@ export interface Backend {
    */
   usage?(user: string, now: number): Promise<Usage>;
   /**
-   * Optional (fork and transfer): in one atomic step, moves the live record
-   * `(user, handle)` and its changelog to `(to, handle)`, unchanged (same
-   * handle, version, timestamps, state), and drops the old owner's lease
-   * on it; the old owner keeps nothing. When `user` has no live record of
-   * that handle it answers `"absent"`, when `to` has any record of it (live
-   * or in the trash) `"taken"`, and changes nothing. The usage of both
-   * users follows (`ctx.quota` is checked for `to`, as a mint would be).
+   * Optional (transfer): in one atomic step, moves the live record
+   * `(user, handle)` and its changelog to `(to, handle)` (same handle, state,
+   * expiry, creation time), drops the old owner's lease on it, ends every
+   * grant in force on `(user, handle)` (`endedAt = ctx.now`), and, when
+   * given, applies `step.audit` to the moved record (its next version and
+   * entry, under `to`) and stores `step.keep`; the old owner keeps nothing
+   * else. When `user` has no live record of that handle it answers
+   * `"absent"`, when `to` has any record of it (live or in the trash)
+   * `"taken"`, and changes nothing. The usage of both users follows
+   * (`ctx.quota` is checked for `to`, as a mint would be).
    *
    * @since 0.5.0
    */
-  transfer?(user: string, handle: string, to: string, ctx: WriteContext): Promise<TransferOutcome>;
+  transfer?(
+    user: string,
+    handle: string,
+    to: string,
+    ctx: WriteContext,
+    step?: TransferStep,
+  ): Promise<TransferOutcome>;
   /**
    * Optional (sharing): stores a new grant in one atomic step. When
    * `grant.parent` is set, the parent must be in force at `now` in that same
    * step (else the error of `grantEnded` of `backends/_grants.ts`, nothing
    * stored), so a re-share never outlives an `unshare` of its parent that
-   * returned first.
+   * returned first. With `audit`, the same step applies it to the record
+   * `(grant.owner, grant.handle)` ({@link AuditStep}), and answers
+   * `"absent"`, storing nothing, when that record is not live (it was
+   * deleted or moved since the store looked).
    *
    * @since 0.5.0
    */
-  putGrant?(grant: GrantRecord, now: number): Promise<void>;
+  putGrant?(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent">;
   /**
    * Optional (sharing): the grant whose id or alias handle is `idOrAlias`
    * (ended and expired ones included), or `null`.
@@ -681,11 +747,13 @@ export interface Backend {
   /**
    * Optional (sharing): in one atomic step, sets `endedAt = now` on the grant
    * `grant` and on every grant under it (re-shares, and theirs) that is not
-   * ended yet; returns those it ended.
+   * ended yet; returns those it ended. With `audit`, when it ends any, the
+   * same step applies it to the grant's record `(owner, handle)` if that is
+   * live ({@link AuditStep}); a record deleted or moved gets no entry.
    *
    * @since 0.5.0
    */
-  endGrant?(grant: string, now: number): Promise<GrantRecord[]>;
+  endGrant?(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]>;
   /**
    * Optional (sharing): the grants of `(owner, handle)`, ended ones included,
    * oldest first.

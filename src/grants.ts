@@ -86,13 +86,14 @@ export function grantGone(g: GrantRecord | null, now: number): GrantEndReason | 
  * Validates a rights string.
  *
  * @param rights The value passed.
+ * @param field The argument's name, for the error.
  * @returns It, typed.
  */
-export function checkRights(rights: unknown): Rights {
+export function checkRights(rights: unknown, field = "rights"): Rights {
   if (typeof rights !== "string" || !(RIGHTS as readonly string[]).includes(rights)) {
     throw new InvalidArgument(
-      'rights must be one of "read", "append", "patch", "write".',
-      { field: "rights" },
+      `${field} must be one of "read", "append", "patch", "write".`,
+      { field },
     );
   }
   return rights as Rights;

@@ -109,7 +109,10 @@ export function rewind(
   for (let v = from; v > to; v--) {
     const e = byVersion.get(v);
     if (e === undefined || e.omitted) return null;
-    if (e.op === "touch") continue;
+    // Entries that changed no state: a touch, and the events of sharing and transfer.
+    if (
+      e.op === "touch" || e.op === "share" || e.op === "unshare" || e.op === "transfer"
+    ) continue;
     if ((e.op !== "save" && e.op !== "patch" && e.op !== "merge") || !Array.isArray(e.undo)) {
       return null;
     }

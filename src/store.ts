@@ -9,6 +9,7 @@
 import { previewOf } from "./preview.ts";
 import { createPatch, type Operation } from "rfc6902";
 import type {
+  AuditStep,
   Backend,
   ChangeEntry,
   ForkPoint,
@@ -305,11 +306,20 @@ export interface HistoryOptions {
   maxEntryBytes?: number;
 }
 
+/** How an entry's text starts before its version is known (see {@link AuditStep}). */
+const AUDIT_HEAD = '{"version":0,';
+
+/** Changelog operations that record an event and change no state. */
+const STATELESS_OPS: ReadonlySet<string> = new Set(["share", "unshare", "transfer"]);
+
 /**
  * One changelog entry, in the wire form: `version`, `at` (ISO-8601 UTC),
  * `writer`, `op` (`mint`, `save`, `patch`, `touch`, `restore`, `fork` — the
- * mint of a fork, with `from` — and `merge` — a fork merged back, with
- * `from` and `base_version`), and what
+ * mint of a fork, with `from` —, `merge` — a fork merged back, with
+ * `from` and `base_version` —, `share` — with `grant`, `to`, `rights`,
+ * `expires_at` and, for a re-share, `via` —, `unshare` — with `grant` — and
+ * `transfer` — with `from`, `to` and `keep`; these three change no state),
+ * and what
  * changed: `ops` (patch), `patch` (an RFC 6902 JSON Patch from the previous
  * state, mint and save), `expires_at` (touch), or `omitted: true` when the
  * entry was too large to keep.
@@ -322,7 +332,17 @@ export type ChangeInfo = {
   /** Who wrote. */
   writer: string | null;
   /** What kind of write. */
-  op: "mint" | "save" | "patch" | "touch" | "restore" | "fork" | "merge";
+  op:
+    | "mint"
+    | "save"
+    | "patch"
+    | "touch"
+    | "restore"
+    | "fork"
+    | "merge"
+    | "share"
+    | "unshare"
+    | "transfer";
 } & Record<string, unknown>;
 
 /** Answer of {@link HandleStore.changesSince}. */
@@ -445,8 +465,10 @@ export interface TransferOptions extends UserOption {
   /** The user who gets the handle. */
   to: string;
   /**
-   * Rights the old owner keeps through a grant. Not available yet: passing
-   * it is `invalid_argument`, and nothing moves.
+   * Rights the old owner keeps through a grant of the new owner (`"read"`,
+   * `"append"`, `"patch"` or `"write"`), stored in the same atomic step as
+   * the move; the alias is in the answer's `kept`. Absent: the old owner
+   * keeps nothing.
    */
   keep?: string;
 }
@@ -1015,7 +1037,7 @@ export class HandleStore implements AsyncDisposable {
       const { record, lease } = await b.readLeased(user, handle, now);
       return [record, lease ? new Map([[handle, lease]]) : undefined] as const;
     });
-    if (!r) throw await this.#missing(user, handle);
+    if (!r) throw await this.#missing(user, handle, options);
     const snap = snapshotOf<S>(this.#live(r, handle, now));
     const rule = rulesIn(options)?.(snap.kind);
     if (rule) {
@@ -1180,6 +1202,8 @@ export class HandleStore implements AsyncDisposable {
       // A merging save reads the changelog since expectVersion, then merges inside the step.
       let log: EntryInfo[] | undefined;
       let merged: { version: number; state: JsonObject } | undefined;
+      // The version the write follows: `expect`, or past entries that changed no state (a share).
+      let base = expect;
       for (let attempt = 1;; attempt++) {
         const res = await this.#callOn(
           user,
@@ -1188,7 +1212,7 @@ export class HandleStore implements AsyncDisposable {
             this.#update(user, handle, (cur) => {
               const live = this.#live(cur, handle, now);
               const head = { updatedAt: now, expiresAt: expiresAt(live), lastWriter: writer };
-              if (live.version !== expect) {
+              if (live.version !== base) {
                 if (log === undefined || live.version < expect) throw new StaleVersion(live);
                 const step = this.#mergeStep(live, expect, log, state, head, rule);
                 merged = { version: step.record.version, state: step.state };
@@ -1211,6 +1235,7 @@ export class HandleStore implements AsyncDisposable {
                 entry: this.#entry(version, now, writer, "save", withUndo(before, patch)),
               };
             }, ctx),
+          options,
         ).catch((e) => {
           if (e instanceof StaleVersion) return e;
           throw e;
@@ -1223,6 +1248,14 @@ export class HandleStore implements AsyncDisposable {
           ) {
             // Read (again) what was written since the caller's version, and merge with it.
             log = await this.#entries(user, handle, expect);
+            continue;
+          }
+          if (
+            res.refusal === undefined && !merge && current.version > base &&
+            attempt < MERGE_ATTEMPTS &&
+            await this.#stateUnchanged(user, handle, base, current.version)
+          ) {
+            base = current.version;
             continue;
           }
           throw await this.#stale(user, handle, expect, current, res.refusal);
@@ -1261,10 +1294,20 @@ export class HandleStore implements AsyncDisposable {
       // `state` was just validated and encoded: return it instead of parsing the text back.
       return { ...info, state };
     }
-    if (!res.current) throw await this.#missing(user, handle);
+    if (!res.current) throw await this.#missing(user, handle, options);
     const current = this.#live(res.current, handle, now);
     // Without a changelog there is no way back to the caller's version: nothing to merge with.
     throw await this.#stale(user, handle, expect, current, merge ? UNAVAILABLE : undefined);
+  }
+
+  /**
+   * Whether every entry `after < version <= upTo` left the state as it was
+   * (`share`, `unshare`, `transfer`): a save behind only those is not stale.
+   */
+  async #stateUnchanged(user: string, handle: string, after: number, upTo: number) {
+    const log = await this.#log(user, handle, after, upTo);
+    return log !== null && log.length === upTo - after &&
+      log.every((e) => STATELESS_OPS.has(e.op));
   }
 
   /**
@@ -1420,7 +1463,7 @@ export class HandleStore implements AsyncDisposable {
           "patch",
           { ops: parsed, undo },
         );
-      }, ctx));
+      }, ctx), options);
     return await this.#written<S>(user, handle, res, ctx, now);
   }
 
@@ -1463,7 +1506,7 @@ export class HandleStore implements AsyncDisposable {
           "touch",
           { expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString() },
         );
-      }, ctx));
+      }, ctx), options);
     return await this.#written<S>(user, handle, res, ctx, now);
   }
 
@@ -1600,7 +1643,7 @@ export class HandleStore implements AsyncDisposable {
       this.#checkFingerprint(res, ctx);
       return;
     }
-    if (!res.removed) throw await this.#missing(user, handle);
+    if (!res.removed) throw await this.#missing(user, handle, options);
   }
 
   /**
@@ -2467,18 +2510,22 @@ export class HandleStore implements AsyncDisposable {
    * Transfers a handle to another user for good: its state, version,
    * timestamps and changelog move to `to` under the same handle string (so
    * a link or a note that names it stays right), in one atomic step; the old
-   * owner loses access at once. Refused, with nothing changed, when `to`
-   * already has a handle of that name (live or in the trash).
+   * owner loses access at once, or keeps a grant of rights `keep` (it shows
+   * in the old owner's `list` with `sharedBy`, and in the new owner's
+   * `grants`). Grants the old owner had made on the handle end in that same
+   * step: the new owner decides who else may use it. With history on, the
+   * move is the handle's next version, with a `transfer` entry (`from`, `to`,
+   * `keep`). Refused, with nothing changed, when `to` already has a handle of
+   * that name (live or in the trash).
    *
    * @param handle The caller's handle.
-   * @param options The user, `to` (the new owner) and `keep` (not available
-   * yet: a grant for the old owner needs sharing, see the README).
+   * @param options The user, `to` (the new owner) and `keep`.
    * @returns The handle as the new owner uses it (the same string).
    * @throws {HandleNotFound} when the user has no such handle.
    * @throws {HandleExpired} when its TTL passed.
-   * @throws {InvalidArgument} for a malformed handle, user or `to`, `to`
-   * equal to the user, `to` already holding that handle, `keep`, or a
-   * backend without the `transfer` primitive (a Redis Cluster).
+   * @throws {InvalidArgument} for a malformed handle, user, `to` or `keep`,
+   * `to` equal to the user, `to` already holding that handle, or a backend
+   * without the `transfer` primitive.
    * @throws {QuotaExceeded} when the handle would put `to` over a quota.
    * @throws {BackendError} when the engine fails or the store is closed.
    * @since 0.5.0
@@ -2502,21 +2549,44 @@ export class HandleStore implements AsyncDisposable {
         field: "to",
       });
     }
-    if (options.keep !== undefined) {
-      throw new InvalidArgument(
-        "keep is not available yet: transfer without it, then have the new owner share the handle back (share).",
-        { field: "keep" },
-      );
-    }
+    const keep = options.keep === undefined ? undefined : checkRights(options.keep, "keep");
     if (typeof this.#backend.transfer !== "function") {
       throw new InvalidArgument(
-        "transfer needs a backend that moves a record between users in one atomic step; this one cannot (on Redis, a Redis Cluster keeps two users in two hash slots).",
+        "transfer needs a backend that moves a record between users in one atomic step; this one cannot.",
       );
     }
+    if (keep !== undefined) this.#needGrants();
     const now = this.#clock();
-    this.#live(await this.#call(() => this.#backend.read(user, handle)), handle, now);
+    const record = this.#live(
+      await this.#call(() => this.#backend.read(user, handle)),
+      handle,
+      now,
+    );
     const ctx = await this.#context(undefined, handle, []);
-    const res = await this.#call(() => this.#backend.transfer!(user, handle, to, ctx));
+    const kept: GrantRecord | undefined = keep === undefined ? undefined : {
+      grant: `grant_${random130()}`,
+      alias: `${record.kind}_${random130()}`,
+      owner: to,
+      handle,
+      to: user,
+      rights: keep,
+      by: to,
+      parent: null,
+      createdAt: now,
+      expiresAt: null,
+      endedAt: null,
+    };
+    const audit = this.#auditStep(now, user, "transfer", {
+      from: user,
+      to,
+      ...(keep === undefined ? {} : { keep }),
+    });
+    const res = await this.#call(() =>
+      this.#backend.transfer!(user, handle, to, ctx, {
+        ...(audit ? { audit } : {}),
+        ...(kept ? { keep: kept } : {}),
+      })
+    );
     if (res === "absent") throw new HandleNotFound(handle);
     if (res === "taken") {
       throw new InvalidArgument(
@@ -2527,6 +2597,21 @@ export class HandleStore implements AsyncDisposable {
       );
     }
     return handle;
+  }
+
+  /**
+   * The entry a grant change or a transfer leaves on `record` (SPEC 8.2), as
+   * its next version; `undefined` when the store keeps no history.
+   */
+  #auditStep(
+    now: number,
+    writer: string,
+    op: ChangeInfo["op"],
+    what: Record<string, unknown>,
+  ): AuditStep | undefined {
+    if (!this.#retention) return undefined;
+    const text = this.#entry(0, now, writer, op, what).text;
+    return { at: now, tail: text.slice(AUDIT_HEAD.length), retention: this.#retention };
   }
 
   /** Closes the backend. Idempotent. */
@@ -2623,9 +2708,17 @@ export class HandleStore implements AsyncDisposable {
       expiresAt,
       endedAt: null,
     };
-    await this.#call(() => b.putGrant(grant, now)).catch((e) => {
+    const audit = this.#auditStep(now, user, "share", {
+      grant: grant.grant,
+      to,
+      rights,
+      expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString(),
+      ...(parent ? { via: parent.grant } : {}),
+    });
+    const res = await this.#call(() => b.putGrant(grant, now, audit)).catch((e) => {
       throw e instanceof GrantEnded ? new GrantEnded(handle, e.details.reason as never) : e;
     });
+    if (res === "absent") throw new HandleNotFound(handle);
     return grantOf(grant);
   }
 
@@ -2663,7 +2756,9 @@ export class HandleStore implements AsyncDisposable {
       throw new HandleNotFound(grantOrAlias);
     }
     if (g.endedAt !== null) return 0;
-    return (await this.#call(() => b.endGrant(g.grant, this.#clock()))).length;
+    const now = this.#clock();
+    const audit = this.#auditStep(now, user, "unshare", { grant: g.grant });
+    return (await this.#call(() => b.endGrant(g.grant, now, audit))).length;
   }
 
   /**
@@ -2699,6 +2794,96 @@ export class HandleStore implements AsyncDisposable {
       if (grantGone(g, now) === null) out.push(grantOf(g));
     }
     return out;
+  }
+
+  /**
+   * The grants in force on a user's handle, whole, as the backend keeps
+   * them: what `mcpstate export` writes after the record, so that import and
+   * migrate carry them. Empty on a backend that keeps no grants.
+   *
+   * @param user The owner.
+   * @param handle The owner's handle.
+   * @returns The grants in force, oldest first (a re-share after its parent).
+   * @since 0.5.0
+   */
+  async exportGrants(user: string, handle: string): Promise<GrantRecord[]> {
+    const b = this.#grantBackend();
+    // A name the store would refuse (a record written from outside) has no grants: `share` checks.
+    if (!b || !isIdentifier(user) || !isIdentifier(handle)) return [];
+    const now = this.#clock();
+    const all = await this.#call(() => b.grantsOf(user, handle));
+    // Oldest first, and each re-share after the grant it re-shares (two
+    // grants of one millisecond may come back in either order).
+    const pending = all.filter((g) => grantGone(g, now) === null);
+    const ids = new Set(pending.map((g) => g.grant));
+    const placed = new Set<string>();
+    const out: GrantRecord[] = [];
+    while (pending.length > 0) {
+      const i = pending.findIndex((g) =>
+        g.parent === null || !ids.has(g.parent) || placed.has(g.parent)
+      );
+      const [g] = pending.splice(i < 0 ? 0 : i, 1);
+      placed.add(g!.grant);
+      out.push(g!);
+    }
+    return out;
+  }
+
+  /**
+   * Checks a grant by the rules {@link HandleStore.importGrant} applies,
+   * writing nothing.
+   *
+   * @param grant The grant.
+   * @throws {InvalidArgument} naming the first field that is wrong.
+   * @since 0.5.0
+   */
+  checkGrant(grant: GrantRecord): void {
+    checkGrantRecord(grant);
+  }
+
+  /**
+   * Imports a grant exactly as exported ({@link HandleStore.exportGrants}),
+   * once its handle has been imported: `"inserted"`; `"identical"` when the
+   * target holds it already (a re-run); `"ended"` when it ended or expired
+   * meanwhile, or its parent grant did (nothing written); `"missing"` when the
+   * owner's handle is not in the target, or, with `dryRun`, when the grant
+   * is not. No changelog entry is written: the grant's `share` entry came
+   * with the handle's history, if any.
+   *
+   * @param grant The grant.
+   * @param options `dryRun`: compare only, write nothing.
+   * @returns What happened.
+   * @throws {InvalidArgument} for a malformed grant, one whose id or alias the
+   * target holds for another grant, or a backend that keeps no grants.
+   * @since 0.5.0
+   */
+  async importGrant(
+    grant: GrantRecord,
+    options: { dryRun?: boolean } = {},
+  ): Promise<"inserted" | "identical" | "ended" | "missing"> {
+    checkGrantRecord(grant);
+    const b = this.#needGrants();
+    const now = this.#clock();
+    const same = (g: GrantRecord) => GRANT_KEYS.every((k) => g[k] === grant[k]);
+    for (const id of [grant.grant, grant.alias]) {
+      const held = await this.#call(() => b.readGrant(id));
+      if (!held) continue;
+      if (same(held)) return grantGone(held, now) === null ? "identical" : "ended";
+      throw new InvalidArgument(
+        `The target holds another grant under ${id}; this one was not imported.`,
+        { field: id === grant.grant ? "grant" : "alias" },
+      );
+    }
+    if (grantGone(grant, now) !== null) return "ended";
+    const record = await this.#call(() => b.read(grant.owner, grant.handle));
+    if (!record || options.dryRun) return "missing";
+    const res = await this.#call(() => b.putGrant({ ...grant, endedAt: null }, now)).catch(
+      (e) => {
+        if (e instanceof GrantEnded) return "ended" as const;
+        throw e;
+      },
+    );
+    return res === "ended" ? "ended" : "inserted";
   }
 
   /** The backend when it keeps grants. */
@@ -2752,7 +2937,9 @@ export class HandleStore implements AsyncDisposable {
       } catch (e) {
         if (!(e instanceof HandleNotFound) || e instanceof GrantEnded) throw e;
         const g = typeof handle === "string" ? await this.#alias(options.user, handle) : null;
-        if (!g) throw e;
+        if (!g) {
+          throw e.details.handle === handle ? await this.#missing(options.user, handle) : e;
+        }
         const reason = grantGone(g, this.#clock());
         if (reason) throw new GrantEnded(handle, reason);
         const rights = g.rights as Rights;
@@ -2940,12 +3127,17 @@ export class HandleStore implements AsyncDisposable {
    * {@link HandleStore.#call} for a read or write of `(user, handle)`: a
    * not-found of that handle says whether it is in the caller's trash.
    */
-  async #callOn<T>(user: string, handle: string, fn: () => Promise<T>): Promise<T> {
+  async #callOn<T>(
+    user: string,
+    handle: string,
+    fn: () => Promise<T>,
+    options?: object,
+  ): Promise<T> {
     try {
       return await this.#call(fn);
     } catch (e) {
       if (!(e instanceof HandleNotFound) || e.details.handle !== handle) throw e;
-      throw await this.#missing(user, handle);
+      throw await this.#missing(user, handle, options);
     }
   }
 
@@ -2953,7 +3145,10 @@ export class HandleStore implements AsyncDisposable {
    * The not-found of `handle` for `user`: with `restorableUntil` when it is in
    * the user's own trash (one backend call, made on a miss only).
    */
-  async #missing(user: string, handle: string): Promise<HandleNotFound> {
+  async #missing(user: string, handle: string, options?: object): Promise<HandleNotFound> {
+    // A call that goes on through an alias when it finds no handle of the
+    // caller's asks the trash only once no alias is found either (`#shared`).
+    if (options && (options as ViaOption)[VIA] === null) return new HandleNotFound(handle);
     const b = this.#backend;
     if (!b.trashedUntil) return new HandleNotFound(handle);
     const until = await this.#call(() => b.trashedUntil!(user, handle));
@@ -3336,6 +3531,29 @@ function aliasError(e: unknown, g: GrantRecord): unknown {
     e.details.current = { ...current, handle: g.alias };
   }
   return e;
+}
+
+/** The fields that make two grants the same grant (times and ending aside). */
+const GRANT_KEYS = ["grant", "alias", "owner", "handle", "to", "rights", "by", "parent"] as const;
+
+/** Validates a grant from outside (an import): names, rights, times. */
+function checkGrantRecord(g: GrantRecord): void {
+  if (typeof g !== "object" || g === null) {
+    throw new InvalidArgument("A grant must be an object.", { field: "grant" });
+  }
+  checkUser({ user: g.owner }, "owner");
+  checkUser({ user: g.by }, "by");
+  for (const id of [g.grant, g.alias, g.handle]) checkHandle(id);
+  if (g.parent !== null) checkHandle(g.parent);
+  checkRights(g.rights);
+  checkGrantee(g.to, g.owner);
+  const time = (x: unknown, field: string) => {
+    if (typeof x !== "number" || !Number.isSafeInteger(x) || x < 0) {
+      throw new InvalidArgument(`${field} must be a time in whole epoch milliseconds.`, { field });
+    }
+  };
+  time(g.createdAt, "created_at");
+  if (g.expiresAt !== null) time(g.expiresAt, "expires_at");
 }
 
 /** Validates the grantee of a share: a user id, or `"*"`; never the caller. */

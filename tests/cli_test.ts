@@ -586,6 +586,80 @@ Deno.test("cli: export, import and migrate carry a typed record's schema version
   }
 });
 
+Deno.test("cli: export, import and migrate carry grants in force and a fork's lineage", async () => {
+  const home = await tempHome();
+  const first = sqliteUrl(join(home, "shared.db"));
+  const kv = denokvUrl(join(home, "shared.kv"));
+  const second = sqliteUrl(join(home, "second.db"));
+  try {
+    const store = await openStore(first);
+    let h: string, fork: string, toBob: string, toAny: string, toCarol: string;
+    try {
+      h = await store.mint("doc", { log: [] }, { user: "alice" });
+      fork = await store.fork(h, { user: "alice" });
+      toBob = (await store.share(h, { user: "alice", to: "bob", rights: "patch" })).handle;
+      toAny = (await store.share(h, { user: "alice", to: "*", rights: "read", ttlDays: 30 }))
+        .handle;
+      toCarol = (await store.share(toBob, { user: "bob", to: "carol", rights: "append" })).handle;
+      const ended = await store.share(h, { user: "alice", to: "dave", rights: "read" });
+      await store.unshare(ended.grant, { user: "alice" });
+    } finally {
+      await store.close();
+    }
+    const e1 = await exportOf(home, first);
+    const lines = e1.trimEnd().split("\n").map((l) => JSON.parse(l));
+    const grants = lines.filter((l) => "grant" in l);
+    assert.deepEqual(grants.map((g) => [g.to, g.rights, g.alias]).sort(), [
+      ["*", "read", toAny],
+      ["bob", "patch", toBob],
+      ["carol", "append", toCarol],
+    ], "the grants in force; the ended one stays behind");
+    const at = (alias: string) => lines.findIndex((l) => l.alias === alias);
+    assert.ok(at(toBob) < at(toCarol), "a re-share comes after the grant it re-shares");
+    assert.ok(lines.findIndex((l) => l.handle === h && !("grant" in l)) < at(toBob));
+    assert.equal(lines.find((l) => l.handle === fork)?.forked_from?.handle, h);
+    ok(await mcpstate(home, ["migrate", "--from", first, "--to", kv]));
+    const sorted = (text: string) => text.trimEnd().split("\n").sort();
+    assert.deepEqual(sorted(await exportOf(home, kv)), sorted(e1));
+    const check = await mcpstate(home, ["import", "--backend", second, "--check", "--json"], {
+      stdin: e1,
+    });
+    assert.equal(check.code, 1, "a check against an empty target finds grants missing");
+    const r = await mcpstate(home, ["import", "--backend", second, "--json"], { stdin: e1 });
+    ok(r);
+    const s = JSON.parse(r.stdout);
+    assert.deepEqual([s.grants, s.grants_verified, s.mismatched], [3, 3, 0]);
+    const again = JSON.parse(
+      (await mcpstate(home, ["import", "--backend", second, "--json"], {
+        stdin: e1,
+      })).stdout,
+    );
+    assert.deepEqual([again.grants, again.grants_verified, again.identical], [3, 3, 2]);
+    for (const url of [kv, second]) {
+      const copy = await openStore(url);
+      try {
+        assert.equal((await copy.get(toCarol, { user: "carol" })).sharedBy, "alice");
+        assert.equal((await copy.get(toAny, { user: "someone" })).rights, "read");
+        await copy.patch(toBob, [Append("log", "bob")], { user: "bob" });
+        assert.equal((await copy.get(fork, { user: "alice" })).forkedFrom?.handle, h);
+      } finally {
+        await copy.close();
+      }
+    }
+    // A corrupt grant line stops the import before anything is written.
+    const bad = e1.replace('"rights":"read"', '"rights":"admin"');
+    assertOneLineError(
+      await mcpstate(home, ["import", "--backend", sqliteUrl(join(home, "third.db"))], {
+        stdin: bad,
+      }),
+      1,
+      /Line \d+ is not a valid mcpstate record: rights must be one of/,
+    );
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
+});
+
 Deno.test("cli: import never overwrites newer data and skips long-expired records", async () => {
   const home = await tempHome();
   const url = sqliteUrl(join(home, "t.db"));
@@ -1145,7 +1219,7 @@ Deno.test("cli: transfer hands a handle to another user; the old owner loses it"
   const bob = await mcpstate(home, ["get", task, "--user", "bob"], as);
   ok(bob);
   const snap = JSON.parse(bob.stdout);
-  assert.equal(snap.version, 2);
+  assert.equal(snap.version, 3, "mint, patch, and the transfer's own entry");
   assert.deepEqual(snap.state, { todo: ["ship", "test"] });
   // Carol already has a handle of that name: refused, nothing moves.
   assertOneLineError(
@@ -1154,6 +1228,20 @@ Deno.test("cli: transfer hands a handle to another user; the old owner loses it"
     /already has a handle named/,
   );
   ok(await mcpstate(home, ["get", taken], as));
+  // --keep: the old owner keeps a grant, printed with its alias.
+  assertOneLineError(
+    await mcpstate(home, ["transfer", taken, "--to", "dave", "--keep", "admin"], as),
+    2,
+    /keep must be one of/,
+  );
+  const kept = await mcpstate(home, ["transfer", taken, "--to", "dave", "--keep", "read"], as);
+  ok(kept);
+  assert.match(kept.stdout, /"alice" keeps read access through task_[a-z2-7]{26}\./);
+  const alias = /through (task_[a-z2-7]{26})/.exec(kept.stdout)![1]!;
+  const read = await mcpstate(home, ["get", alias], as);
+  ok(read);
+  assert.deepEqual(JSON.parse(read.stdout).state, { a: 1 });
+  assertOneLineError(await mcpstate(home, ["get", taken], as), 1, /No handle/);
 });
 
 Deno.test("cli: share and unshare a handle on a SQLite file", async () => {

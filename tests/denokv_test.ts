@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { Append, HandleStore, Increment, SetKey } from "../mod.ts";
 import { openBackend } from "../src/url.ts";
-import type { HandleRecord, WriteContext } from "../src/backend.ts";
+import type { GrantRecord, HandleRecord, WriteContext } from "../src/backend.ts";
 import { DenoKvBackend, parseDenoKvUrl } from "../src/backends/denokv.ts";
 import { DAY, FakeClock, freshUser, rejectsWith, sleep } from "./_helpers.ts";
 import { backendContract } from "./contract/mod.ts";
@@ -443,6 +443,151 @@ Deno.test("changelog: the backend never reads an entry's text; one over maxEntry
   await rejectsWith(() => backend.insert(user, other, ctx(text + "x")), "backend_error");
   assert.equal(await backend.read(user, other.handle), null);
   assert.deepEqual(await keysOf(kv, ["mcpstate", "xw"]), []);
+});
+
+/** A grant of `owner`'s `handle` to `to`, made at `now`, as the store makes one. */
+function grantOf(owner: string, handle: string, to: string, now: number, i: number): GrantRecord {
+  const id = `${i}`.padStart(6, "0");
+  return {
+    grant: `grant_t${id}${crypto.randomUUID().slice(0, 8)}`,
+    alias: `doc_t${id}${crypto.randomUUID().slice(0, 8)}`,
+    owner,
+    handle,
+    to,
+    rights: "read",
+    by: owner,
+    parent: null,
+    createdAt: now,
+    expiresAt: null,
+    endedAt: null,
+  };
+}
+
+Deno.test("transfer: a 1 MiB state and 1.1 MB of changelog, more than one commit holds, move in one commit; nothing is left behind", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const clock = new FakeClock();
+  const history = { maxEntries: 100, maxEntryBytes: 60_000 };
+  const backend = new DenoKvBackend(kv);
+  await using store = new HandleStore(backend, {
+    clock: clock.fn,
+    history,
+    maxStateBytes: 4 * MIB,
+  });
+  const alice = freshUser("alice"), bob = freshUser("bob"), carol = freshUser("carol");
+  const h = await store.mint("big", { ...stateOfBytes(MIB, "é"), log: [] }, { user: alice });
+  const line = "x".repeat(28_000);
+  for (let i = 0; i < 40; i++) {
+    await store.patch(h, [Append("log", `${i}${line}`)], { user: alice });
+  }
+  await store.lease(h, { user: alice, writer: "a", seconds: 60 });
+  const g = await store.share(h, { user: alice, to: carol, rights: "read" });
+  const before = await store.get(h, { user: alice });
+  const log = await backend.changes(alice, h, 0);
+  assert.deepEqual(log.map((e) => e.version), versions(1, 42));
+  assert.ok(log.reduce((n, e) => n + e.text.length, 0) > 1_100_000);
+
+  assert.equal(await store.transfer(h, { user: alice, to: bob, keep: "read" }), h);
+  const theirs = await store.get(h, { user: bob });
+  assert.deepEqual(theirs.state, before.state);
+  assert.equal(theirs.version, before.version + 1);
+  const moved = await backend.changes(bob, h, 0);
+  assert.deepEqual(moved.slice(0, 42), log);
+  const last = await store.changesSince(h, 42, { user: bob });
+  assert.ok(!last.truncated);
+  assert.deepEqual(last.changes.map((c) => [c.op, c.keep]), [["transfer", "read"]]);
+  const e = await rejectsWith(() => store.get(g.handle, { user: carol }), "handle_not_found");
+  assert.equal(e.details.reason, "grant_revoked");
+  // Nothing of the record stays under alice: head, index, chunks, changelog and lease are gone.
+  assert.deepEqual(await recordKeysOf(kv, alice), []);
+  assert.equal((await chunkSets(kv, bob)).size, 1);
+  assert.equal((await logKeys(kv, bob, h)).length, 43);
+  assert.deepEqual(await keysOf(kv, ["mcpstate", "xw"]), []);
+});
+
+Deno.test("transfer: a handle with more grants in force than its commit can end is refused, nothing moved", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const clock = new FakeClock();
+  const backend = new DenoKvBackend(kv);
+  await using store = new HandleStore(backend, { clock: clock.fn });
+  const alice = freshUser("alice"), bob = freshUser("bob");
+  // A chunked state and a changelog: the copies staged below bob must be released.
+  const h = await store.mint("doc", stateOfBytes(200_000), { user: alice });
+  await store.patch(h, [SetKey("", "n", 1)], { user: alice });
+  const before = await store.get(h, { user: alice });
+  const refused = async (grants: number) => {
+    const e = await rejectsWith(
+      () => store.transfer(h, { user: alice, to: bob }),
+      "invalid_argument",
+    );
+    assert.equal(e.details.field, "handle");
+    assert.equal(e.details.grants_in_force, grants);
+    assert.deepEqual(await store.get(h, { user: alice }), before);
+    assert.deepEqual(await recordKeysOf(kv, bob), []);
+    assert.deepEqual(await keysOf(kv, ["mcpstate", "xw"]), []);
+    assert.equal(
+      (await backend.grantsOf(alice, h)).filter((g) => g.endedAt === null).length,
+      grants,
+    );
+  };
+  // 961 small grants: more ends than the 1,000 mutations of one commit leave room for.
+  const small: GrantRecord[] = [];
+  for (let i = 0; i < 961; i++) {
+    small.push(grantOf(alice, h, `reader${i}`, clock.now, i));
+    await backend.putGrant(small[i]!, clock.now);
+  }
+  await refused(961);
+  for (const g of small.slice(0, 661)) await backend.endGrant(g.grant, clock.now);
+  // 300 small ones fit, but with 400 more whose grantees have long names (2 KB each) the commit is over 819,200 bytes.
+  const large: GrantRecord[] = [];
+  for (let i = 0; i < 400; i++) {
+    large.push(grantOf(alice, h, `${i}`.padEnd(1000, "€"), clock.now, 1000 + i));
+    await backend.putGrant(large[i]!, clock.now);
+  }
+  await refused(700);
+  // Fewer: it moves, and every grant in force on alice's handle ends in that commit.
+  for (const g of large) await backend.endGrant(g.grant, clock.now);
+  clock.advance(1000);
+  assert.equal(await store.transfer(h, { user: alice, to: bob }), h);
+  assert.deepEqual((await store.get(h, { user: bob })).state, before.state);
+  const grants = await backend.grantsOf(alice, h);
+  assert.equal(grants.length, 1361);
+  assert.equal(grants.filter((g) => g.endedAt === clock.now).length, 300);
+  assert.ok(grants.every((g) => g.endedAt !== null));
+  assert.deepEqual(await recordKeysOf(kv, alice), []);
+});
+
+Deno.test("transfer: shares racing it from another backend either end with it or are refused", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const clock = new FakeClock();
+  await using mover = new HandleStore(new DenoKvBackend(kv), { clock: clock.fn });
+  const sharer = new DenoKvBackend(kv);
+  await using other = new HandleStore(sharer, { clock: clock.fn });
+  for (let round = 0; round < 5; round++) {
+    const alice = freshUser("alice"), bob = freshUser("bob");
+    const h = await mover.mint("doc", { n: round }, { user: alice });
+    const shares = Array.from(
+      { length: 12 },
+      (_, i) =>
+        other.share(h, { user: alice, to: `reader${i}`, rights: "read" }).then(
+          () => "shared",
+          (e) => e.code,
+        ),
+    );
+    assert.equal(await mover.transfer(h, { user: alice, to: bob }), h);
+    const outcomes = await Promise.all(shares);
+    assert.ok(outcomes.every((o) => o === "shared" || o === "handle_not_found"), outcomes.join());
+    const grants = await sharer.grantsOf(alice, h);
+    assert.equal(grants.length, outcomes.filter((o) => o === "shared").length);
+    assert.ok(
+      grants.every((g) => g.endedAt !== null),
+      "no grant made beside the move stays in force",
+    );
+    // Each share that landed is an entry before the move; the move is the last version.
+    const log = await other.changesSince(h, 0, { user: bob });
+    assert.ok(!log.truncated);
+    assert.equal(log.changes.at(-1)!.op, "transfer");
+    assert.equal(log.changes.filter((c) => c.op === "share").length, grants.length);
+  }
 });
 
 Deno.test("trash: revoke moves the head in one commit, restore moves it back, sweep purges it", async () => {

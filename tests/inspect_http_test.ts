@@ -286,6 +286,33 @@ Deno.test("inspect http: the timeline of a handle whose mint entry retention dro
   }, { history: { maxEntries: 2 } });
 });
 
+Deno.test("inspect http: the timeline says what a share, an unshare and a transfer did", async () => {
+  await withInspector(false, async (url, store) => {
+    const cookie = await login(url);
+    const h = await store.mint("doc", { n: 0 }, { user: "alice" });
+    const g = await store.share(h, { user: "alice", to: "bob", rights: "append" });
+    await store.unshare(g.grant, { user: "alice" });
+    await store.share(h, { user: "alice", to: "*", rights: "read" });
+    const res = await fetch(`${new URL(url).origin}/api/history?handle=${h}`, {
+      headers: { cookie },
+    });
+    const t = await res.json();
+    assert.deepEqual(
+      t.entries.map((e: { op: string; event?: string; changes: unknown[] }) => [
+        e.op,
+        e.event,
+        e.changes.length,
+      ]),
+      [
+        ["share", "shared with anyone with the link (read)", 0],
+        ["unshare", `ended the grant ${g.grant}`, 0],
+        ["share", 'shared with "bob" (append)', 0],
+        ["mint", undefined, 1],
+      ],
+    );
+  });
+});
+
 Deno.test("inspect http: the API answers store errors with their code, and the script parses", async () => {
   await withInspector(false, async (url, store) => {
     const origin = new URL(url).origin;

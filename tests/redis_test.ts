@@ -22,9 +22,11 @@ import {
   SetKey,
 } from "../mod.ts";
 import { openBackend } from "../src/url.ts";
-import type { Backend, ChangeEntry, HandleRecord } from "../src/backend.ts";
+import type { AuditStep, Backend, ChangeEntry, GrantRecord, HandleRecord } from "../src/backend.ts";
 import { MemoryBackend } from "../src/backends/memory.ts";
 import { RedisBackend } from "../src/backends/redis.ts";
+import { S } from "../src/backends/redis/_scripts.ts";
+import { openClient, parseRedisUrl } from "../src/backends/redis/_url.ts";
 import {
   byUtf8,
   DAY,
@@ -116,7 +118,8 @@ async function onBoth(
  * version, each `a<v>` the least `at` of entries `v` and later (`l` holds a
  * floor of the least); a trashed
  * record (`t:`) is a whole record hash plus `u`, expiring, and not indexed;
- * a lease (`l:`) is `expiresAt`, tab, holder, expiring.
+ * a lease (`l:`) is `expiresAt`, tab, holder, expiring, and a record hash
+ * (live) with a lease key holds the same lease in `L`.
  * Returns the violations.
  */
 const CHECKER = `
@@ -176,6 +179,16 @@ for _, key in ipairs(KEYS) do
       end
       if string.sub(f.x, 15) ~= string.sub(rest, 3) then err(key .. ' names member ' .. f.x) end
     end
+    if f.L then
+      want = want + 1
+      if not string.match(f.L, '^%d+\\t.') then err(key .. ' has a malformed lease copy') end
+    end
+    if kind == 'r:' then
+      local lease = redis.call('GET', base .. 'l:' .. string.sub(rest, 3))
+      if lease and lease ~= f.L then
+        err(key .. ' has lease copy ' .. tostring(f.L) .. ', not ' .. lease)
+      end
+    end
     if n ~= want then err(key .. ' has ' .. n .. ' fields, not ' .. want) end
   elseif kind == 'l:' then
     local v = redis.call('GET', key) -- false: it lapsed since the scan
@@ -196,15 +209,22 @@ return errs
 
 /**
  * Runs {@link CHECKER} on every user's keys under `prefix`, found by
- * `redis-cli --scan` on each primary.
+ * `redis-cli --scan` on each primary (with `grants`, leaving the keys of
+ * grants out).
  *
  * @returns How many record hashes there are.
  */
-async function assertConsistent(primaries: RedisServer[], prefix: string): Promise<number> {
+async function assertConsistent(
+  primaries: RedisServer[],
+  prefix: string,
+  grants = false,
+): Promise<number> {
   const byBase = new Map<string, string[]>();
+  const grantKey =
+    /^(.*\{[A-Za-z0-9_-]+\}:(g|go|gc):[^{}]+|.*\{[A-Za-z0-9_-]+\}:gt|[^{}]*g[ai]:[^{}]+)$/;
   for (const node of primaries) {
     for (const key of (await node.cli("--scan", "--pattern", `${prefix}*`)).split("\n")) {
-      if (key === "") continue;
+      if (key === "" || (grants && grantKey.test(key))) continue;
       const m = /^(.*\{[A-Za-z0-9_-]+\}:)([rtl]:[^{}]+|i|x|d:[^{}:]+:[A-Za-z0-9_-]+)$/.exec(key);
       assert.ok(m, `unexpected key ${key}`);
       const list = byBase.get(m[1]!) ?? [];
@@ -583,6 +603,54 @@ Deno.test("redis: the changelog lives and expires in the record's hash; revoke r
   assert.equal(await srv.cli("EXISTS", backend.keyOf(user)), "0", "the user's keys are all gone");
 });
 
+Deno.test("redis: share, unshare and transfer entries keep the record's hash, TTL, index and trimmed changelog whole", async (t) => {
+  await onBoth(t, async (url, primaries) => {
+    const prefix = `audit-${crypto.randomUUID()}:`;
+    const clock = new FakeClock();
+    await using store = await openStore(`${url}?prefix=${prefix}`, {
+      clock: clock.fn,
+      history: { maxEntries: 3 },
+    });
+    const backend = backendOf(store);
+    const alice = freshUser("alice"), bob = freshUser("bob"), carol = freshUser("carol");
+    const dave = freshUser("dave");
+    const h = await store.mint("doc", { log: [] }, { user: alice, ttlDays: 2 });
+    const key = backend.keyOf(alice, h);
+    const ttl = Number(await (await primaries())[0]!.cli("-c", "PTTL", key));
+    clock.advance(1000);
+    const g = await store.share(h, { user: alice, to: bob, rights: "write" });
+    clock.advance(1000);
+    const c = await store.share(g.handle, { user: bob, to: carol, rights: "append" });
+    clock.advance(1000);
+    await store.patch(c.handle, [Append("log", "carol")], { user: carol });
+    clock.advance(1000);
+    assert.equal(await store.unshare(g.grant, { user: alice }), 2);
+    const own = await store.get(h, { user: alice });
+    assert.equal(own.version, 5);
+    assert.equal(own.updatedAt.getTime(), clock.now, "an entry is the record's update");
+    assert.deepEqual(own.state, { log: ["carol"] });
+    assert.equal(own.lastWriter, null, "the writer of the state stays");
+    assert.deepEqual((await backend.changes(alice, h, 0)).map((e) => e.version), [3, 4, 5]);
+    assert.deepEqual((await store.list(alice)).map((i) => [i.handle, i.version]), [[h, 5]]);
+    const node = (await primaries())[0]!;
+    assert.equal(await node.cli("-c", "HLEN", key), "10", "m, d, x, l and entries 3..5");
+    const after = Number(await node.cli("-c", "PTTL", key));
+    assert.ok(after <= ttl && after > ttl - 60_000, `ttl ${after}, was ${ttl}`);
+    await assertConsistent(await primaries(), prefix, true);
+    if (!backend.transfer) return;
+    clock.advance(1000);
+    await store.transfer(h, { user: alice, to: dave, keep: "read" });
+    const moved = await store.get(h, { user: dave });
+    assert.equal(moved.version, 6);
+    assert.deepEqual((await backend.changes(dave, h, 0)).map((e) => e.version), [4, 5, 6]);
+    assert.equal(Number(await node.cli("-c", "PTTL", backend.keyOf(dave, h))) <= ttl, true);
+    assert.deepEqual((await store.grants(h, { user: dave })).map((x) => [x.to, x.rights]), [
+      [alice, "read"],
+    ]);
+    await assertConsistent(await primaries(), prefix, true);
+  });
+});
+
 /** A small seeded PRNG (mulberry32): the same seed gives the same run. */
 function prng(seed: number): (n: number) => number {
   let a = seed >>> 0;
@@ -884,6 +952,110 @@ Deno.test("redis: a dropped connection is a clear backend_error, leaves no parti
   }
 });
 
+Deno.test("redis cluster: a transfer that dies after any of its steps is finished by a later miss on the handle, and is never live in two places", async (t) => {
+  const c = await redisCluster();
+  await c.waitHealthy();
+  const prefix = `move-${crypto.randomUUID()}:`;
+  const url = `${c.url}?prefix=${prefix}`;
+  const history = { history: { maxEntries: 50 } };
+  await using store = await openStore(url, history);
+  const backend = backendOf(store);
+  const steps = [S.moveReserve, S.moveOut, S.moveIn, S.moveDone, S.moveBack, S.moveClear];
+  const scripts = new Set(steps.flatMap((s) => [s.sha, s.lua]));
+  /** A store whose process dies once `k` scripts of a move ran: nothing after them runs. */
+  const dying = async (k: number) => {
+    const client = await openClient(url, parseRedisUrl(url));
+    let ran = 0;
+    const proxy = new Proxy(client, {
+      get(target, p) {
+        const v = Reflect.get(target, p, target);
+        if (typeof v !== "function") return v;
+        if (p !== "evalsha" && p !== "eval") return v.bind(target);
+        return async (...args: unknown[]) => {
+          if (!scripts.has(args[0] as string)) return await v.apply(target, args);
+          if (ran >= k) throw new Error("killed");
+          const reply = await v.apply(target, args);
+          ran++; // a NOSCRIPT refusal ran nothing
+          return reply;
+        };
+      },
+    });
+    return new HandleStore(new RedisBackend(proxy, { prefix, closeClient: true }), history);
+  };
+  const run = async (k: number, via: "old owner" | "new owner") => {
+    const alice = freshUser("alice"), bob = freshUser("bob"), carol = freshUser("carol");
+    const h = await store.mint("doc", { k }, { user: alice });
+    const g = await store.share(h, { user: alice, to: carol, rights: "read" });
+    const before = await store.get(h, { user: alice });
+    {
+      await using died = await dying(k);
+      await rejectsWith(
+        () => died.transfer(h, { user: alice, to: bob, keep: "read" }),
+        "backend_error",
+      );
+    }
+    const [a, b] = [await backend.read(alice, h), await backend.read(bob, h)];
+    assert.ok(!(a && b), "live under both owners");
+    assert.equal(a !== null, k < 2, "the old owner's until the record left");
+    assert.equal(b !== null, k >= 3, "the new owner's once it arrived");
+    if (k < 2) {
+      // Nothing moved; the reservation holds the name at the new owner for a while.
+      assert.equal((await store.get(h, { user: alice })).version, before.version);
+      await rejectsWith(
+        () => store.transfer(h, { user: alice, to: bob, keep: "read" }),
+        "backend_error",
+      );
+      // Once it is STALE_RESERVATION_MS old, the new owner's next miss drops it.
+      const node = (await c.masters())[0]!;
+      const key = backend.keyOf(bob, h).replace(/:r:([^:]+)$/, ":n:$1");
+      const [kind, id, , ...from] = (await node.cli("-c", "GET", key)).split("\t");
+      assert.equal(kind, "R");
+      await node.cli("-c", "SET", key, [kind, id, "0", ...from].join("\t"));
+      await rejectsWith(() => store.get(h, { user: bob }), "handle_not_found");
+      assert.equal(await store.transfer(h, { user: alice, to: bob, keep: "read" }), h);
+    } else if (via === "old owner") {
+      await rejectsWith(() => store.get(h, { user: alice }), "handle_not_found");
+    } else if (k === 2) {
+      await rejectsWith(() => store.get(h, { user: bob }), "handle_not_found");
+    } else {
+      // Live at the new owner: handing it back finishes the move out first.
+      assert.equal(await store.transfer(h, { user: bob, to: alice }), h);
+      assert.equal(await store.transfer(h, { user: alice, to: bob }), h);
+    }
+    // The miss finished the move: as the one-step transfer leaves it.
+    const moved = await store.get(h, { user: bob });
+    assert.deepEqual(moved.state, before.state);
+    const back = via === "new owner" && k > 2 ? 2 : 0;
+    assert.equal(moved.version, before.version + 1 + back);
+    const log = await store.changesSince(h, before.version, { user: bob });
+    assert.ok(!log.truncated);
+    assert.ok(log.changes.every((x) => x.op === "transfer"));
+    assert.equal(log.changes[0]!.keep, "read");
+    await rejectsWith(() => store.get(h, { user: alice }), "handle_not_found");
+    const e = await rejectsWith(() => store.get(g.handle, { user: carol }), "handle_not_found");
+    assert.equal(e.details.reason, "grant_revoked");
+    // The kept grant (which a transfer back and forth ends).
+    assert.deepEqual(
+      (await store.list(alice)).map((i) => [i.sharedBy, i.rights]),
+      back ? [] : [[bob, "read"]],
+    );
+    assert.deepEqual((await store.list(bob)).map((i) => i.handle), [h]);
+    // A mark left by the last step goes with the new owner's next miss on the handle.
+    await backend.trashedUntil(bob, h);
+    await backend.trashedUntil(alice, h);
+  };
+  for (let k = 1; k <= 4; k++) {
+    for (const via of ["old owner", "new owner"] as const) {
+      if (k < 2 && via === "new owner") continue;
+      const how = via === "new owner" && k > 2
+        ? "the new owner handing it back finishes it"
+        : `a miss of the ${via} finishes it`;
+      await t.step(`dies after step ${k}; ${how}`, () => run(k, via));
+    }
+  }
+  await assertConsistent(await c.masters(), prefix, true);
+});
+
 Deno.test("redis: wait=N with too few replicas is a backend_error that names the count", async () => {
   const srv = await server();
   await using store = await HandleStore.fromUrl(`${srv.url}?wait=1&waitTimeout=50`);
@@ -1061,6 +1233,42 @@ Deno.test("redis: every write script announces its handle on the user's channel,
       () => b.remove(user, handle, ctx),
       () => b.insert(user, rec(1), ctx),
     );
+    const grant = (id: string): GrantRecord => ({
+      grant: id,
+      alias: `n_${id}`,
+      owner: user,
+      handle,
+      to: freshUser(),
+      rights: "read",
+      by: user,
+      parent: null,
+      createdAt: now,
+      expiresAt: null,
+      endedAt: null,
+    });
+    const audit = (): AuditStep => ({
+      at: now,
+      tail: '"at":"x"}',
+      retention: { maxEntries: 10, maxAgeMs: DAY },
+    });
+    const g1 = `grant_${crypto.randomUUID()}`, g2 = `grant_${crypto.randomUUID()}`;
+    // Without an entry a grant change announces nothing; with one, once.
+    await announced(
+      "share with an entry",
+      () => b.putGrant(grant(g1), now),
+      () => b.putGrant(grant(g2), now, audit()),
+    );
+    await announced(
+      "unshare with an entry",
+      () => b.endGrant(g1, now),
+      () => b.endGrant(g2, now, audit()),
+      () => b.endGrant(g2, now, audit()), // ends nothing: no entry
+    );
+    await announced(
+      "transfer",
+      () => b.transfer!(user, handle, freshUser(), ctx, { audit: audit() }),
+    );
+    await announced("insert after the transfer", () => b.insert(user, rec(1), ctx));
     await announced("remove", () => b.remove(user, handle, ctx));
     assert.equal(strays, 0, "another handle's or user's listener was called");
     for (const off of offs) off();
@@ -1134,7 +1342,7 @@ Deno.test("redis: kill -9 and restart the server under a watcher: it survives, a
   }
 });
 
-Deno.test("redis: a lease is one key in the user's slot with a native TTL that Redis drops; it never touches the record", async (t) => {
+Deno.test("redis: a lease is one key in the user's slot with a native TTL that Redis drops, copied into the record hash for reads", async (t) => {
   const run = async (url: string, primaries: () => Promise<RedisServer[]>) => {
     const prefix = `lease-${crypto.randomUUID()}:`;
     await using store = await openStore(`${url}?prefix=${prefix}`);
@@ -1148,17 +1356,31 @@ Deno.test("redis: a lease is one key in the user's slot with a native TTL that R
     // redis-cli -c follows a cluster's redirections to the user's node.
     const node = (await primaries())[0]!;
     const cli = (...args: (string | number)[]) => node.cli("-c", ...args);
-    const hash = async () => [await cli("HLEN", key), await cli("HMGET", key, "m", "d", "x", "l")];
+    const hash = () => cli("HMGET", key, "m", "d", "x", "l");
     const fields = await hash();
     const r = await store.lease(h, { user, writer: "w\tx", seconds: 0.5 });
-    assert.equal(await cli("GET", leaseKey), `${r.expiresAt.getTime()}\tw\tx`);
+    const text = `${r.expiresAt.getTime()}\tw\tx`;
+    assert.equal(await cli("GET", leaseKey), text);
     const ttl = Number(await cli("PTTL", leaseKey));
     assert.ok(ttl > 0 && ttl <= 500, `lease ttl ${ttl}`);
-    assert.deepEqual(await hash(), fields, "the record hash is untouched");
-    assert.equal((await store.get(h, { user })).version, 1);
+    assert.deepEqual(await hash(), fields, "the record is unchanged");
+    assert.equal(await cli("HGET", key, "L"), text, "the record hash holds a copy");
+    const got = await store.get(h, { user });
+    assert.equal(got.version, 1);
+    assert.deepEqual(got.activeLease, { holder: "w\tx", expiresAt: r.expiresAt });
     await assertConsistent(await primaries(), prefix);
     await sleep(700);
     assert.equal(await cli("EXISTS", leaseKey), "0", "Redis dropped the lapsed lease");
+    assert.equal(
+      (await store.get(h, { user })).activeLease,
+      undefined,
+      "the lapsed copy is no lease",
+    );
+    const again = await store.lease(h, { user, writer: "v", seconds: 60 });
+    assert.equal(await cli("HGET", key, "L"), `${again.expiresAt.getTime()}\tv`);
+    assert.equal(await store.release(h, { user, writer: "v" }), true);
+    assert.equal(await cli("HEXISTS", key, "L"), "0", "a release drops the copy");
+    assert.equal((await store.get(h, { user })).activeLease, undefined);
     // Any handle string is encoded as record keys are; one MGET answers for many.
     const now = Date.now();
     const odd = ["\ud800", "a:b}", "~x", h];
@@ -1174,6 +1396,72 @@ Deno.test("redis: a lease is one key in the user's slot with a native TTL that R
     await assertConsistent(await primaries(), prefix);
   };
   await onBoth(t, run);
+});
+
+Deno.test("redis: the lease copy in a record hash follows the lease key through insert, save, update, untrash, import and transfer", async (t) => {
+  await onBoth(t, async (url, primaries) => {
+    const prefix = `copy-${crypto.randomUUID()}:`;
+    const b = await RedisBackend.fromUrl(`${url}?prefix=${prefix}`);
+    try {
+      const user = freshUser(), other = freshUser();
+      const now = Date.now();
+      const ctx = { now, graceMs: 0 };
+      const held = (holder: string) => ({ holder, expiresAt: now + 60_000 });
+      const leaseOf = async (u: string, h: string) => (await b.readLeased(u, h, now)).lease;
+      // A lease taken before the record exists is copied in by the insert.
+      assert.equal((await b.acquireLease(user, "a_aaaaaaaa", held("w1"), now)).acquired, true);
+      assert.equal(
+        await b.insert(user, recordOf("a_aaaaaaaa"), ctx).then((r) =>
+          "inserted" in r && r.inserted
+        ),
+        true,
+      );
+      assert.deepEqual(await leaseOf(user, "a_aaaaaaaa"), held("w1"));
+      // A write that asks for the lease another holds keeps theirs; its own replaces it.
+      const write = { state: "{}", updatedAt: now, expiresAt: "keep" as const, lastWriter: "w2" };
+      const saved = await b.save(user, "a_aaaaaaaa", { ...write, expectVersion: 1 }, {
+        ...ctx,
+        lease: held("w2"),
+      });
+      assert.ok("ok" in saved && saved.ok && saved.lease?.acquired === false);
+      assert.deepEqual(await leaseOf(user, "a_aaaaaaaa"), held("w1"));
+      assert.equal(await b.releaseLease(user, "a_aaaaaaaa", "w1", now), true);
+      assert.equal(await leaseOf(user, "a_aaaaaaaa"), null);
+      const updated = await b.update(
+        user,
+        "a_aaaaaaaa",
+        (cur) => ({ record: { ...cur!, version: cur!.version + 1 } }),
+        { ...ctx, lease: held("w3") },
+      );
+      assert.ok("written" in updated && updated.written);
+      assert.deepEqual(await leaseOf(user, "a_aaaaaaaa"), held("w3"));
+      // Trashed and back: the lease key decides, not the copy that went to the trash.
+      assert.deepEqual(await b.remove(user, "a_aaaaaaaa", { ...ctx, trashUntil: now + DAY }), {
+        removed: true,
+      });
+      assert.equal(await b.releaseLease(user, "a_aaaaaaaa", "w3", now), true);
+      assert.equal(
+        await b.acquireLease(user, "a_aaaaaaaa", held("w4"), now).then((r) => r.acquired),
+        true,
+      );
+      assert.ok(await b.untrash(user, "a_aaaaaaaa", ctx));
+      assert.deepEqual(await leaseOf(user, "a_aaaaaaaa"), held("w4"));
+      // A raw restore rewrites the hash and keeps the lease.
+      assert.equal(
+        await b.importRecord(user, recordOf("a_aaaaaaaa", { version: 9 }), ctx),
+        "replaced",
+      );
+      assert.deepEqual(await leaseOf(user, "a_aaaaaaaa"), held("w4"));
+      // A transfer leaves the old owner's lease behind (on a standalone server).
+      if (b.transfer) {
+        assert.equal(await b.transfer(user, "a_aaaaaaaa", other, ctx), "moved");
+        assert.equal(await leaseOf(other, "a_aaaaaaaa"), null);
+      }
+      await assertConsistent(await primaries(), prefix);
+    } finally {
+      await b.close();
+    }
+  });
 });
 
 Deno.test("redis: stop the servers", async () => {

@@ -81,9 +81,12 @@ Deno.test("HTTP: Alice shares read-only then append; Bob reads, is refused a pat
       handle: append.handle,
       ops: [{ op: "append", path: "notes", value: "from bob" }],
     });
-    assert.equal(patched.version, 2);
+    // mint, the two shares (each an entry of the handle), Bob's patch.
+    assert.equal(patched.version, 4);
     const changes = await ok(alice, "state_changes", { handle, since_version: 1 });
-    const entry = (changes.changes as Record<string, unknown>[])[0]!;
+    const ops = (changes.changes as Record<string, unknown>[]).map((c) => c.op);
+    assert.deepEqual(ops, ["share", "share", "patch"]);
+    const entry = (changes.changes as Record<string, unknown>[])[2]!;
     assert.equal(entry.via, append.grant);
     assert.deepEqual((await ok(alice, "state_load", { handle })).state, {
       notes: ["a", "from bob"],

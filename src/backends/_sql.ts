@@ -1,6 +1,6 @@
 /**
  * What the SQL backends (SQLite, PostgreSQL) share, private to the package:
- * the listing query, built the same way for both, and the columns of a grant.
+ * the listing query, built the same way for both, and the grant statements.
  *
  * Their trash still differs, as their stored layouts do: SQLite moves a
  * revoked record to a `trash` table (schema 3), PostgreSQL marks its row with
@@ -98,4 +98,42 @@ export function grantValues(g: GrantRecord): (string | number | null)[] {
     g.expiresAt,
     g.endedAt,
   ];
+}
+
+/**
+ * The grant statements both engines run as they are, on the `grants` table
+ * `t` (the same columns on both), with parameters spelled by `p`.
+ *
+ * @param t The table, qualified as the engine needs.
+ * @param p The engine's parameters.
+ * @returns The SQL texts.
+ */
+export function grantSql(t: string, p: ListDialect["param"]): {
+  /** Stores a grant: {@link grantValues} as parameters 1 to 11. */
+  insert: string;
+  /** Ends grant 1 and every grant under it not ended yet at 2; returns them. */
+  endTree: string;
+  /** Ends every grant of owner 1's handle 2 not ended yet at 3 (a transfer). */
+  endOf: string;
+  /** The grants of owner 1's handle 2, ended ones included, oldest first. */
+  of: string;
+  /** The grants to user 1 not ended, oldest first. */
+  to: string;
+} {
+  const values = GRANT_COLUMNS.split(", ").map((c, i) =>
+    p(i + 1, c.endsWith("_ms") ? "bigint" : "text")
+  );
+  return {
+    insert: `INSERT INTO ${t} (${GRANT_COLUMNS}) VALUES (${values.join(", ")})`,
+    endTree: `WITH RECURSIVE under(id) AS (SELECT ${p(1, "text")} UNION ` +
+      `SELECT g.grant_id FROM ${t} g JOIN under ON g.parent = under.id) ` +
+      `UPDATE ${t} SET ended_ms = ${p(2, "bigint")} ` +
+      `WHERE grant_id IN (SELECT id FROM under) AND ended_ms IS NULL RETURNING ${GRANT_COLUMNS}`,
+    endOf: `UPDATE ${t} SET ended_ms = ${p(3, "bigint")} ` +
+      `WHERE owner = ${p(1, "text")} AND handle = ${p(2, "text")} AND ended_ms IS NULL`,
+    of: `SELECT ${GRANT_COLUMNS} FROM ${t} WHERE owner = ${p(1, "text")} ` +
+      `AND handle = ${p(2, "text")} ORDER BY created_ms, grant_id`,
+    to: `SELECT ${GRANT_COLUMNS} FROM ${t} WHERE to_user = ${p(1, "text")} ` +
+      "AND ended_ms IS NULL ORDER BY created_ms, grant_id",
+  };
 }

@@ -71,6 +71,19 @@
  *   deletes expired keys when it is opened and about once a minute after;
  *   they stay readable until then), and `sweep` of one user drops that
  *   user's lapsed ones.
+ * - Transfer: the state and changelog are copied below the new owner first,
+ *   under fresh ids announced by intents (as a large write's chunks are),
+ *   then one commit checks the old head's versionstamp and the absence of
+ *   the new owner's head and trash entry, and swaps everything in: the new
+ *   head adopting both copies (with the `transfer` entry), the old head, its
+ *   index entries and lease gone (its chunks and log handed to the
+ *   collector), the usage of both users, the end of every grant in force on
+ *   the old handle and the grant the old owner keeps. A state or changelog
+ *   of any size moves; the bound is the grants that one commit can end
+ *   (see {@link DenoKvBackend.transfer}).
+ * - Grant changes with history on (`share`, `unshare`) write their changelog
+ *   entry in the commit that stores or ends the grant, which checks the
+ *   record's head by versionstamp.
  * - Change feed: `kv.watch` on the head key of every watched handle, and
  *   this object's own commits notify at once. Measured with Deno 2.9: on a
  *   local KV file, `kv.watch` hears every `Deno.Kv` of the same process
@@ -108,6 +121,7 @@
  */
 
 import type {
+  AuditStep,
   Backend,
   Change,
   ChangeEntry,
@@ -121,6 +135,8 @@ import type {
   ListQuery,
   Replayed,
   SaveOutcome,
+  TransferOutcome,
+  TransferStep,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
@@ -164,11 +180,13 @@ import { KvGrants } from "./denokv/_grants.ts";
 import { KvIo } from "./denokv/_io.ts";
 import { Keys, sameKey } from "./denokv/_keys.ts";
 import { sweep } from "./denokv/_sweep.ts";
+import { transfer } from "./denokv/_transfer.ts";
 import { openDenoKv } from "./denokv/_url.ts";
 import { planUsage, readUsageEntries, staleUsage, usageOf } from "./denokv/_usage.ts";
 import { utf8Length } from "../json.ts";
 
 export type {
+  AuditStep,
   Backend,
   Change,
   ChangeEntry,
@@ -189,6 +207,7 @@ export type {
   SaveOutcome,
   Step,
   TransferOutcome,
+  TransferStep,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
@@ -274,7 +293,10 @@ export class DenoKvBackend implements Backend {
     const timeoutMs = checkMs(options.contentionTimeoutMs ?? 30_000, "contentionTimeoutMs");
     this.#db = new KvIo(kv, this.#k, timeoutMs);
     this.#feed = new Feed(this.#db, true);
-    this.#grants = new KvGrants(this.#db);
+    this.#grants = new KvGrants(this.#db, async (audit, res, after) => {
+      this.#feed.changed(audit.user, audit.handle, res);
+      await afterCommit(this.#db, after, res.versionstamp);
+    });
     this.#closeKv = options.closeKv ?? false;
   }
 
@@ -926,6 +948,44 @@ export class DenoKvBackend implements Backend {
   }
 
   /**
+   * {@inheritDoc Backend.transfer}
+   *
+   * The state and the changelog are first copied below `to` under fresh ids
+   * (invisible until a head names them, collected by `sweep` if none ever
+   * does); then one commit checks the old head's versionstamp and the absence
+   * of `to`'s head and trash entry, and moves the record, the usage of both
+   * users, the grants it ends and the one it keeps (see `denokv/_transfer.ts`).
+   * So a state or a changelog of any size moves; what is bounded is that
+   * commit: a handle with more grants in force than fit in it (about 960,
+   * fewer when they are large: Deno KV takes 1,000 changes and 819,200 bytes
+   * a commit) is refused with `invalid_argument`, nothing moved.
+   */
+  transfer(
+    user: string,
+    handle: string,
+    to: string,
+    ctx: WriteContext,
+    step: TransferStep = {},
+  ): Promise<TransferOutcome> {
+    return this.#turn(user, handle, async () => {
+      const { outcome, res } = await transfer(
+        this.#db,
+        this.#grants,
+        user,
+        handle,
+        to,
+        ctx,
+        step,
+      );
+      if (outcome === "moved") {
+        this.#feed.changed(user, handle, null);
+        this.#feed.changed(to, handle, res ?? null);
+      }
+      return outcome;
+    });
+  }
+
+  /**
    * {@inheritDoc Backend.subscribe}
    *
    * Writes through this object are heard of once they commit; those of other
@@ -941,9 +1001,15 @@ export class DenoKvBackend implements Backend {
     return this.#feed.subscribe(user, handle, listener);
   }
 
-  /** {@inheritDoc Backend.putGrant} */
-  putGrant(grant: GrantRecord, now: number): Promise<void> {
-    return this.#grants.put(grant, now);
+  /**
+   * {@inheritDoc Backend.putGrant}
+   *
+   * With `audit`, the commit that stores the grant also checks the head of
+   * `(grant.owner, grant.handle)` by versionstamp and writes its next version
+   * with the entry.
+   */
+  putGrant(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent"> {
+    return this.#grants.put(grant, now, audit);
   }
 
   /** {@inheritDoc Backend.readGrant} */
@@ -951,9 +1017,15 @@ export class DenoKvBackend implements Backend {
     return this.#grants.read(idOrAlias);
   }
 
-  /** {@inheritDoc Backend.endGrant} */
-  endGrant(grant: string, now: number): Promise<GrantRecord[]> {
-    return this.#grants.end(grant, now);
+  /**
+   * {@inheritDoc Backend.endGrant}
+   *
+   * The grant and its re-shares end level by level (see `denokv/_grants.ts`);
+   * `audit` is written by the first commit, the one that ends `grant`, which
+   * checks the record's head by versionstamp.
+   */
+  endGrant(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]> {
+    return this.#grants.end(grant, now, audit);
   }
 
   /** {@inheritDoc Backend.grantsOf} */

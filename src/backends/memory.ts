@@ -14,6 +14,7 @@
  */
 
 import type {
+  AuditStep,
   Backend,
   Change,
   ChangeEntry,
@@ -28,13 +29,14 @@ import type {
   Replayed,
   SaveOutcome,
   TransferOutcome,
+  TransferStep,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
   Usage,
   WriteContext,
 } from "../backend.ts";
-import { metaOf } from "../backend.ts";
+import { auditEntry, metaOf } from "../backend.ts";
 import { utf8Length } from "../json.ts";
 import { checkQuota, MINUTE_MS, type UsageDelta, writesAt } from "./_quota.ts";
 import { grantEnded, grantGone } from "../grants.ts";
@@ -53,6 +55,7 @@ interface IdemEntry {
 }
 
 export type {
+  AuditStep,
   Backend,
   Change,
   ChangeEntry,
@@ -73,6 +76,7 @@ export type {
   SaveOutcome,
   Step,
   TransferOutcome,
+  TransferStep,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
@@ -117,6 +121,18 @@ export class MemoryBackend implements Backend {
     );
     log.push({ ...entry });
     this.#logs.set(key, log);
+  }
+
+  /** Applies `audit` to `(user, handle)` when that record is live; false when it is not. */
+  #audit(user: string, handle: string, audit: AuditStep | undefined, now: number): boolean {
+    if (!audit) return true;
+    const r = this.#users.get(user)?.get(handle);
+    if (!r) return false;
+    const entry = auditEntry(audit, r.version + 1);
+    this.#records(user).set(handle, { ...r, version: entry.version, updatedAt: entry.at });
+    this.#append(user, handle, entry, { now, retention: audit.retention } as WriteContext);
+    this.#listeners.notify(user, handle);
+    return true;
   }
 
   #replay(user: string, ctx: WriteContext): Replayed | undefined {
@@ -258,13 +274,14 @@ export class MemoryBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.putGrant} */
-  putGrant(grant: GrantRecord, now: number): Promise<void> {
+  putGrant(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent"> {
     if (grant.parent !== null) {
       const reason = grantGone(this.#grants.get(grant.parent) ?? null, now);
       if (reason) {
         return Promise.reject(grantEnded({ grant: grant.parent, alias: grant.alias }, reason));
       }
     }
+    if (!this.#audit(grant.owner, grant.handle, audit, now)) return Promise.resolve("absent");
     this.#grants.set(grant.grant, { ...grant });
     this.#aliases.set(grant.alias, grant.grant);
     return Promise.resolve();
@@ -278,7 +295,15 @@ export class MemoryBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.endGrant} */
-  endGrant(grant: string, now: number): Promise<GrantRecord[]> {
+  endGrant(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]> {
+    const root = this.#grants.get(grant);
+    const ended = this.#endGrants(grant, now);
+    if (root && ended.length > 0) this.#audit(root.owner, root.handle, audit, now);
+    return Promise.resolve(ended);
+  }
+
+  /** Ends grant `grant` and every grant under it; returns those it ended. */
+  #endGrants(grant: string, now: number): GrantRecord[] {
     const ended: GrantRecord[] = [];
     const ids = new Set([grant]);
     // Grants are kept in insertion order, and a re-share is made after its parent.
@@ -289,7 +314,7 @@ export class MemoryBackend implements Backend {
       g.endedAt = now;
       ended.push({ ...g });
     }
-    return Promise.resolve(ended);
+    return ended;
   }
 
   /** {@inheritDoc Backend.grantsOf} */
@@ -397,13 +422,20 @@ export class MemoryBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.transfer} */
-  transfer(user: string, handle: string, to: string, ctx: WriteContext): Promise<TransferOutcome> {
+  transfer(
+    user: string,
+    handle: string,
+    to: string,
+    ctx: WriteContext,
+    step: TransferStep = {},
+  ): Promise<TransferOutcome> {
     const current = this.#users.get(user)?.get(handle);
     if (!current) return Promise.resolve("absent");
     const target = JSON.stringify([to, handle]);
     if (this.#users.get(to)?.has(handle) || this.#trash.has(target)) {
       return Promise.resolve("taken");
     }
+
     try {
       this.#quota(to, ctx, { handles: 1, bytes: utf8Length(current.state) });
     } catch (e) {
@@ -416,6 +448,14 @@ export class MemoryBackend implements Backend {
     this.#logs.delete(key);
     if (log) this.#logs.set(target, log);
     this.#leases.delete(key);
+    this.#audit(to, handle, step.audit, ctx.now);
+    for (const g of [...this.#grants.values()]) {
+      if (g.owner === user && g.handle === handle && g.endedAt === null) g.endedAt = ctx.now;
+    }
+    if (step.keep) {
+      this.#grants.set(step.keep.grant, { ...step.keep });
+      this.#aliases.set(step.keep.alias, step.keep.grant);
+    }
     this.#listeners.notify(user, handle);
     this.#listeners.notify(to, handle);
     return Promise.resolve("moved");

@@ -82,6 +82,7 @@
 
 import type postgres from "postgres";
 import type {
+  AuditStep,
   Backend,
   Change,
   ChangeEntry,
@@ -96,6 +97,7 @@ import type {
   Replayed,
   SaveOutcome,
   TransferOutcome,
+  TransferStep,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
@@ -136,6 +138,7 @@ export { POSTGRES_SCHEMA_VERSION } from "./postgres/_schema.ts";
 export { DEFAULT_POSTGRES_SCHEMA } from "./postgres/_url.ts";
 
 export type {
+  AuditStep,
   Backend,
   Change,
   ChangeEntry,
@@ -156,6 +159,7 @@ export type {
   SaveOutcome,
   Step,
   TransferOutcome,
+  TransferStep,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
@@ -414,10 +418,14 @@ export class PostgresBackend implements Backend {
       leasedOutcome({ ok: true as const, record: recordOf(row) }, ctx, row.slice(12));
     if (ctx.quota) {
       return this.#guarded(user, ctx, async (tx, remember) => {
-        await this.#g.check(tx, ctx);
-        // The old size under the row lock, so that it is the state the save replaces.
-        const [size] = await tx.unsafe(this.#u.size, [user, handle]).values();
-        const [row] = await tx.unsafe(text, params).values();
+        // The old size, then the save (the size is the state it replaces when
+        // the version matches), then the grant's lock, after the row's (see
+        // postgres/_grants.ts).
+        const [[size], [row]] = await Promise.all([
+          tx.unsafe(this.#u.size, [user, handle]).values().execute(),
+          tx.unsafe(text, params).values().execute(),
+          this.#g.check(tx, ctx),
+        ]);
         if (!row) {
           const [cur] = await tx.unsafe(this.#q.read, [user, handle]).values();
           throw new Rollback<SaveOutcome>({ ok: false, current: cur ? recordOf(cur) : null });
@@ -429,11 +437,14 @@ export class PostgresBackend implements Backend {
       });
     }
     if (!ctx.idempotency && ctx.grant) {
-      // Through a grant: the check and the conditional UPDATE in one transaction.
+      // Through a grant: the conditional UPDATE and the check in one
+      // transaction, the grant's lock after the row's (see postgres/_grants.ts).
       return this.#pool.op((sql) =>
         this.#pool.begin(sql, async (tx) => {
-          await this.#g.check(tx, ctx);
-          const [row] = await tx.unsafe(text, params).values();
+          const [[row]] = await Promise.all([
+            tx.unsafe(text, params).values().execute(),
+            this.#g.check(tx, ctx),
+          ]);
           if (row) return saved(row);
           const [cur] = await tx.unsafe(this.#q.read, [user, handle]).values();
           return { ok: false as const, current: cur ? recordOf(cur) : null };
@@ -452,8 +463,10 @@ export class PostgresBackend implements Backend {
       });
     }
     return this.#idempotent(user, ctx, async (tx, remember) => {
-      await this.#g.check(tx, ctx);
-      const [row] = await tx.unsafe(text, params).values();
+      const [[row]] = await Promise.all([
+        tx.unsafe(text, params).values().execute(),
+        this.#g.check(tx, ctx),
+      ]);
       if (!row) {
         const [cur] = await tx.unsafe(this.#q.read, [user, handle]).values();
         throw new Rollback<SaveOutcome>({ ok: false, current: cur ? recordOf(cur) : null });
@@ -476,11 +489,13 @@ export class PostgresBackend implements Backend {
       tx: Queryable,
       remember?: (r: HandleRecord | null) => Promise<void>,
     ): Promise<UpdateOutcome> => {
-      // The grant's lock, held until the transaction ends (see postgres/_grants.ts).
-      await this.#g.check(tx, ctx);
       // The row lock is held until the transaction ends: concurrent updaters
-      // queue here and each one reads the row its predecessor committed.
-      const [row] = await tx.unsafe(this.#q.lock, [user, handle]).values();
+      // queue here and each one reads the row its predecessor committed. Then
+      // the grant's lock, held as long (see postgres/_grants.ts).
+      const [[row]] = await Promise.all([
+        tx.unsafe(this.#q.lock, [user, handle]).values().execute(),
+        this.#g.check(tx, ctx),
+      ]);
       const current = row ? recordOf(row) : null;
       prior = current;
       // A change that throws ends the transaction here: nothing is written.
@@ -595,16 +610,32 @@ export class PostgresBackend implements Backend {
     });
   }
 
-  /** {@inheritDoc Backend.transfer} */
-  transfer(user: string, handle: string, to: string, ctx: WriteContext): Promise<TransferOutcome> {
+  /**
+   * {@inheritDoc Backend.transfer}
+   *
+   * One transaction, locking as `postgres/_grants.ts` says: the grant locks
+   * of both keys, then both records' rows, the old owner's first; then the
+   * row and its changelog move, the entry is written under the new owner,
+   * and the old owner's grants end (their rows locked last).
+   */
+  transfer(
+    user: string,
+    handle: string,
+    to: string,
+    ctx: WriteContext,
+    step: TransferStep = {},
+  ): Promise<TransferOutcome> {
+    const { audit, keep } = step;
     const move = async (
       tx: Queryable,
     ): Promise<{ out: TransferOutcome; delta: UsageDelta | null }> => {
-      // Both keys locked, the old owner's first: a second transfer of the
-      // same row waits here and then finds it gone.
-      const [row] = await tx.unsafe(this.#q.lock, [user, handle]).values();
+      // A second transfer of the same row waits here and then finds it gone.
+      const [, [row], [taken]] = await Promise.all([
+        this.#g.lock(tx, [user, handle], [to, handle]),
+        tx.unsafe(this.#q.lock, [user, handle]).values().execute(),
+        tx.unsafe(this.#q.lockAny, [to, handle]).values().execute(),
+      ]);
       if (!row) return { out: "absent", delta: null };
-      const [taken] = await tx.unsafe(this.#q.lockAny, [to, handle]).values();
       if (taken) return { out: "taken", delta: null };
       const record = recordOf(row);
       // Entries left under the new owner's key by a row deleted long ago are orphans.
@@ -616,11 +647,17 @@ export class PostgresBackend implements Backend {
         }
         throw e;
       });
+      // Sent in this order: the entry (after the log it trims) before the grants.
       await Promise.all([
-        tx.unsafe(this.#q.moveLog, [user, handle, to]),
-        tx.unsafe(this.#q.dropLease, [user, handle]),
-        tx.unsafe(this.#q.notify, [payloadOf(user, handle)]),
-        tx.unsafe(this.#q.notify, [payloadOf(to, handle)]),
+        tx.unsafe(this.#q.moveLog, [user, handle, to]).execute(),
+        tx.unsafe(this.#q.dropLease, [user, handle]).execute(),
+        tx.unsafe(this.#q.notify, [payloadOf(user, handle)]).execute(),
+        // The entry's statement notifies the new owner's key itself.
+        audit
+          ? tx.unsafe(this.#q.audit, this.#auditParams(to, handle, audit)).execute()
+          : tx.unsafe(this.#q.notify, [payloadOf(to, handle)]).execute(),
+        this.#g.endOf(tx, user, handle, ctx.now),
+        keep && this.#g.put(tx, keep, ctx.now),
       ]);
       return { out: "moved", delta: { handles: 1, bytes: utf8Length(record.state) } };
     };
@@ -721,9 +758,26 @@ export class PostgresBackend implements Backend {
     );
   }
 
-  /** {@inheritDoc Backend.putGrant} */
-  putGrant(grant: GrantRecord, now: number): Promise<void> {
-    return this.#pool.op((sql) => this.#pool.begin(sql, (tx) => this.#g.put(tx, grant, now)));
+  /**
+   * {@inheritDoc Backend.putGrant}
+   *
+   * One transaction, locking as `postgres/_grants.ts` says: the handle's
+   * grant lock, the record's version step and entry, then the parent's row
+   * and the grant's.
+   */
+  putGrant(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent"> {
+    const { owner, handle } = grant;
+    return this.#pool.op((sql) =>
+      this.#pool.begin(sql, async (tx): Promise<void | "absent"> => {
+        const [, stepped] = await Promise.all([
+          this.#g.lock(tx, [owner, handle]),
+          audit && tx.unsafe(this.#q.audit, this.#auditParams(owner, handle, audit)).execute(),
+          this.#g.put(tx, grant, now),
+        ]);
+        // No live record (deleted or moved since the store looked): nothing stored.
+        if (stepped && stepped.count !== 1) throw new Rollback<"absent">("absent");
+      })
+    );
   }
 
   /** {@inheritDoc Backend.readGrant} */
@@ -731,9 +785,35 @@ export class PostgresBackend implements Backend {
     return this.#pool.read((sql) => this.#g.read(sql, idOrAlias));
   }
 
-  /** {@inheritDoc Backend.endGrant} */
-  endGrant(grant: string, now: number): Promise<GrantRecord[]> {
-    return this.#pool.op((sql) => this.#g.end(sql, grant, now));
+  /**
+   * {@inheritDoc Backend.endGrant}
+   *
+   * One transaction, locking as `postgres/_grants.ts` says: the handle's
+   * grant lock, the record's version step and entry, then the grants' rows.
+   * An `unshare` that ends nothing (the grants had ended already) leaves no
+   * entry.
+   */
+  endGrant(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]> {
+    return this.#pool.op((sql) =>
+      this.#pool.begin(sql, async (tx): Promise<GrantRecord[]> => {
+        // A grant's owner and handle never change: read before its lock.
+        const root = await this.#g.rootOf(tx, grant);
+        if (!root) return [];
+        const { owner, handle } = root;
+        const [, stepped, ended] = await Promise.all([
+          this.#g.lock(tx, [owner, handle]),
+          audit && !root.ended &&
+          tx.unsafe(this.#q.audit, this.#auditParams(owner, handle, audit)).execute(),
+          this.#g.end(tx, grant, now),
+        ]);
+        // Ended meanwhile by another call: no entry for nothing. (A record
+        // deleted, trashed or moved away got none: no live row to step.)
+        if (stepped && stepped.count === 1 && ended.length === 0) {
+          throw new Rollback<GrantRecord[]>([]);
+        }
+        return ended;
+      })
+    );
   }
 
   /** {@inheritDoc Backend.grantsOf} */
@@ -816,6 +896,20 @@ export class PostgresBackend implements Backend {
     if (this.#pool.closed) return;
     this.#feed.close(!this.#closeClient);
     await this.#pool.close(this.#closeClient);
+  }
+
+  /** The parameters of the `audit` statement: `audit` on `(user, handle)`. */
+  #auditParams(user: string, handle: string, audit: AuditStep): never[] {
+    const { at, tail, retention } = audit;
+    return [
+      user,
+      handle,
+      at,
+      tail,
+      retention.maxEntries,
+      at - retention.maxAgeMs,
+      payloadOf(user, handle),
+    ] as never[];
   }
 
   /**

@@ -25,8 +25,15 @@
  * is renamed to a trash key that Redis drops at `trashUntil`; `sweep` leaves
  * the trash to that expiry.
  *
+ * `transfer` is one script over both users' keys on one server; on a Redis
+ * Cluster, where two users sit in two hash slots, it is five single-slot
+ * scripts that keep the record live in one place at a time, and a miss on
+ * the handle of either user finishes a move that a crash interrupted (see
+ * `redis/_move.ts`).
+ *
  * A lease is one string key beside the record (holder and expiry), which
- * Redis drops once it lapses. The change feed is pub/sub: every script that
+ * Redis drops once it lapses; the record's hash keeps a copy, so that `get`
+ * reads the record and its lease with one `HMGET`. The change feed is pub/sub: every script that
  * changes a record publishes its handle on the user's channel, and `subscribe`
  * listens on a second connection, opened on first use (on a cluster, PUBLISH
  * reaches every node).
@@ -62,6 +69,7 @@
 
 import type { Cluster, Redis } from "ioredis";
 import type {
+  AuditStep,
   Backend,
   Change,
   ChangeEntry,
@@ -77,6 +85,7 @@ import type {
   SaveOutcome,
   Step,
   TransferOutcome,
+  TransferStep,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
@@ -91,6 +100,7 @@ import { KeyedQueue } from "./_queue.ts";
 import { AGAIN, backoff, optimistic } from "./_retry.ts";
 import { writesAt } from "./_quota.ts";
 import {
+  auditArgs,
   compareCodePoints,
   decodeHandle,
   encodeHandle,
@@ -115,6 +125,7 @@ import {
 import { closedError, Connection } from "./redis/_connection.ts";
 import { Feed } from "./redis/_feed.ts";
 import { RedisGrants } from "./redis/_grants.ts";
+import { RedisMoves } from "./redis/_move.ts";
 import { type Keys, KeySpace } from "./redis/_keys.ts";
 import { S } from "./redis/_scripts.ts";
 import { DEFAULT_PREFIX, openClient, parseRedisUrl, scopeOf } from "./redis/_url.ts";
@@ -158,6 +169,7 @@ function withLease<T extends object>(
 }
 
 export type {
+  AuditStep,
   Backend,
   Change,
   ChangeEntry,
@@ -178,6 +190,7 @@ export type {
   SaveOutcome,
   Step,
   TransferOutcome,
+  TransferStep,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
@@ -242,23 +255,11 @@ export class RedisBackend implements Backend {
   readonly #feed: Feed;
   readonly #k: KeySpace;
   readonly #grants: RedisGrants;
+  /** Transfer across hash slots, on a Redis Cluster only. */
+  readonly #moves: RedisMoves | undefined;
   readonly #closeClient: boolean;
   /** Which Redis this is, for sharing the per-handle queues of one process. */
   #scope: string;
-  /**
-   * {@inheritDoc Backend.transfer}
-   *
-   * One script over the keys of both users, which a standalone server runs
-   * atomically. On a Redis Cluster the two users' keys sit in two hash
-   * slots, which no script can span: there this primitive is absent (and
-   * `HandleStore.transfer` says so).
-   */
-  readonly transfer?: (
-    user: string,
-    handle: string,
-    to: string,
-    ctx: WriteContext,
-  ) => Promise<TransferOutcome>;
   #users: { at: number; after: string | undefined; names: string[] } | undefined;
 
   /**
@@ -300,26 +301,65 @@ export class RedisBackend implements Backend {
     this.#k = new KeySpace(prefix);
     this.#grants = new RedisGrants(this.#conn, this.#k);
     this.#closeClient = options.closeClient ?? false;
-    if (!(client as { isCluster?: boolean }).isCluster) {
-      this.transfer = (user, handle, to, ctx) => this.#transfer(user, handle, to, ctx);
+    if ((client as { isCluster?: boolean }).isCluster) {
+      this.#moves = new RedisMoves(this.#conn, this.#k, this.#grants);
     }
   }
 
-  async #transfer(
+  /**
+   * {@inheritDoc Backend.transfer}
+   *
+   * On one server, one script over the keys of both users, which Redis runs
+   * atomically. On a Redis Cluster the two users' keys sit in two hash slots,
+   * which no script can span: there the move is five scripts, each atomic in
+   * one slot, that keep the record live in one place at a time, and that any
+   * miss on the handle of either user finishes after a crash (see
+   * `redis/_move.ts`).
+   */
+  async transfer(
     user: string,
     handle: string,
     to: string,
     ctx: WriteContext,
+    step: TransferStep = {},
   ): Promise<TransferOutcome> {
     const k = this.#k.of(user, handle), t = this.#k.of(to, handle);
-    const reply = await this.#conn.run(
-      S.transfer,
-      [k.rec, k.idx, k.exp, k.lease, t.rec, t.idx, t.exp, t.trash],
-      [`${ctx.now}\t${ctx.graceMs}`, ...quotaArgs(ctx)],
-    ) as number | Reply;
-    if (Array.isArray(reply)) refuseQuota(reply, ctx);
-    if (reply === 0) return "absent";
-    if (reply === -1) return "taken";
+    const keep = step.keep;
+    let out: TransferOutcome | Reply;
+    if (this.#moves) {
+      out = await this.#moves.transfer(user, handle, to, ctx, step.audit, keep);
+    } else {
+      const keys = [k.rec, k.idx, k.exp, k.lease, this.#k.grantsOf(user, handle)];
+      keys.push(t.rec, t.idx, t.exp, t.trash);
+      const names = keep ? await this.#grants.name(keep) : undefined;
+      if (keep) keys.push(this.#k.grantsOf(to, handle), this.#k.grant(to, keep.grant));
+      const reply = await this.#conn.run(
+        S.transfer,
+        keys,
+        [
+          `${ctx.now}\t${ctx.graceMs}\t${keep ? encodeHandle(keep.grant) : ""}\t${
+            keep ? expiresText(keep.expiresAt) : ""
+          }`,
+          ...auditArgs(step.audit, t.enc),
+          keep ? JSON.stringify({ ...keep, endedAt: null }) : "",
+          ...quotaArgs(ctx),
+        ],
+        wroteOne,
+      ) as number | Reply;
+      if (reply !== 1) await names?.unname();
+      out = Array.isArray(reply)
+        ? reply
+        : reply === 1
+        ? "moved"
+        : reply === -1
+        ? "taken"
+        : "absent";
+    }
+    if (Array.isArray(out)) {
+      refuseQuota(out, ctx);
+      throw new BackendError(`Unexpected reply of the transfer script: ${JSON.stringify(out)}`);
+    }
+    if (out !== "moved") return out;
     this.#guess(k.rec, null);
     this.#guess(t.rec, null);
     this.#feed.notify(user, handle);
@@ -400,6 +440,8 @@ export class RedisBackend implements Backend {
 
   /** {@inheritDoc Backend.trashedUntil} */
   async trashedUntil(user: string, handle: string): Promise<number | null> {
+    // On a cluster, a miss also finishes a move of the handle that a crash left unfinished.
+    if (this.#moves) return await this.#moves.trashedUntil(user, handle);
     const key = this.#k.of(user, handle).trash;
     const client = this.#conn.client;
     const u = await this.#conn.cmd(() => client.hget(key, "u"));
@@ -596,8 +638,10 @@ export class RedisBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.putGrant} */
-  putGrant(grant: GrantRecord, now: number): Promise<void> {
-    return this.#grants.put(grant, now);
+  async putGrant(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent"> {
+    const res = await this.#grants.put(grant, now, audit);
+    if (audit && res !== "absent") this.#audited(grant.owner, grant.handle);
+    return res;
   }
 
   /** {@inheritDoc Backend.readGrant} */
@@ -606,8 +650,17 @@ export class RedisBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.endGrant} */
-  endGrant(grant: string, now: number): Promise<GrantRecord[]> {
-    return this.#grants.end(grant, now);
+  async endGrant(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]> {
+    const res = await this.#grants.end(grant, now, audit);
+    const root = res.find((g) => g.grant === grant);
+    if (audit && root) this.#audited(root.owner, root.handle);
+    return res;
+  }
+
+  /** A grant change left an entry on `(owner, handle)`: the guess goes, listeners hear. */
+  #audited(owner: string, handle: string): void {
+    this.#guess(this.#k.of(owner, handle).rec, null);
+    this.#feed.notify(owner, handle);
   }
 
   /** {@inheritDoc Backend.grantsOf} */
@@ -662,7 +715,7 @@ export class RedisBackend implements Backend {
     const k = this.#k.of(user, handle);
     const reply = await this.#conn.run(
       S.untrash,
-      [k.rec, k.idx, k.exp, k.trash],
+      [k.rec, k.idx, k.exp, k.trash, k.lease],
       [`${ctx.now}\t${ctx.graceMs}`, ...quotaArgs(ctx)],
       (r) => typeof r === "string",
     ) as string | Reply | null;
@@ -848,7 +901,7 @@ export class RedisBackend implements Backend {
     ];
     const outcome = await this.#conn.run(
       S.importRecord,
-      [k.rec, k.idx, k.exp],
+      [k.rec, k.idx, k.exp, k.lease],
       args,
       (r) => r !== "kept",
     ) as
@@ -867,7 +920,8 @@ export class RedisBackend implements Backend {
     now: number,
   ): Promise<LeaseOutcome> {
     const ttl = Math.max(Math.ceil(lease.expiresAt - now), 1);
-    const reply = await this.#conn.run(S.acquire, [this.#k.lease(user, handle)], [
+    const k = this.#k.of(user, handle);
+    const reply = await this.#conn.run(S.acquire, [k.lease, k.rec], [
       String(now),
       String(ttl),
       String(lease.expiresAt),
@@ -879,8 +933,8 @@ export class RedisBackend implements Backend {
 
   /** {@inheritDoc Backend.releaseLease} */
   async releaseLease(user: string, handle: string, holder: string, now: number): Promise<boolean> {
-    const key = this.#k.lease(user, handle);
-    return await this.#conn.run(S.release, [key], [String(now), holder], wroteOne) === 1;
+    const k = this.#k.of(user, handle);
+    return await this.#conn.run(S.release, [k.lease, k.rec], [String(now), holder], wroteOne) === 1;
   }
 
   /** {@inheritDoc Backend.readLeased} */
@@ -889,12 +943,9 @@ export class RedisBackend implements Backend {
     handle: string,
     now: number,
   ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }> {
-    const k = this.#k.of(user, handle);
-    // One command: both keys sit in the user's slot.
-    const [d, l] = await this.#conn.run(S.readLeased, [k.rec, k.lease], []) as [
-      string | null,
-      string | null,
-    ];
+    // One plain command: the record hash holds a copy of its lease.
+    const rec = this.#k.record(user, handle);
+    const [d, l] = await this.#conn.cmd(() => this.#conn.client.hmget(rec, "d", "L"));
     const lease = typeof l === "string" ? leaseOf(l) : null;
     return {
       record: recordOfD(handle, d as string | null),

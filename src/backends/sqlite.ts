@@ -57,6 +57,7 @@
 import { DatabaseSync, type StatementSync } from "node:sqlite";
 import { dirname } from "node:path";
 import type {
+  AuditStep,
   Backend,
   Change,
   ChangeEntry,
@@ -71,12 +72,14 @@ import type {
   Replayed,
   SaveOutcome,
   TransferOutcome,
+  TransferStep,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
   Usage,
   WriteContext,
 } from "../backend.ts";
+import { auditEntry } from "../backend.ts";
 import { BackendError, InvalidArgument, McpStateError } from "../errors.ts";
 import { messageOf } from "./_shared.ts";
 import { listFilters } from "./_sql.ts";
@@ -101,6 +104,7 @@ import { GrantStatements, prepareGrants } from "./sqlite/_grants.ts";
 import { utf8Length } from "../json.ts";
 
 export type {
+  AuditStep,
   Backend,
   Change,
   ChangeEntry,
@@ -121,6 +125,7 @@ export type {
   SaveOutcome,
   Step,
   TransferOutcome,
+  TransferStep,
   TrashedMeta,
   TrashQuery,
   UpdateOutcome,
@@ -435,7 +440,13 @@ export class SqliteBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.transfer} */
-  transfer(user: string, handle: string, to: string, ctx: WriteContext): Promise<TransferOutcome> {
+  transfer(
+    user: string,
+    handle: string,
+    to: string,
+    ctx: WriteContext,
+    step: TransferStep = {},
+  ): Promise<TransferOutcome> {
     return this.#c.write((): TransferOutcome => {
       const row = this.#q.read.get(user, handle) as Row | undefined;
       if (!row) return "absent";
@@ -448,6 +459,9 @@ export class SqliteBackend implements Backend {
       if (ctx.quota) this.#u.apply(to, ctx, { handles: 1, bytes: utf8Length(record.state) });
       this.#q.moveLog.run(user, handle, to);
       this.#q.dropLease.run(user, handle);
+      if (step.audit) this.#audit(to, handle, step.audit, ctx.now);
+      this.#g.endOf(user, handle, ctx.now);
+      if (step.keep) this.#g.insert(step.keep);
       this.#c.wrote(user, handle);
       this.#c.wrote(to, handle);
       return "moved";
@@ -590,8 +604,12 @@ export class SqliteBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.putGrant} */
-  putGrant(grant: GrantRecord, now: number): Promise<void> {
-    return this.#c.write(() => this.#g.put(grant, now));
+  putGrant(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent"> {
+    return this.#c.write((): void | "absent" => {
+      this.#g.checkParent(grant, now);
+      if (audit && !this.#audit(grant.owner, grant.handle, audit, now)) return "absent";
+      this.#g.insert(grant);
+    });
   }
 
   /** {@inheritDoc Backend.readGrant} */
@@ -599,9 +617,18 @@ export class SqliteBackend implements Backend {
     return this.#c.run(() => this.#g.read(idOrAlias));
   }
 
-  /** {@inheritDoc Backend.endGrant} */
-  endGrant(grant: string, now: number): Promise<GrantRecord[]> {
-    return this.#c.write(() => this.#g.end(grant, now));
+  /**
+   * {@inheritDoc Backend.endGrant}
+   *
+   * An `unshare` that ends nothing (the grants had ended already) leaves no entry.
+   */
+  endGrant(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]> {
+    return this.#c.write(() => {
+      const ended = this.#g.end(grant, now);
+      // A record deleted, trashed or moved away gets no entry (there is no row to bump).
+      if (audit && ended.length > 0) this.#audit(ended[0]!.owner, ended[0]!.handle, audit, now);
+      return ended;
+    });
   }
 
   /** {@inheritDoc Backend.grantsOf} */
@@ -696,6 +723,21 @@ export class SqliteBackend implements Backend {
     await this.#c.release();
     this.#q.clear();
     if (this.#closeDb && this.#db.isOpen) this.#db.close();
+  }
+
+  /**
+   * Inside a write's transaction: applies `audit` to `(user, handle)` — its
+   * next version and `updatedAt`, and the entry appended and the changelog
+   * trimmed as any write's are. False, and nothing changed, when there is no
+   * such record.
+   */
+  #audit(user: string, handle: string, audit: AuditStep, now: number): boolean {
+    const version = this.#g.bump(user, handle, audit);
+    if (version === null) return false;
+    const entry = auditEntry(audit, version);
+    this.#q.append(user, handle, entry, { now, graceMs: 0, retention: audit.retention });
+    this.#c.wrote(user, handle);
+    return true;
   }
 
   /**

@@ -20,7 +20,7 @@ import {
   writeAll,
 } from "./_common.ts";
 import { Progress } from "./progress.ts";
-import { recordLine } from "./records.ts";
+import { grantLine, recordLine } from "./records.ts";
 import { allUsers, countRecords, requireCapability, walkRecords } from "./transfer.ts";
 
 const HELP = `Usage: mcpstate export [options]
@@ -28,8 +28,10 @@ const HELP = `Usage: mcpstate export [options]
 Writes every record of every user as JSON Lines: one record per line with
 user, handle, kind, version, created_at, updated_at, expires_at, last_writer
 and state, exactly as stored (expired records the backend still holds
-included). Users and handles come out sorted, so two exports of the same data
-are byte-identical. "mcpstate import" reads the file back.
+included), each followed by a line per grant in force on it (who it is
+shared with, the alias, the rights). Users and handles come out sorted, so two
+exports of the same data are byte-identical. "mcpstate import" reads the file
+back.
 
 Options:
   --out FILE       Write to FILE instead of stdout. The file appears only when
@@ -80,9 +82,15 @@ export const exportCommand: Command = defineCommand({
       }
       const sink = file ?? Deno.stdout;
       let buffer = "";
-      let records = 0;
+      let records = 0, grants = 0;
       const seenUsers = new Set<string>();
-      for await (const { user, record } of walkRecords(store, users)) {
+      for await (const item of walkRecords(store, users)) {
+        if ("grant" in item) {
+          buffer += grantLine(item.grant) + "\n";
+          grants++;
+          continue;
+        }
+        const { user, record } = item;
         let line: string;
         try {
           line = recordLine(user, record);
@@ -108,7 +116,9 @@ export const exportCommand: Command = defineCommand({
       progress.finish();
       const summary = `Exported ${records.toLocaleString("en-US")} record${
         records === 1 ? "" : "s"
-      } of ${seenUsers.size.toLocaleString("en-US")} user${seenUsers.size === 1 ? "" : "s"}`;
+      } of ${seenUsers.size.toLocaleString("en-US")} user${seenUsers.size === 1 ? "" : "s"}${
+        grants === 0 ? "" : ` and ${grants.toLocaleString("en-US")} grant${grants === 1 ? "" : "s"}`
+      }`;
       if (file && tmp !== null && values.out !== undefined) {
         await file.sync();
         file.close();

@@ -24,7 +24,7 @@ import {
   UsageError,
 } from "./_common.ts";
 import { Progress } from "./progress.ts";
-import { CorruptLine, parseRecordLine, readLines, type UserRecord } from "./records.ts";
+import { CorruptLine, type ExportLine, parseLine, readLines } from "./records.ts";
 import { requireCapability, transfer } from "./transfer.ts";
 
 const HELP = `Usage: mcpstate import [FILE|-] [options]
@@ -35,7 +35,9 @@ version, timestamps, expiry, writer and state, for every user in the file.
 
 Safe to re-run: a record is written only where the backend has no such handle
 or an older version of it; a newer record in the backend is kept. Every
-written record is read back and compared by SHA-256. The whole input is
+written record is read back and compared by SHA-256. Grants in force on a
+handle (lines written by export after the handle's record) are written after
+every record, as they were; one that ended meanwhile is not. The whole input is
 validated first: a corrupt line stops the import, naming the line, with
 nothing written (input from stdin is held in memory for that; pass a FILE for
 very large imports). Records that expired more than 7 days ago are skipped.
@@ -87,10 +89,10 @@ export const importCommand: Command = defineCommand({
     if (!check) requireCapability(store, url, "importRecord", "import");
     // Pass 1: validate everything before writing anything.
     const before = path === null ? null : await statOf(path);
-    const kept: UserRecord[] | null = path === null ? [] : null;
+    const kept: ExportLine[] | null = path === null ? [] : null;
     let total = 0;
     for await (const rec of records(path, store)) {
-      total++;
+      if (!("grant" in rec)) total++;
       kept?.push(rec);
     }
     // Pass 2: write (a file is read again rather than held in memory).
@@ -115,7 +117,7 @@ export const importCommand: Command = defineCommand({
   },
 });
 
-async function* records(path: string | null, store: HandleStore): AsyncGenerator<UserRecord> {
+async function* records(path: string | null, store: HandleStore): AsyncGenerator<ExportLine> {
   let file: Deno.FsFile | null = null;
   if (path !== null) {
     try {
@@ -127,7 +129,7 @@ async function* records(path: string | null, store: HandleStore): AsyncGenerator
   try {
     for await (const { no, text } of readLines(file ? file.readable : Deno.stdin.readable)) {
       if (text.trim() === "") continue;
-      yield parseRecordLine(text, no, store);
+      yield parseLine(text, no, store);
     }
   } catch (e) {
     if (e instanceof CorruptLine) {
@@ -143,7 +145,7 @@ async function* records(path: string | null, store: HandleStore): AsyncGenerator
   }
 }
 
-async function* fromArray(list: UserRecord[]): AsyncGenerator<UserRecord> {
+async function* fromArray(list: ExportLine[]): AsyncGenerator<ExportLine> {
   yield* list;
 }
 

@@ -15,7 +15,7 @@
  * @module
  */
 
-import type { ForkPoint, HandleRecord } from "../backend.ts";
+import type { ForkPoint, GrantRecord, HandleRecord } from "../backend.ts";
 import { McpStateError, StateTooLarge } from "../errors.ts";
 import { isPlainObject } from "../json.ts";
 import type { HandleStore } from "../store.ts";
@@ -26,6 +26,118 @@ export interface UserRecord {
   user: string;
   /** The record; `state` is JSON text. */
   record: HandleRecord;
+}
+
+/**
+ * A grant line: a grant in force on the record of the line before it, so
+ * that import and migrate carry sharing with the handle.
+ *
+ * ```json
+ * {"grant":"grant_…","alias":"research_…","owner":"alice","handle":"research_k3v9x2mq","to":"bob","rights":"read","by":"alice","parent":null,"created_at":"2026-07-28T12:00:00.000Z","expires_at":null}
+ * ```
+ */
+export interface UserGrant {
+  /** The grant, as the backend keeps it (`endedAt` is always `null`). */
+  grant: GrantRecord;
+}
+
+/** One line of an export: a record, or a grant on the record before it. */
+export type ExportLine = UserRecord | UserGrant;
+
+/** The fields of a grant line, in canonical order. */
+export const GRANT_FIELDS: readonly string[] = Object.freeze([
+  "grant",
+  "alias",
+  "owner",
+  "handle",
+  "to",
+  "rights",
+  "by",
+  "parent",
+  "created_at",
+  "expires_at",
+]);
+
+/**
+ * Renders a grant as its canonical line (no newline).
+ *
+ * @param g The grant.
+ * @returns The line.
+ */
+export function grantLine(g: GrantRecord): string {
+  return JSON.stringify({
+    grant: g.grant,
+    alias: g.alias,
+    owner: g.owner,
+    handle: g.handle,
+    to: g.to,
+    rights: g.rights,
+    by: g.by,
+    parent: g.parent,
+    created_at: new Date(g.createdAt).toISOString(),
+    expires_at: g.expiresAt === null ? null : new Date(g.expiresAt).toISOString(),
+  });
+}
+
+/**
+ * Parses one line of input: a grant line (it has a `grant` field), or a
+ * record line ({@link parseRecordLine}).
+ *
+ * @param text The line, without its line break.
+ * @param lineNo Its 1-based number, for the error.
+ * @param store The store the record is for.
+ * @returns The record or the grant.
+ * @throws {CorruptLine} naming the line and what is wrong.
+ */
+export function parseLine(
+  text: string,
+  lineNo: number,
+  store: Pick<HandleStore, "checkRecord" | "checkGrant">,
+): ExportLine {
+  if (!/^\s*\{\s*"grant"\s*:/.test(text)) return parseRecordLine(text, lineNo, store);
+  const bad = (reason: string) => new CorruptLine(lineNo, reason);
+  let v: Record<string, unknown>;
+  try {
+    v = JSON.parse(text);
+  } catch (e) {
+    throw bad(`it is not valid JSON (${e instanceof Error ? e.message : String(e)}).`);
+  }
+  const keys = Object.keys(v);
+  if (keys.length !== GRANT_FIELDS.length || !GRANT_FIELDS.every((k) => keys.includes(k))) {
+    throw bad(`a grant line has exactly the fields ${GRANT_FIELDS.join(", ")}.`);
+  }
+  const time = (key: string): number => {
+    const x = v[key];
+    const ms = typeof x === "string" && ISO_RE.test(x) ? Date.parse(x) : NaN;
+    if (!Number.isFinite(ms)) throw bad(`"${key}" must be an ISO-8601 time.`);
+    return ms;
+  };
+  for (const key of ["grant", "alias", "owner", "handle", "to", "rights", "by"]) {
+    if (typeof v[key] !== "string") throw bad(`"${key}" must be a string.`);
+  }
+  if (v.parent !== null && typeof v.parent !== "string") {
+    throw bad('"parent" must be a grant id or null.');
+  }
+  const grant: GrantRecord = {
+    grant: v.grant as string,
+    alias: v.alias as string,
+    owner: v.owner as string,
+    handle: v.handle as string,
+    to: v.to as string,
+    rights: v.rights as string,
+    by: v.by as string,
+    parent: v.parent as string | null,
+    createdAt: time("created_at"),
+    expiresAt: v.expires_at === null ? null : time("expires_at"),
+    endedAt: null,
+  };
+  try {
+    store.checkGrant(grant);
+  } catch (e) {
+    if (e instanceof McpStateError) throw bad(e.message);
+    throw e;
+  }
+  return { grant };
 }
 
 /** The fields of a line, in canonical order. */

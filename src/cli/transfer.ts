@@ -16,7 +16,13 @@ import type { HandleRecord } from "../backend.ts";
 import { McpStateError } from "../errors.ts";
 import type { HandleStore, ImportResult } from "../store.ts";
 import { CliFailure, EXIT_FAILURE, EXIT_OK, note, printResult } from "./_common.ts";
-import { digestLine, recordLine, type UserRecord } from "./records.ts";
+import {
+  digestLine,
+  type ExportLine,
+  recordLine,
+  type UserGrant,
+  type UserRecord,
+} from "./records.ts";
 import type { Progress } from "./progress.ts";
 
 /**
@@ -74,18 +80,21 @@ export async function allUsers(store: HandleStore): Promise<string[]> {
 
 /**
  * Walks every record of some users of a store: users in order, each user's
- * records in handle order.
+ * records in handle order, each record followed by its grants in force.
  *
  * @param store The source.
  * @param users The users to walk.
- * @returns The records.
+ * @returns The records and grants.
  */
 export async function* walkRecords(
   store: HandleStore,
   users: readonly string[],
-): AsyncGenerator<UserRecord> {
+): AsyncGenerator<ExportLine> {
   for (const user of users) {
-    for await (const record of store.exportRecords(user)) yield { user, record };
+    for await (const record of store.exportRecords(user)) {
+      yield { user, record };
+      for (const grant of await store.exportGrants(user, record.handle)) yield { grant };
+    }
   }
 }
 
@@ -126,6 +135,14 @@ export interface TransferReport {
   mismatched: number;
   /** The first mismatch, for the error line. */
   firstProblem: string | null;
+  /** Grants read from the source. */
+  grants: number;
+  /** Grants written, or (`--check`) found identical in the target. */
+  grantsVerified: number;
+  /** Grants not carried: ended or expired meanwhile. */
+  grantsEnded: number;
+  /** Grants absent from the target (`--check`), or whose handle is. */
+  grantsMissing: number;
 }
 
 /** Options of {@link restoreAll}. */
@@ -151,7 +168,7 @@ export interface RestoreOptions {
  */
 export async function restoreAll(
   target: HandleStore,
-  records: AsyncIterable<UserRecord>,
+  records: AsyncIterable<ExportLine>,
   options: RestoreOptions,
 ): Promise<TransferReport> {
   const report: TransferReport = {
@@ -166,6 +183,10 @@ export async function restoreAll(
     olderInTarget: 0,
     mismatched: 0,
     firstProblem: null,
+    grants: 0,
+    grantsVerified: 0,
+    grantsEnded: 0,
+    grantsMissing: 0,
   };
   const users = new Set<string>();
   const problem = (user: string, handle: string, what: string) => {
@@ -220,6 +241,23 @@ export async function restoreAll(
     }
   };
 
+  // Grants after every record, one at a time: a re-share after its parent.
+  const grants: UserGrant[] = [];
+  const oneGrant = async ({ grant }: UserGrant): Promise<void> => {
+    report.grants++;
+    let outcome: Awaited<ReturnType<HandleStore["importGrant"]>>;
+    try {
+      outcome = await target.importGrant(grant, { dryRun: options.check });
+    } catch (e) {
+      if (!(e instanceof McpStateError) || !REFUSED.has(e.code)) throw e;
+      problem(grant.owner, grant.handle, `grant ${grant.grant}: ${e.message.replace(/\.$/, "")}`);
+      return;
+    }
+    if (outcome === "ended") report.grantsEnded++;
+    else if (outcome === "missing") report.grantsMissing++;
+    else report.grantsVerified++;
+  };
+
   const rate = options.rate;
   const batch = rate === undefined ? 32 : Math.max(1, Math.min(32, Math.floor(rate / 20)));
   const started = performance.now();
@@ -234,11 +272,16 @@ export async function restoreAll(
     }
   };
   try {
-    for await (const rec of records) {
-      chunk.push(rec);
+    for await (const line of records) {
+      if ("grant" in line) {
+        grants.push(line);
+        continue;
+      }
+      chunk.push(line);
       if (chunk.length >= batch) await flush();
     }
     if (chunk.length > 0) await flush();
+    for (const g of grants) await oneGrant(g);
   } finally {
     options.progress.finish();
   }
@@ -279,7 +322,7 @@ export interface TransferWording {
  */
 export async function transfer(
   target: HandleStore,
-  records: AsyncIterable<UserRecord>,
+  records: AsyncIterable<ExportLine>,
   options: RestoreOptions & TransferWording & { json: boolean | undefined },
 ): Promise<number> {
   return await finishTransfer(await restoreAll(target, records, options), options);
@@ -302,7 +345,7 @@ async function finishTransfer(
     );
     return EXIT_FAILURE;
   }
-  const behind = report.missing + report.olderInTarget;
+  const behind = report.missing + report.olderInTarget + (check ? report.grantsMissing : 0);
   if (check && behind > 0) {
     note(`mcpstate ${command}: ${behind} record(s) ${options.whenMissing}.`);
     return EXIT_FAILURE;
@@ -329,6 +372,10 @@ export function reportJson(r: TransferReport): Record<string, unknown> {
     older_in_target: r.olderInTarget,
     mismatched: r.mismatched,
     verified: r.inserted + r.replaced + r.identical,
+    grants: r.grants,
+    grants_verified: r.grantsVerified,
+    grants_ended: r.grantsEnded,
+    grants_missing: r.grantsMissing,
   };
 }
 
@@ -360,6 +407,15 @@ export function reportText(r: TransferReport, verb: string, check: boolean): str
     parts.push(`${n(r.skippedExpired)} skipped (expired past the grace period)`);
   }
   if (r.mismatched > 0) parts.push(`${n(r.mismatched)} conflicting`);
+  if (r.grants > 0) {
+    parts.push(
+      `${n(r.grants)} grant${r.grants === 1 ? "" : "s"} (${n(r.grantsVerified)} ${
+        check ? "identical" : "in force in the target"
+      }${r.grantsEnded > 0 ? `, ${n(r.grantsEnded)} ended meanwhile` : ""}${
+        r.grantsMissing > 0 ? `, ${n(r.grantsMissing)} missing` : ""
+      })`,
+    );
+  }
   return `${verb} ${n(r.records)} record${r.records === 1 ? "" : "s"} of ${n(r.users)} user${
     r.users === 1 ? "" : "s"
   }: ${parts.join(", ")}. ${

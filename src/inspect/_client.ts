@@ -330,7 +330,8 @@ function timelineView(handle, t, shown) {
     if (e.more > 0) items.append(el("li", { class: "muted" }, "… and " + e.more + " more changes"));
     if (e.op === "touch") items.append(el("li", { class: "changed" }, "~ expiry → " + (e.expiresAt ? time(e.expiresAt) : "never")));
     if (e.omitted) items.append(el("li", { class: "muted" }, "too large to keep in the history"));
-    if (e.changes.length === 0 && e.op !== "touch" && !e.omitted) items.append(el("li", { class: "muted" }, "no change to the state"));
+    if (e.event) items.append(el("li", { class: "muted" }, e.event));
+    else if (e.changes.length === 0 && e.op !== "touch" && !e.omitted) items.append(el("li", { class: "muted" }, "no change to the state"));
     list.append(el("li", { "data-version": String(e.version) },
       el("div", { class: "head" }, el("span", { class: "v" }, "v" + e.version), el("span", { class: "badge" }, e.op),
         el("span", {}, e.writer || "—"), el("span", { class: "muted" }, time(e.at))),

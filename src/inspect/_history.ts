@@ -60,6 +60,8 @@ export interface TimelineEntry {
   expiresAt?: string | null;
   /** The entry was too large to keep: what it changed is not known. */
   omitted?: true;
+  /** A share, an unshare or a transfer: what happened, in words (it changed no state). */
+  event?: string;
 }
 
 /** The timeline of a handle. */
@@ -238,7 +240,24 @@ function describe(info: ChangeInfo, before: JsonObject | undefined): TimelineEnt
   };
   if (info.op === "touch") entry.expiresAt = (info.expires_at as string | null) ?? null;
   if (info.omitted) entry.omitted = true;
+  const event = eventOf(info);
+  if (event) entry.event = event;
   return entry;
+}
+
+/** What a share, an unshare or a transfer entry records, in words. */
+function eventOf(info: ChangeInfo): string | undefined {
+  const name = (x: unknown) => x === "*" ? "anyone with the link" : JSON.stringify(x);
+  if (info.op === "share") {
+    return `shared with ${name(info.to)} (${info.rights})${info.via ? " — a re-share" : ""}`;
+  }
+  if (info.op === "unshare") return `ended the grant ${info.grant}`;
+  if (info.op === "transfer") {
+    return `transferred from ${name(info.from)} to ${name(info.to)}${
+      info.keep ? `, keeping ${info.keep}` : ""
+    }`;
+  }
+  return undefined;
 }
 
 /** The changes of one patch op. */

@@ -195,18 +195,27 @@ export default group("fork", [], [
       await using other = await openStore({ clock: clock.fn });
       const theirs = await other.get(h, { user: bob });
       assert.deepEqual(theirs.state, before.state);
-      assert.equal(theirs.version, before.version);
+      assert.equal(theirs.version, before.version + 1, "the move is the handle's next version");
+      assert.equal(theirs.createdAt.getTime(), before.createdAt.getTime());
       assert.equal(theirs.activeLease, undefined, "the old owner's lease does not travel");
       const log = await other.changesSince(h, 0, { user: bob });
       assert.ok(!log.truncated);
-      assert.deepEqual(log.changes.map((c) => c.op), ["mint", "patch"]);
+      assert.deepEqual(log.changes.map((c) => c.op), ["mint", "patch", "transfer"]);
+      const entry = log.changes[2]!;
+      assert.deepEqual([entry.writer, entry.from, entry.to, entry.keep], [
+        alice,
+        alice,
+        bob,
+        undefined,
+      ]);
+      assert.equal(entry.patch, undefined, "a transfer changes no state");
       assert.ok((await other.list(bob)).some((i) => i.handle === h));
       // Bob works on it as an owner; Alice's fork of it no longer finds its origin.
       await other.patch(h, [Append("todo", "bob")], { user: bob });
       await rejectsWith(() => store.mergeBack(f, { user: alice }), "handle_not_found");
       // Transferring back works: the same handle string again.
       assert.equal(await store.transfer(h, { user: bob, to: alice }), h);
-      assert.equal((await store.get(h, { user: alice })).version, 3);
+      assert.equal((await store.get(h, { user: alice })).version, 5);
     },
     ["transfer"],
   ),
@@ -222,10 +231,13 @@ export default group("fork", [], [
           "invalid_argument",
         );
       }
-      await rejectsWith(
-        () => store.transfer(h, { user: alice, to: bob, keep: "read" }),
-        "invalid_argument",
-      );
+      for (const keep of ["", "owner", "READ", 1, null]) {
+        const e = await rejectsWith(
+          () => store.transfer(h, { user: alice, to: bob, keep: keep as string }),
+          "invalid_argument",
+        );
+        assert.equal(e.details.field, "keep");
+      }
       await rejectsWith(() => store.transfer(h, { user: bob, to: alice }), "handle_not_found");
       await rejectsWith(
         () => store.transfer("task_zzzzzzzz", { user: alice, to: bob }),

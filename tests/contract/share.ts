@@ -93,7 +93,8 @@ export default group("share", ["grants"], [
       assert.equal(e.details.reason, undefined);
       const star = await store.share(handle, { user: alice, to: "*", rights: "read" });
       assert.match(star.handle, /^doc_[a-z2-7]{26}$/);
-      assert.equal((await store.get(star.handle, { user: freshUser() })).version, 1);
+      // Each share is an entry of the owner's handle: mint, share with bob, share with anyone.
+      assert.equal((await store.get(star.handle, { user: freshUser() })).version, 3);
     },
   ),
   step(
@@ -126,18 +127,18 @@ export default group("share", ["grants"], [
         writer: "bob/agent",
       });
       assert.equal(snap.handle, g.handle);
-      assert.equal(snap.version, 2);
+      assert.equal(snap.version, 3, "mint, share, bob's patch");
       const own = await store.get(handle, { user: alice });
       assert.deepEqual(own.state.log, ["from bob"]);
       assert.equal(own.lastWriter, "bob/agent");
-      const log = await store.changesSince(handle, 1, { user: alice });
+      const log = await store.changesSince(handle, 2, { user: alice });
       assert.ok(!log.truncated);
       assert.equal(log.changes.length, 1);
       assert.equal(log.changes[0]!.writer, "bob/agent");
       assert.equal(log.changes[0]!.via, g.grant);
       // The owner's own writes carry no via.
       await store.patch(handle, [Append("log", "mine")], { user: alice });
-      const mine = await store.changesSince(handle, 2, { user: alice });
+      const mine = await store.changesSince(handle, 3, { user: alice });
       assert.ok(!mine.truncated && mine.changes[0]!.via === undefined);
     },
   ),
@@ -179,7 +180,8 @@ export default group("share", ["grants"], [
         "invalid_argument",
       );
       await rejectsWith(() => store.revoke(c.handle, { user: carol }), "permission_denied");
-      assert.equal((await store.get(handle, { user: alice })).version, 2);
+      // mint, bob's grant, carol's re-share, carol's patch: the refusals wrote nothing.
+      assert.equal((await store.get(handle, { user: alice })).version, 4);
     },
   ),
   step(
@@ -218,7 +220,8 @@ export default group("share", ["grants"], [
         () => store.share(g.handle, { user: bob, to: carol, rights: "read" }),
         "handle_not_found",
       );
-      assert.equal((await store.get(handle, { user: alice })).version, 1);
+      // mint, three shares, two unshares; the no-op unshare and the refusals wrote nothing.
+      assert.equal((await store.get(handle, { user: alice })).version, 6);
     },
   ),
   step(
@@ -243,6 +246,7 @@ export default group("share", ["grants"], [
         const g = await store.share(handle, { user: alice, to: bob, rights: "write", ttlDays: 1 });
         if (end === "unshare") await store.unshare(g.grant, { user: alice });
         else clock.advance(DAY);
+        const version = (await store.get(handle, { user: alice })).version;
         const reason = end === "unshare" ? "grant_revoked" : "grant_expired";
         for (
           const run of [
@@ -256,7 +260,7 @@ export default group("share", ["grants"], [
           assert.equal(e.details.handle, g.handle);
         }
         const own = await store.get(handle, { user: alice });
-        assert.equal(own.version, 1);
+        assert.equal(own.version, version);
       }
     },
   ),
@@ -350,8 +354,91 @@ export default group("share", ["grants"], [
       );
       await store.restore(handle, { user: alice });
       assert.deepEqual((await store.get(handle, { user: alice })).state, { log: [] });
-      assert.equal((await store.get(g.handle, { user: bob })).version, 1);
+      assert.equal(
+        (await store.get(g.handle, { user: bob })).version,
+        (await store.get(handle, { user: alice })).version,
+      );
     },
+  ),
+  step(
+    "share and unshare leave changelog entries that change no state; a save behind only those is not stale",
+    async ({ store }) => {
+      const alice = freshUser("alice"), bob = freshUser("bob"), carol = freshUser("carol");
+      const h = await store.mint("doc", { n: 0 }, { user: alice });
+      const g = await store.share(h, { user: alice, to: bob, rights: "append", ttlDays: 2 });
+      const c = await store.share(g.handle, { user: bob, to: carol, rights: "read" });
+      await store.unshare(g.grant, { user: alice });
+      const log = await store.changesSince(h, 1, { user: alice });
+      assert.ok(!log.truncated);
+      assert.deepEqual(log.changes.map((x) => [x.op, x.writer, x.grant]), [
+        ["share", alice, g.grant],
+        ["share", bob, c.grant],
+        ["unshare", alice, g.grant],
+      ]);
+      const [first, second] = log.changes;
+      assert.deepEqual([first!.to, first!.rights, first!.via], [bob, "append", undefined]);
+      assert.equal(first!.expires_at, g.expiresAt!.toISOString());
+      assert.deepEqual([second!.to, second!.rights, second!.via], [carol, "read", g.grant]);
+      assert.ok(log.changes.every((x) => x.patch === undefined && x.ops === undefined));
+      assert.deepEqual((await store.get(h, { user: alice })).state, { n: 0 });
+      // Alice read version 1; what happened since changed no state: her save lands.
+      const saved = await store.save(h, { n: 1 }, { user: alice, expectVersion: 1 });
+      assert.equal(saved.version, 5);
+      assert.deepEqual(saved.state, { n: 1 });
+      // A change of state in between is still a conflict, a share after it or not.
+      await store.patch(h, [Increment("", "n")], { user: alice });
+      await store.share(h, { user: alice, to: carol, rights: "read" });
+      await rejectsWith(
+        () => store.save(h, { n: 9 }, { user: alice, expectVersion: 5 }),
+        "stale_write",
+      );
+      // A merging save rewinds across the share entry.
+      const merged = await store.save(h, { n: 1, note: "x" }, {
+        user: alice,
+        expectVersion: 5,
+        onConflict: "merge",
+      });
+      assert.deepEqual(merged.state, { n: 2, note: "x" });
+    },
+  ),
+  step(
+    "transfer with keep: the old owner keeps a grant of those rights; grants made before end in the same step",
+    async ({ store }) => {
+      const alice = freshUser("alice"), bob = freshUser("bob"), carol = freshUser("carol");
+      const h = await store.mint("doc", { log: [] }, { user: alice });
+      const g = await store.share(h, { user: alice, to: carol, rights: "write" });
+      assert.equal(await store.transfer(h, { user: alice, to: bob, keep: "append" }), h);
+      const e = await rejectsWith(() => store.get(g.handle, { user: carol }), "handle_not_found");
+      assert.equal(e.details.reason, "grant_revoked");
+      await rejectsWith(() => store.get(h, { user: alice }), "handle_not_found");
+      const kept = (await store.list(alice)).filter((i) => i.sharedBy === bob);
+      assert.deepEqual(kept.map((i) => i.rights), ["append"]);
+      const alias = kept[0]!.handle;
+      await store.patch(alias, [Append("log", "alice")], { user: alice });
+      await rejectsWith(
+        () => store.patch(alias, [SetKey("", "x", 1)], { user: alice }),
+        "permission_denied",
+      );
+      await rejectsWith(() => store.revoke(alias, { user: alice }), "permission_denied");
+      await rejectsWith(
+        () => store.transfer(alias, { user: alice, to: carol }),
+        "handle_not_found",
+      );
+      const grants = await store.grants(h, { user: bob });
+      assert.deepEqual(grants.map((x) => [x.to, x.rights, x.handle]), [[alice, "append", alias]]);
+      const log = await store.changesSince(h, 2, { user: bob });
+      assert.ok(!log.truncated);
+      assert.deepEqual(log.changes.map((x) => [x.op, x.writer]), [
+        ["transfer", alice],
+        ["patch", null],
+      ]);
+      assert.equal(log.changes[0]!.keep, "append");
+      assert.equal(log.changes[1]!.via, grants[0]!.grant);
+      assert.equal(await store.unshare(grants[0]!.grant, { user: bob }), 1);
+      const ended = await rejectsWith(() => store.get(alias, { user: alice }), "handle_not_found");
+      assert.equal(ended.details.reason, "grant_revoked");
+    },
+    ["transfer"],
   ),
   step(
     "quotas: a write through a grant counts for the owner, never for the grantee",

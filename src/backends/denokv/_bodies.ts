@@ -205,6 +205,13 @@ export async function collect(
   return true;
 }
 
+/** Where a head's state lives now, for a commit that keeps it (inline, or its chunk set as it is). */
+export function bodyRefOf(head: Head): BodyRef {
+  const utf16 = head.x === true;
+  if (head.b instanceof Uint8Array) return { inline: head.b, z: head.z, utf16 };
+  return { d: head.d!, n: head.n ?? 0, z: head.z, utf16 };
+}
+
 /** Releases a chunk set this call wrote but did not get adopted. Errors are left to `sweep`. */
 export async function releaseBody(db: KvIo, body: BodyRef | null | undefined): Promise<void> {
   if (!body || !("set" in body) || !body.set) return;
@@ -212,8 +219,9 @@ export async function releaseBody(db: KvIo, body: BodyRef | null | undefined): P
 }
 
 /**
- * Adds the deletion of a head's chunk set: in this commit when small, else
- * through a dead intent the collector empties. Returns that intent.
+ * Adds the deletion of a head's chunk set: in this commit when at most
+ * `inCommit` chunks, else through a dead intent the collector empties.
+ * Returns that intent.
  */
 export function dropChunks(
   db: KvIo,
@@ -221,9 +229,10 @@ export function dropChunks(
   u: Deno.KvKeyPart,
   h: Deno.KvKeyPart,
   old: Head,
+  inCommit: number = DELETE_IN_COMMIT,
 ): Deno.KvKey | null {
   const n = old.n ?? 0, d = old.d!;
-  if (n <= DELETE_IN_COMMIT) {
+  if (n <= inCommit) {
     for (let i = 0; i < n; i++) op.delete(db.keys.chunk(u, h, d, i));
     return null;
   }

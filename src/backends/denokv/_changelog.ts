@@ -7,8 +7,10 @@
  */
 
 import type { ChangeEntry, Retention, WriteContext } from "../../backend.ts";
+import { collect } from "./_bodies.ts";
 import {
   AGE_SCAN_BATCH,
+  CHUNKS_PER_COMMIT,
   type Head,
   type Intent,
   LOG_DELETE_IN_COMMIT,
@@ -21,9 +23,9 @@ import type { KvIo } from "./_io.ts";
 
 /**
  * Adds the deletion of the changelog entries `from`…`to` of log `l`: in
- * this commit when few, else through a dead intent the collector empties
- * (nobody reads them meanwhile: reads start at the head's `g`, or the log
- * id is no longer any head's). Returns that intent.
+ * this commit when at most `inCommit`, else through a dead intent the
+ * collector empties (nobody reads them meanwhile: reads start at the head's
+ * `g`, or the log id is no longer any head's). Returns that intent.
  */
 export function dropLog(
   db: KvIo,
@@ -33,10 +35,11 @@ export function dropLog(
   l: string,
   from: number,
   to: number,
+  inCommit: number = LOG_DELETE_IN_COMMIT,
 ): Deno.KvKey | null {
   const n = to - from + 1;
   if (n <= 0) return null;
-  if (n <= LOG_DELETE_IN_COMMIT) {
+  if (n <= inCommit) {
     for (let v = from; v <= to; v++) op.delete(db.keys.log(u, h, l, v));
     return null;
   }
@@ -118,4 +121,71 @@ export async function firstYoung(
     },
   );
   return found;
+}
+
+/** A copy of a run of changelog entries under a fresh log id, announced by an intent, not yet adopted. */
+export interface LogCopy {
+  /** The new log id. */
+  L: string;
+  /** Its first version. */
+  f: number;
+  /** How many entries. */
+  n: number;
+  /** The intent that announces it. */
+  intent: Deno.KvKey;
+  /** The intent's versionstamp, which the adopting commit checks. */
+  intentVs: string;
+}
+
+/**
+ * Copies the entries `from`…`to` of log `l` of `(u, h)` to a fresh log of
+ * `(tu, h)`, as a large state's chunks are written: announced by an intent
+ * written with the first entries, invisible until a head names the new log
+ * (its commit checks and deletes the intent), collected by `sweep` when no
+ * head ever does. At most {@link CHUNKS_PER_COMMIT} entries (one KV value
+ * each) per commit. `"missing"` when an entry is not there (the record
+ * changed since it was read), `null` when the intent was collected meanwhile;
+ * either way the copy so far is released.
+ */
+export async function copyLog(
+  db: KvIo,
+  u: Deno.KvKeyPart,
+  h: Deno.KvKeyPart,
+  l: string,
+  from: number,
+  to: number,
+  tu: Deno.KvKeyPart,
+): Promise<LogCopy | "missing" | null> {
+  const L = newId(), n = to - from + 1;
+  const intent = db.keys.intent(Date.now(), tu, h, L);
+  let intentVs = "";
+  for (let first = from; first <= to; first += CHUNKS_PER_COMMIT) {
+    const last = Math.min(to, first + CHUNKS_PER_COMMIT - 1);
+    const rows = await db.range<LogValue>({
+      start: db.keys.log(u, h, l, first),
+      end: db.keys.log(u, h, l, last + 1),
+    }, { batchSize: last - first + 1 });
+    const whole = rows.length === last - first + 1 &&
+      rows.every((e, i) => e.key[e.key.length - 1] === first + i);
+    const res = !whole ? null : await db.commit((op) => {
+      if (first === from) op.set(intent, { n, l: L, f: from } satisfies Intent);
+      else op.check({ key: intent, versionstamp: intentVs });
+      for (const e of rows) {
+        op.set(db.keys.log(tu, h, L, e.key[e.key.length - 1] as number), e.value);
+      }
+    });
+    if (res?.ok !== true) {
+      if (first > from) await releaseLog(db, { L, f: from, n, intent, intentVs });
+      return res ? null : "missing";
+    }
+    if (first === from) intentVs = res.versionstamp;
+  }
+  return { L, f: from, n, intent, intentVs };
+}
+
+/** Releases a log copy that no head adopted. Errors are left to `sweep`. */
+export async function releaseLog(db: KvIo, copy: LogCopy | null | undefined): Promise<void> {
+  if (!copy) return;
+  await collect(db, copy.intent, copy.intentVs, { n: copy.n, l: copy.L, f: copy.f })
+    .catch(() => false);
 }

@@ -19,13 +19,28 @@
  * returns, and a write through any of them checks its grant's versionstamp:
  * none lands after that.
  *
+ * With an `AuditStep`, `putGrant` and the first commit of `endGrant` (the
+ * one that ends the grant named) also check the head of the grant's record
+ * and write its next version with the entry (`_audit.ts`). So, with history
+ * on, every new grant of a handle is a commit that checks its head, which a
+ * transfer deletes in its own commit: a transfer never leaves behind a grant
+ * made beside it.
+ *
  * @module
  */
 
-import type { GrantCheck, GrantRecord } from "../../backend.ts";
+import type { AuditStep, GrantCheck, GrantRecord } from "../../backend.ts";
 import { grantEnded, grantGone } from "../../grants.ts";
 import { AGAIN, optimistic } from "../_retry.ts";
+import { type AuditCommit, planAudit } from "./_audit.ts";
 import type { KvIo } from "./_io.ts";
+
+/** Called after a commit that wrote an audit entry (the change feed, the collection of trimmed entries). */
+export type Audited = (
+  audit: AuditCommit,
+  res: Deno.KvCommitResult,
+  after: Deno.KvKey[],
+) => Promise<void>;
 
 /** At most this many grants are ended in one commit (two keys each: a check and a set). */
 const END_BATCH = 50;
@@ -72,11 +87,16 @@ export class GrantKeys {
 export class KvGrants {
   readonly #db: KvIo;
   readonly #k: GrantKeys;
+  readonly #audited: Audited;
 
-  /** @param db The backend's KV. */
-  constructor(db: KvIo) {
+  /**
+   * @param db The backend's KV.
+   * @param audited Called after each commit that wrote an audit entry.
+   */
+  constructor(db: KvIo, audited: Audited) {
     this.#db = db;
     this.#k = new GrantKeys(db);
+    this.#audited = audited;
   }
 
   /**
@@ -108,29 +128,66 @@ export class KvGrants {
   }
 
   /** {@inheritDoc Backend.putGrant} */
-  async put(grant: GrantRecord, now: number): Promise<void> {
+  async put(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent"> {
     const g = { ...grant };
     const tick = performance.timeOrigin + performance.now();
-    await optimistic(async () => {
-      const parent = g.parent === null
-        ? null
-        : await this.#db.get<GrantRecord>(this.#k.grant(g.parent));
+    return await optimistic(async () => {
+      const [parent, plan] = await Promise.all([
+        g.parent === null ? null : this.#db.get<GrantRecord>(this.#k.grant(g.parent)),
+        audit ? planAudit(this.#db, g.owner, g.handle, audit, now) : null,
+      ]);
       if (parent) {
         const reason = grantGone(parent.value, now);
         if (reason) throw grantEnded({ grant: g.parent!, alias: g.alias }, reason);
       }
+      if (plan === "absent") return "absent";
+      let after: Deno.KvKey[] = [];
       const res = await this.#db.commit((op) => {
         if (parent) op.check(parent);
-        op.check({ key: this.#k.grant(g.grant), versionstamp: null });
-        op.check({ key: this.#k.alias(g.alias), versionstamp: null });
-        op.set(this.#k.grant(g.grant), g);
-        op.set(this.#k.alias(g.alias), g.grant);
-        op.set([...this.#k.ofHandle(g.owner, g.handle), g.createdAt, tick, g.grant], g.grant);
-        if (g.to !== "*") op.set([...this.#k.toUser(g.to), g.createdAt, tick, g.grant], g.grant);
-        if (g.parent !== null) op.set([...this.#k.children(g.parent), g.grant], g.grant);
+        this.add(op, g, tick);
+        if (plan) after = plan.add(op);
       });
-      return res.ok ? undefined : AGAIN;
+      if (!res.ok) return AGAIN;
+      if (plan) await this.#audited(plan, res, after);
+      return undefined;
     }, this.#db.contended(g.alias));
+  }
+
+  /**
+   * Adds the storing of a new grant to a commit: its record, alias and index
+   * keys, with checks that its id and alias are unused (the parent is the
+   * caller's to check).
+   *
+   * @param op The commit.
+   * @param g The grant.
+   * @param tick Orders grants made in the same millisecond (default: now, high resolution).
+   */
+  add(
+    op: Deno.AtomicOperation,
+    g: GrantRecord,
+    tick: number = performance.timeOrigin + performance.now(),
+  ): void {
+    op.check({ key: this.#k.grant(g.grant), versionstamp: null });
+    op.check({ key: this.#k.alias(g.alias), versionstamp: null });
+    op.set(this.#k.grant(g.grant), g);
+    op.set(this.#k.alias(g.alias), g.grant);
+    op.set([...this.#k.ofHandle(g.owner, g.handle), g.createdAt, tick, g.grant], g.grant);
+    if (g.to !== "*") op.set([...this.#k.toUser(g.to), g.createdAt, tick, g.grant], g.grant);
+    if (g.parent !== null) op.set([...this.#k.children(g.parent), g.grant], g.grant);
+  }
+
+  /**
+   * Adds the end of `grants` (as read, in force) at `now` to a commit. A
+   * grant record changes only when it ends, so each is set without a check
+   * (one mutation, no check: many fit in one commit); one that another call
+   * ended meanwhile stays ended, at `now`.
+   *
+   * @param op The commit.
+   * @param grants Grants in force.
+   * @param now Epoch ms.
+   */
+  endIn(op: Deno.AtomicOperation, grants: readonly GrantRecord[], now: number): void {
+    for (const g of grants) op.set(this.#k.grant(g.grant), { ...g, endedAt: now });
   }
 
   /** {@inheritDoc Backend.readGrant} */
@@ -147,15 +204,23 @@ export class KvGrants {
   }
 
   /** {@inheritDoc Backend.endGrant} */
-  async end(grant: string, now: number): Promise<GrantRecord[]> {
+  async end(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]> {
     const ended: GrantRecord[] = [];
     const seen = new Set<string>();
     let level = [grant];
+    let first = true;
     while (level.length > 0) {
       const fresh = level.filter((id) => !seen.has(id));
       for (const id of fresh) seen.add(id);
       for (let i = 0; i < fresh.length; i += END_BATCH) {
-        ended.push(...await this.#endBatch(fresh.slice(i, i + END_BATCH), now));
+        // The first commit ends the grant named, and writes the entry that records it.
+        const out = await this.#endBatch(
+          fresh.slice(i, i + END_BATCH),
+          now,
+          first ? audit : undefined,
+        );
+        ended.push(...out);
+        first = false;
       }
       // Each of `fresh` is ended now, so no re-share is added under it any more.
       const next: string[] = [];
@@ -168,20 +233,37 @@ export class KvGrants {
     return ended;
   }
 
-  /** Ends the grants `ids` that are not ended yet, in one commit; answers those it ended. */
-  #endBatch(ids: string[], now: number): Promise<GrantRecord[]> {
+  /**
+   * Ends the grants `ids` that are not ended yet, in one commit; answers
+   * those it ended. With `audit` (`ids` is then the grant named), the commit
+   * also writes it on the grant's record when that is live and it ends any.
+   */
+  #endBatch(
+    ids: string[],
+    now: number,
+    audit?: AuditStep,
+  ): Promise<GrantRecord[]> {
     return optimistic(async () => {
       const entries = await this.#many(ids.map((id) => this.#k.grant(id)));
+      const root = entries[0]?.value;
+      const plan = audit && root
+        ? await planAudit(this.#db, root.owner, root.handle, audit, now)
+        : null;
       const live = entries.filter((e) => e.value !== null && e.value.endedAt === null);
       if (live.length === 0) return [];
+      const audited = plan === "absent" ? null : plan;
       const out = live.map((e) => ({ ...e.value!, endedAt: now }));
+      let after: Deno.KvKey[] = [];
       const res = await this.#db.commit((op) => {
         live.forEach((e, i) => {
           op.check(e);
           op.set(e.key, out[i]);
         });
+        if (audited) after = audited.add(op);
       });
-      return res.ok ? out : AGAIN;
+      if (!res.ok) return AGAIN;
+      if (audited) await this.#audited(audited, res, after);
+      return out;
     }, this.#db.contended(ids[0]!));
   }
 

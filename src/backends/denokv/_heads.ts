@@ -81,8 +81,9 @@ export function putHead(
 /**
  * Adds the deletion of a record's keys: its chunks and changelog and, when
  * it is `live` (not a trashed record, whose trash entry the caller deletes),
- * its head and its list and expiry index entries. Returns the intents to
- * collect after the commit.
+ * its head and its list and expiry index entries. Chunks and entries beyond
+ * `inCommit` (default: as many as a head commit deletes) are handed to the
+ * collector. Returns the intents to collect after the commit.
  */
 export function dropRecord(
   db: KvIo,
@@ -91,6 +92,7 @@ export function dropRecord(
   h: Deno.KvKeyPart,
   old: Head,
   live: boolean,
+  inCommit?: number,
 ): Deno.KvKey[] {
   if (live) {
     op.delete(db.keys.head(u, h));
@@ -99,11 +101,11 @@ export function dropRecord(
   }
   const after: Deno.KvKey[] = [];
   if (old.d !== undefined) {
-    const intent = dropChunks(db, op, u, h, old);
+    const intent = dropChunks(db, op, u, h, old, inCommit);
     if (intent) after.push(intent);
   }
   if (old.L !== undefined && old.g !== undefined && old.g <= old.v) {
-    const intent = dropLog(db, op, u, h, old.L, old.g, old.v);
+    const intent = dropLog(db, op, u, h, old.L, old.g, old.v, inCommit);
     if (intent) after.push(intent);
   }
   return after;

@@ -1,16 +1,26 @@
 /**
  * Grants on PostgreSQL (sharing): a `grants` table, one row per grant.
  *
- * A write through a grant first locks the grant's row `FOR NO KEY UPDATE`
- * inside the write's own transaction and keeps that lock until it commits;
- * `unshare` ends the grant and its re-shares with one `UPDATE`, which needs
- * the same lock. So an `unshare` waits for the write that holds the grant,
- * and a write that comes later (or waited for the `unshare`) reads the ended
- * row (READ COMMITTED re-reads a row it waited for) and writes nothing: once
- * `unshare` returned, no write through the grant lands. The lock is
- * exclusive, not `FOR SHARE`: shared lockers coming one after another could
- * starve the `UPDATE` forever, and writes through one grant all write one
- * handle, whose row lock serializes them anyway.
+ * A write through a grant locks the grant's row `FOR NO KEY UPDATE` inside
+ * the write's own transaction, right after the record's row, and keeps that
+ * lock until it commits; `unshare` ends the grant and its re-shares with one
+ * `UPDATE`, which needs the same lock. So an `unshare` waits for the write
+ * that holds the grant, and a write that comes later (or waited for the
+ * `unshare`) reads the ended row (READ COMMITTED re-reads a row it waited
+ * for) and writes nothing: once `unshare` returned, no write through the
+ * grant lands. The lock is exclusive, not `FOR SHARE`: shared lockers coming
+ * one after another could starve the `UPDATE` forever, and writes through one
+ * grant all write one handle, whose row lock serializes them anyway.
+ *
+ * Lock order, the same in every transaction, so that none waits for another
+ * in a cycle: a user's usage lock (quotas), then the grant locks of handles
+ * (advisory, by key: {@link GrantStatements.lock}), then records' rows, then
+ * grants' rows. A share, an unshare and a transfer take the grant locks of
+ * their handles first, so those of one handle run one at a time; each then
+ * writes its changelog entry on the record's row (its version step) before
+ * it touches a grant's row. Statements that lock are sent in that order,
+ * pipelined on the transaction's connection (the server runs them in the
+ * order they arrive).
  *
  * The table is made when absent, independent of the schema number.
  *
@@ -20,7 +30,11 @@
 import type { Queryable } from "./_pool.ts";
 import type { GrantRecord, WriteContext } from "../../backend.ts";
 import { grantEnded, grantGone } from "../../grants.ts";
-import { GRANT_COLUMNS, grantValues } from "../_sql.ts";
+import { GRANT_COLUMNS, grantSql, grantValues } from "../_sql.ts";
+import { hash32 } from "./_rows.ts";
+
+/** First half of the advisory lock key of one handle's grants ("mcgr"). */
+const GRANTS_LOCK_CLASS = 0x6d636772;
 
 /**
  * Creates the `grants` table and its indexes when absent.
@@ -69,52 +83,75 @@ function grantOf(r: readonly unknown[]): GrantRecord {
 /** The grant statements of one schema. */
 export class GrantStatements {
   readonly #s: string;
+  readonly #sql: ReturnType<typeof grantSql>;
 
   /** @param s The quoted schema name. */
   constructor(s: string) {
     this.#s = s;
+    this.#sql = grantSql(`${s}.grants`, (n, type) => `$${n}::${type}`);
+  }
+
+  /**
+   * Inside a transaction: takes the grant locks of each `(owner, handle)` of
+   * `keys` (transaction-scoped advisory locks), always in the same order, by
+   * key; the statements are sent at once. Every change of grants (share,
+   * unshare, transfer) takes them before any row lock, so the changes of one
+   * handle's grants run one at a time.
+   *
+   * @param tx The transaction.
+   * @param keys The handles, as `[owner, handle]`.
+   */
+  async lock(tx: Queryable, ...keys: [string, string][]): Promise<void> {
+    const ids = [...new Set(keys.map((k) => hash32(JSON.stringify(k))))].sort((a, b) => a - b);
+    await Promise.all(
+      ids.map((id) =>
+        tx.unsafe("SELECT pg_advisory_xact_lock($1::int, $2::int)", [GRANTS_LOCK_CLASS, id])
+          .execute()
+      ),
+    );
   }
 
   /**
    * Inside a write's transaction: locks the grant of `ctx.grant` `FOR NO KEY UPDATE`
-   * and throws when it is not in force at `ctx.now`.
+   * and throws when it is not in force at `ctx.now`. The statement is sent
+   * at once, after those sent before the call.
    *
    * @param tx The transaction.
    * @param ctx The write's context.
    */
-  async check(tx: Queryable, ctx: WriteContext): Promise<void> {
-    if (!ctx.grant) return;
-    const [row] = await tx.unsafe(
+  check(tx: Queryable, ctx: WriteContext): Promise<void> {
+    const grant = ctx.grant;
+    if (!grant) return Promise.resolve();
+    return tx.unsafe(
       `SELECT expires_ms, ended_ms FROM ${this.#s}.grants WHERE grant_id = $1 FOR NO KEY UPDATE`,
-      [ctx.grant.grant],
-    ).values();
-    const reason = grantGone(
-      row
-        ? {
-          expiresAt: row[0] == null ? null : Number(row[0]),
-          endedAt: row[1] == null ? null : Number(row[1]),
-        } as GrantRecord
-        : null,
-      ctx.now,
-    );
-    if (reason) throw grantEnded(ctx.grant, reason);
+      [grant.grant],
+    ).values().execute().then(([row]) => {
+      const reason = grantGone(
+        row
+          ? {
+            expiresAt: row[0] == null ? null : Number(row[0]),
+            endedAt: row[1] == null ? null : Number(row[1]),
+          } as GrantRecord
+          : null,
+        ctx.now,
+      );
+      if (reason) throw grantEnded(grant, reason);
+    });
   }
 
   /**
-   * Inside a transaction: stores a grant, after checking (and locking) its parent.
+   * Inside a transaction: stores a grant, after checking (and locking) its
+   * parent; the statements are sent at once.
    *
    * @param tx The transaction.
    * @param g The grant.
    * @param now Epoch ms.
    */
   async put(tx: Queryable, g: GrantRecord, now: number): Promise<void> {
-    if (g.parent !== null) {
-      await this.check(tx, { now, graceMs: 0, grant: { grant: g.parent, alias: g.alias } });
-    }
-    await tx.unsafe(
-      `INSERT INTO ${this.#s}.grants (${GRANT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-      grantValues(g) as never[],
-    );
+    const parent = g.parent === null
+      ? undefined
+      : this.check(tx, { now, graceMs: 0, grant: { grant: g.parent, alias: g.alias } });
+    await Promise.all([parent, tx.unsafe(this.#sql.insert, grantValues(g) as never[]).execute()]);
   }
 
   /**
@@ -133,7 +170,7 @@ export class GrantStatements {
   }
 
   /**
-   * One statement: ends a grant and every grant under it.
+   * One statement, sent at once: ends a grant and every grant under it.
    *
    * @param sql A connection.
    * @param id The grant id.
@@ -141,14 +178,39 @@ export class GrantStatements {
    * @returns The grants it ended.
    */
   async end(sql: Queryable, id: string, now: number): Promise<GrantRecord[]> {
-    const rows = await sql.unsafe(
-      `WITH RECURSIVE under(id) AS (
-         SELECT $1::text UNION SELECT g.grant_id FROM ${this.#s}.grants g JOIN under ON g.parent = under.id)
-       UPDATE ${this.#s}.grants SET ended_ms = $2
-       WHERE grant_id IN (SELECT id FROM under) AND ended_ms IS NULL RETURNING ${GRANT_COLUMNS}`,
-      [id, now] as never[],
-    ).values();
+    const rows = await sql.unsafe(this.#sql.endTree, [id, now] as never[]).values().execute();
     return rows.map(grantOf);
+  }
+
+  /**
+   * Inside a transaction: ends every grant of `(owner, handle)` not ended
+   * yet; the statement is sent at once.
+   *
+   * @param tx The transaction.
+   * @param owner The owner.
+   * @param handle The handle.
+   * @param now Epoch ms.
+   */
+  async endOf(tx: Queryable, owner: string, handle: string, now: number): Promise<void> {
+    await tx.unsafe(this.#sql.endOf, [owner, handle, now] as never[]).execute();
+  }
+
+  /**
+   * The owner and handle of a grant, and whether it has ended.
+   *
+   * @param sql A connection.
+   * @param id The grant id.
+   * @returns They, or `null` when there is no such grant.
+   */
+  async rootOf(
+    sql: Queryable,
+    id: string,
+  ): Promise<{ owner: string; handle: string; ended: boolean } | null> {
+    const [row] = await sql.unsafe(
+      `SELECT owner, handle, ended_ms IS NOT NULL FROM ${this.#s}.grants WHERE grant_id = $1`,
+      [id],
+    ).values();
+    return row ? { owner: String(row[0]), handle: String(row[1]), ended: row[2] === true } : null;
   }
 
   /**
@@ -160,11 +222,7 @@ export class GrantStatements {
    * @returns The grants, oldest first.
    */
   async of(sql: Queryable, owner: string, handle: string): Promise<GrantRecord[]> {
-    const rows = await sql.unsafe(
-      `SELECT ${GRANT_COLUMNS} FROM ${this.#s}.grants WHERE owner = $1 AND handle = $2
-       ORDER BY created_ms, grant_id`,
-      [owner, handle],
-    ).values();
+    const rows = await sql.unsafe(this.#sql.of, [owner, handle]).values();
     return rows.map(grantOf);
   }
 
@@ -176,11 +234,7 @@ export class GrantStatements {
    * @returns The grants, oldest first.
    */
   async to(sql: Queryable, to: string): Promise<GrantRecord[]> {
-    const rows = await sql.unsafe(
-      `SELECT ${GRANT_COLUMNS} FROM ${this.#s}.grants WHERE to_user = $1 AND ended_ms IS NULL
-       ORDER BY created_ms, grant_id`,
-      [to],
-    ).values();
+    const rows = await sql.unsafe(this.#sql.to, [to]).values();
     return rows.map(grantOf);
   }
 }

@@ -79,6 +79,27 @@ export function statements(s: string, channel: string) {
        RETURNING ${RECORD_COLUMNS}
      )${leased ? leaseCte("s", 11) : ""}
      SELECT ${RECORD_COLUMNS}, ${notify("$10")}${leased ? `, ${leaseCols}` : ""} FROM s`;
+  // An entry of (user $1, handle $2): version $v, at $v+1 and text $v+2, and
+  // the retention trim before it (delete `version <=` $v+3 or `at <` $v+4,
+  // see `entryParams`), the two parts of one statement. The trim leaves the
+  // new version alone, so that no row is both deleted and upserted. With
+  // `gate`, a CTE, both happen only when it returns a row.
+  const appendEntry = (v: number, gate?: string) => {
+    const when = gate ? ` AND EXISTS (SELECT 1 FROM ${gate})` : "";
+    const entry = `$1, $2, $${v}::bigint, $${v + 1}::bigint, $${v + 2}::text`;
+    return {
+      cut: `cut AS (
+                    DELETE FROM ${c}
+                    WHERE user_id = $1 AND handle = $2 AND version < $${v}::bigint
+                      AND (version <= $${v + 3}::bigint OR at < $${v + 4}::bigint)${when}
+                  )`,
+      insert: `INSERT INTO ${c} (user_id, handle, version, at, text)
+                  ${gate ? `SELECT ${entry} FROM ${gate}` : `VALUES (${entry})`}
+                  ON CONFLICT (user_id, handle, version) DO UPDATE
+                    SET at = EXCLUDED.at, text = EXCLUDED.text`,
+    };
+  };
+  const logged = appendEntry(10);
   const sweep = (byUser: string) =>
     `WITH idem AS (DELETE FROM ${i} WHERE expires_at <= $2::bigint),
      expired AS (DELETE FROM ${h} WHERE expires_at <= $1::bigint AND ${live}${byUser}
@@ -116,8 +137,7 @@ export function statements(s: string, channel: string) {
                 preview = $11::text, forked_from = $12::text
             WHERE user_id = $1 AND handle = $2`,
     // The new row, the entry and the retention trim in one statement (one
-    // message where three would cost a server round each). The trim leaves
-    // the new version alone, so that no row is both deleted and upserted.
+    // message where three would cost a server round each).
     writeLogged: `WITH w AS (
                     UPDATE ${h}
                     SET kind = $3, state = $4, version = $5, created_at = $6, updated_at = $7,
@@ -125,15 +145,32 @@ export function statements(s: string, channel: string) {
                         preview = $16::text, forked_from = $17::text
                     WHERE user_id = $1 AND handle = $2
                   ),
-                  cut AS (
-                    DELETE FROM ${c}
-                    WHERE user_id = $1 AND handle = $2 AND version < $10::bigint
-                      AND (version <= $13::bigint OR at < $14::bigint)
-                  )
-                  INSERT INTO ${c} (user_id, handle, version, at, text)
-                  VALUES ($1, $2, $10::bigint, $11::bigint, $12::text)
-                  ON CONFLICT (user_id, handle, version) DO UPDATE
-                    SET at = EXCLUDED.at, text = EXCLUDED.text`,
+                  ${logged.cut}
+                  ${logged.insert}`,
+    // The entry of a share, an unshare or a transfer (an `AuditStep`): the
+    // live row steps to its next version and time $3, its state and
+    // everything else kept, with the entry numbered there ('{"version":' v ','
+    // and the tail $4, see `auditEntry`) and the trim of a write (versions
+    // up to v - $5 and entries before $6 go); the payload is $7. No row back:
+    // no live record, and nothing changed.
+    audit: `WITH w AS (
+              UPDATE ${h} SET version = version + 1, updated_at = $3::bigint
+              WHERE user_id = $1 AND handle = $2 AND ${live}
+              RETURNING version
+            ),
+            cut AS (
+              DELETE FROM ${c} AS e USING w
+              WHERE e.user_id = $1 AND e.handle = $2 AND e.version < w.version
+                AND (e.version <= w.version - $5::bigint OR e.at < $6::bigint)
+            ),
+            log AS (
+              INSERT INTO ${c} (user_id, handle, version, at, text)
+              SELECT $1, $2, w.version, $3::bigint, '{"version":' || w.version || ',' || $4::text
+              FROM w
+              ON CONFLICT (user_id, handle, version) DO UPDATE
+                SET at = EXCLUDED.at, text = EXCLUDED.text
+            )
+            SELECT ${notify("$7")} FROM w`,
     remove: `WITH d AS (
                DELETE FROM ${h} WHERE user_id = $1 AND handle = $2 AND ${live}
                RETURNING 1

@@ -8,6 +8,7 @@
 
 import { Buffer } from "node:buffer";
 import type {
+  AuditStep,
   ChangeEntry,
   ForkPoint,
   HandleMeta,
@@ -61,7 +62,12 @@ export function decodeHandle(code: string): string {
 
 /** The index member of a record: listing order is its byte order. */
 export function member(updatedAt: number, enc: string): string {
-  return (TWO_53 - BigInt(Math.floor(updatedAt))).toString(16).padStart(14, "0") + enc;
+  const u = Math.floor(updatedAt);
+  // 2^53 - u is exact in a double for every safe integer u >= 0.
+  const d = Number.isSafeInteger(u) && u >= 0
+    ? (2 ** 53 - u).toString(16)
+    : (TWO_53 - BigInt(u)).toString(16);
+  return d.padStart(14, "0") + enc;
 }
 
 /** A writer label as the metadata keeps it: JSON text, `""` for none. */
@@ -109,20 +115,25 @@ export function metaOf(handle: string, m: string): HandleMeta {
 
 /** A record from its state text and its `m` field. */
 export function recordOf(handle: string, s: string | null | undefined, m: string): HandleRecord {
-  const meta = metaOf(handle, m);
-  return {
+  const [kind = "", v, c, u, e = "", w = "", sv = "", ...tagged] = m.split("\t");
+  const record: HandleRecord = {
     handle,
-    kind: meta.kind,
+    kind,
     state: s ?? "",
-    version: meta.version,
-    createdAt: meta.createdAt,
-    updatedAt: meta.updatedAt,
-    expiresAt: meta.expiresAt,
-    lastWriter: meta.lastWriter,
-    ...(meta.schemaVersion === undefined ? {} : { schemaVersion: meta.schemaVersion }),
-    ...(meta.preview === undefined ? {} : { preview: meta.preview }),
-    ...(meta.forkedFrom === undefined ? {} : { forkedFrom: meta.forkedFrom }),
+    version: Number(v),
+    createdAt: Number(c),
+    updatedAt: Number(u),
+    expiresAt: e === "" ? null : Number(e),
+    lastWriter: w === "" ? null : JSON.parse(w) as string,
   };
+  if (sv !== "") record.schemaVersion = Number(sv);
+  for (const f of tagged) {
+    if (f.startsWith("P") && record.preview === undefined) record.preview = f.slice(1);
+    else if (f.startsWith("F") && record.forkedFrom === undefined) {
+      record.forkedFrom = JSON.parse(f.slice(1)) as ForkPoint;
+    }
+  }
+  return record;
 }
 
 /** A record from its `d` field (metadata, newline, state), or `null` when absent. */
@@ -147,13 +158,28 @@ export function expiresText(e: number | null): string {
  * The changelog fields of a script header — entry version, at, maxEntries,
  * and the cutoff below which entries are too old — empty without an entry.
  */
-export function logHead(entry: ChangeEntry | undefined, ctx: WriteContext): string {
+export function logHead(
+  entry: ChangeEntry | undefined,
+  ctx: Pick<WriteContext, "now" | "retention">,
+): string {
   if (!entry) return "\t\t\t";
   const r = ctx.retention;
   const cutoff = r ? ctx.now - r.maxAgeMs : NaN;
   return `${entry.version}\t${entry.at}\t${r ? r.maxEntries : ""}\t${
     Number.isFinite(cutoff) ? cutoff : ""
   }`;
+}
+
+/**
+ * The audit step arguments of a grant or transfer script — two unused
+ * fields, the record's new index member, the entry's `at`, `maxEntries` and
+ * the age cutoff; and the entry's `at`, a tab and its text after its version
+ * (the script numbers it: see `auditEntry`) — or two `""` without a step.
+ */
+export function auditArgs(audit: AuditStep | undefined, enc: string): [string, string] {
+  if (!audit) return ["", ""];
+  const { at, tail, retention: r } = audit;
+  return [`\t${member(at, enc)}\t\t${at}\t${r.maxEntries}\t${at - r.maxAgeMs}`, `${at}\t${tail}`];
 }
 
 /** The script arguments after the header: the entry as stored (`at`, tab, text), if any. */

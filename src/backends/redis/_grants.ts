@@ -21,10 +21,10 @@
  * @module
  */
 
-import type { GrantRecord } from "../../backend.ts";
+import type { AuditStep, GrantRecord } from "../../backend.ts";
 import { grantEnded } from "../../grants.ts";
 import type { GrantEndReason } from "../../errors.ts";
-import { encodeHandle } from "./_codec.ts";
+import { auditArgs, encodeHandle } from "./_codec.ts";
 import type { Connection } from "./_connection.ts";
 import type { KeySpace } from "./_keys.ts";
 import { S } from "./_scripts.ts";
@@ -43,9 +43,12 @@ export class RedisGrants {
     this.#k = keys;
   }
 
-  /** {@inheritDoc Backend.putGrant} */
-  async put(grant: GrantRecord, now: number): Promise<void> {
-    const g = { ...grant, endedAt: null };
+  /**
+   * Writes the look-ups by name of grant `g` (by id, by alias, in the
+   * grantee's list) before the script that stores it; `unname` takes them
+   * back when that script refused.
+   */
+  async name(g: GrantRecord): Promise<{ unname(): Promise<void> }> {
     const c = this.#conn.client;
     const name = JSON.stringify([g.owner, g.grant]);
     const ga = this.#k.grantName("ga", g.alias), gi = this.#k.grantName("gi", g.grant);
@@ -55,7 +58,23 @@ export class RedisGrants {
       await c.set(ga, name);
       if (gt) await c.rpush(gt, name);
     });
+    return {
+      unname: () =>
+        this.#conn.cmd(async () => {
+          await c.del(gi);
+          await c.del(ga);
+          if (gt) await c.lrem(gt, 0, name);
+        }),
+    };
+  }
+
+  /** {@inheritDoc Backend.putGrant} */
+  async put(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent"> {
+    const g = { ...grant, endedAt: null };
+    const names = await this.name(g);
+    const k = this.#k.of(g.owner, g.handle);
     const keys = [this.#k.grant(g.owner, g.grant), this.#k.grantsOf(g.owner, g.handle)];
+    keys.push(k.rec, k.idx, k.exp);
     if (g.parent !== null) {
       keys.push(this.#k.grant(g.owner, g.parent), this.#k.children(g.owner, g.parent));
     }
@@ -64,15 +83,15 @@ export class RedisGrants {
       g.expiresAt === null ? "" : String(g.expiresAt),
       String(now),
       encodeHandle(g.grant),
+      ...auditArgs(audit, k.enc),
     ], (r) => r === 1);
-    if (Array.isArray(reply) && reply[0] === "G") {
-      await this.#conn.cmd(async () => {
-        await c.del(gi);
-        await c.del(ga);
-        if (gt) await c.lrem(gt, 0, name);
-      });
-      throw grantEnded({ grant: g.parent!, alias: g.alias }, reply[1] as GrantEndReason);
-    }
+    if (reply === 1 || reply === 0) return;
+    await names.unname();
+    if (reply === -1) return "absent";
+    throw grantEnded(
+      { grant: g.parent!, alias: g.alias },
+      (reply as string[])[1] as GrantEndReason,
+    );
   }
 
   /** {@inheritDoc Backend.readGrant} */
@@ -91,14 +110,14 @@ export class RedisGrants {
   }
 
   /** {@inheritDoc Backend.endGrant} */
-  async end(grant: string, now: number): Promise<GrantRecord[]> {
+  async end(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]> {
     const g = await this.read(grant);
     if (!g || g.grant !== grant) return [];
-    const base = this.#k.base(g.owner);
+    const k = this.#k.of(g.owner, g.handle);
     const reply = await this.#conn.run(
       S.grantEnd,
-      [this.#k.grant(g.owner, grant)],
-      [String(now), base, encodeHandle(grant)],
+      [this.#k.grant(g.owner, grant), k.rec, k.idx, k.exp],
+      [String(now), k.base, encodeHandle(grant), ...auditArgs(audit, k.enc)],
       (r) => Array.isArray(r) && r.length > 0,
     ) as string[];
     return reply.map((j) => ({ ...JSON.parse(j) as GrantRecord, endedAt: now }));

@@ -62,6 +62,11 @@ export class KeySpace {
     };
   }
 
+  /** The record key of `(user, handle)`. */
+  record(user: string, handle: string): string {
+    return `${this.base(user)}r:${encodeHandle(handle)}`;
+  }
+
   /** The lease key of `(user, handle)`. */
   lease(user: string, handle: string): string {
     return `${this.base(user)}l:${encodeHandle(handle)}`;

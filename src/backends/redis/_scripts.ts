@@ -10,8 +10,10 @@
  *   updatedAt, expiresAt (`""`: never) and writer (JSON text, `""`: none),
  *   joined by tabs (JSON text holds no raw tab or newline), then, when
  *   there are, the schema version (`""`: none) and `P` + the preview (a line
- *   without tabs or newlines). Reading a record
- *   is one `HGET` of `d`; listing reads only `m`.
+ *   without tabs or newlines). `L`, when there is one, is a copy of the
+ *   record's lease key (below) as it was last written, lapsed or not. Reading
+ *   a record is one `HGET` of `d`, and with its lease one `HMGET` of `d` and
+ *   `L`; listing reads only `m`.
  *
  *   The same hash holds the record's changelog, so the two are written by one
  *   script and expire, move and go together. `l` = `lo`, `hi`, the `at` of
@@ -33,7 +35,12 @@
  *   expiry (store clock), then `n` = `"1"` for a `null` result, or `h`
  *   (encoded handle) and `d` of the result.
  * - `P{T}:l:H` — string of a lease: expiresAt (store clock), tab, holder.
- *   Redis drops it once it lapses; it never touches the record.
+ *   Redis drops it once it lapses. It decides every lease rule; the record
+ *   hash, while there is one, carries a copy in `L` (every script that
+ *   writes the lease or brings a record hash into place copies it, and
+ *   releasing drops it), so that a read needs no script. A lapsed copy can
+ *   outlive the key: readers compare its expiresAt with their clock, as they
+ *   do for the key.
  * - `P{T}:q` — hash of the user's usage (quotas): `h` live handles, `b`
  *   bytes of their states. Every script that adds, changes or removes a
  *   record keeps it while it exists, so it costs one `EXISTS` otherwise; a
@@ -126,8 +133,11 @@ local function reindex(idx, exp, old, newx, e, ttl)
 end
 -- A record hash that has just arrived at key (out of the trash, or from
 -- another user): its lifetime (expiry plus graceMs) and its entries in the
--- index and expiry sets. Returns its TTL in ms (-1: none).
+-- index and expiry sets; the copy of a lease it brought goes (the caller
+-- copies the lease of its new place, if any). Returns its TTL in ms (-1:
+-- none).
 local function settle(key, idx, exp, cur, graceMs, now)
+  redis.call('HDEL', key, 'L')
   local ttl = -1
   if cur.e == '' then
     redis.call('PERSIST', key)
@@ -160,18 +170,32 @@ local function announce(key)
   local base, h = string.match(key, '^(.*}:)r:(.*)$')
   redis.call('PUBLISH', base .. 'c', h)
 end
+-- Copies lease key lk, if there is one, into the L field of record hash
+-- key, which exists and has no L.
+local function copylease(key, lk)
+  local cur = redis.call('GET', lk)
+  if cur then redis.call('HSET', key, 'L', cur) end
+end
 -- Takes the lease lv (expiresAt, tab, holder; '' = none asked) on key lk by
--- the rule of ACQUIRE: false when taken (or none asked), else the other
--- holder's lease in force.
-local function takelease(lk, lv, now)
-  if lv == '' then return false end
+-- the rule of ACQUIRE, for the record hash key just written (fresh: it was
+-- created, so its L is to be copied when no lease is asked): false when
+-- taken (or none asked), else the other holder's lease in force.
+local function takelease(lk, lv, now, key, fresh)
+  if lv == '' then
+    if fresh then copylease(key, lk) end
+    return false
+  end
   local e, h = string.match(lv, '^([^\t]*)\t(.*)$')
   local cur = redis.call('GET', lk)
   if cur then
     local ce, ch = string.match(cur, '^([^\t]*)\t(.*)$')
-    if ch ~= h and tonumber(ce) > now then return cur end
+    if ch ~= h and tonumber(ce) > now then
+      if fresh then redis.call('HSET', key, 'L', cur) end
+      return cur
+    end
   end
   redis.call('SET', lk, lv, 'PX', math.max(tonumber(e) - now, 1))
+  redis.call('HSET', key, 'L', lv)
   return false
 end
 local function conflict(key, cur)
@@ -349,6 +373,63 @@ local function append(key, l, ver, at, et, maxn, cutoff)
   return {ef = 'e' .. ver, et = et, af = 'a' .. ver, at = at,
     l = lo .. '\\t' .. ver .. '\\t' .. at .. '\\t' .. floor}
 end
+-- Stores a new grant: its hash gk (record json, expiry x, '' = never) and
+-- its id in its handle's grant list.
+local function storegrant(gk, list, json, x, id)
+  redis.call('HSET', gk, 'j', json, 'e', '', 'x', x)
+  redis.call('RPUSH', list, id)
+end
+-- Ends (at now, a string) the grants of base P{O}: whose encoded ids are in
+-- queue, and every re-share under them, that are in force; returns their
+-- records (JSON).
+local function endgrants(base, queue, now)
+  local out, seen, i = {}, {}, 1
+  while i <= #queue do
+    local id = queue[i]
+    i = i + 1
+    if not seen[id] then
+      seen[id] = true
+      local gk = base .. 'g:' .. id
+      local g = redis.call('HMGET', gk, 'j', 'e')
+      if g[1] and g[2] == '' then
+        redis.call('HSET', gk, 'e', now)
+        out[#out + 1] = g[1]
+      end
+      for _, c in ipairs(redis.call('LRANGE', base .. 'gc:' .. id, 0, -1)) do
+        queue[#queue + 1] = c
+      end
+    end
+  end
+  return out
+end
+-- An audit step (a grant change or a transfer, recorded as the record's next
+-- version): au = two unused fields, the new index member, then the entry's
+-- at, maxEntries and cutoff (tab-joined; '' = no step); et = the entry's at,
+-- a tab, and its text after '{"version":N,' (see auditEntry). Whether the
+-- record hash key is live (true without a step).
+local function auditable(key, au)
+  if au == '' then return true end
+  return redis.call('EXISTS', key) == 1
+end
+-- Applies the audit step au to the live record hash key, numbered there:
+-- version v = version + 1 and updatedAt = the entry's at, everything else
+-- kept (state, expiry, TTL, writer); the entry '{"version":' v ',' tail
+-- appended and the changelog trimmed as any write does; the record moved in
+-- the index and expiry sets. Announces nothing.
+local function audit(key, idx, exp, au, et)
+  if au == '' then return end
+  local a = split(au, 6)
+  local cur = getrec(key)
+  local v = tonumber(cur.v) + 1
+  local tab = string.find(et, '\\t', 1, true)
+  local entry = string.sub(et, 1, tab) .. '{"version":' .. v .. ',' .. string.sub(et, tab + 1)
+  local m = cur.k .. '\\t' .. v .. '\\t' .. cur.c .. '\\t' .. a[4] .. '\\t' .. split(cur.m, 5)[5]
+  local s = string.sub(redis.call('HGET', key, 'd'), #cur.m + 2)
+  local ttl = redis.call('PTTL', key)
+  local log = append(key, cur.l, v, a[4], entry, a[5], a[6])
+  putrec(key, s, m, a[2], cur.e, ttl, cur.e, log)
+  reindex(idx, exp, cur, a[2], cur.e, ttl)
+end
 `;
 
 /**
@@ -380,7 +461,7 @@ track(base, 1, #ARGV[1], ttl)
 if q then countwrite(base, qm, qw) end
 remember(KEYS[6], a[5], a[6], a[7], a[8], KEYS[6] and a[13] .. '\\n' .. ARGV[1])
 announce(KEYS[1])
-local held = takelease(KEYS[5], ARGV[3], tonumber(a[1]))
+local held = takelease(KEYS[5], ARGV[3], tonumber(a[1]), KEYS[1], true)
 if held then return {'L', held} end
 return 1
 `;
@@ -437,7 +518,7 @@ track(base, 0, db, ttl)
 if q then countwrite(base, qm, qw) end
 remember(KEYS[5], a[7], a[8], a[9], a[10], KEYS[5] and m .. '\\n' .. ARGV[1])
 announce(KEYS[1])
-local held = takelease(KEYS[4], ARGV[3], now)
+local held = takelease(KEYS[4], ARGV[3], now, KEYS[1], false)
 if held then return {'L', m, held} end
 return m
 `;
@@ -490,7 +571,7 @@ if a[2] == 'W' then
   if q then countwrite(base, qm, qw) end
   remember(KEYS[5], a[8], a[9], a[10], a[11], KEYS[5] and a[16] .. '\\n' .. ARGV[1])
   announce(KEYS[1])
-  local held = takelease(KEYS[4], ARGV[3], tonumber(a[1]))
+  local held = takelease(KEYS[4], ARGV[3], tonumber(a[1]), KEYS[1], not cur)
   if held then return {'L', held} end
 elseif cur then
   remember(KEYS[5], a[8], a[9], a[10], a[11], redis.call('HGET', KEYS[1], 'd'))
@@ -532,7 +613,7 @@ return 1
 /**
  * untrash: renames a trashed record (changelog included) back, unchanged,
  * when its trashUntil is after now and no live record has the handle.
- * KEYS: record, index, expiry, trash. ARGV: tab-joined now, graceMs.
+ * KEYS: record, index, expiry, trash, lease. ARGV: tab-joined now, graceMs.
  * Replies the record's `d`, or nil.
  */
 export const UNTRASH: string = PRELUDE + `
@@ -551,6 +632,7 @@ redis.call('RENAME', KEYS[4], KEYS[1])
 redis.call('HDEL', KEYS[1], 'u')
 local cur = getrec(KEYS[1])
 local ttl = settle(KEYS[1], KEYS[2], KEYS[3], cur, tonumber(a[2]), now)
+copylease(KEYS[1], KEYS[5])
 track(base, 1, db, ttl)
 if q then countwrite(base, qm, qw) end
 announce(KEYS[1])
@@ -559,38 +641,217 @@ return redis.call('HGET', KEYS[1], 'd')
 
 /**
  * transfer: renames a live record hash (changelog included) from one user's
- * keys to another's, unchanged, and moves it between their indexes, expiry
- * sets and usage; the old owner's lease on it goes. Nothing moves when the
- * new owner has a record or a trashed record of that handle. The keys of two
- * users sit in two hash slots: a standalone server only.
- * KEYS: record, index, expiry, lease (old owner); record, index, expiry,
- * trash (new owner). ARGV: tab-joined now, graceMs[, quotas of the new owner].
+ * keys to another's and moves it between their indexes, expiry sets and
+ * usage; the old owner's lease on it goes, and every grant in force on it
+ * (the old owner's grant list of the handle, re-shares included) ends. With
+ * an audit step the moved record gets its next version and the `transfer`
+ * entry; with a kept grant, the new owner's grant for the old owner is
+ * stored. Nothing changes when the new owner has a record or a trashed record
+ * of that handle, or the record is not at the audit step's version. The keys
+ * of two users sit in two hash slots: a standalone server only.
+ * KEYS: record, index, expiry, lease, grant list of the handle (old owner);
+ * record, index, expiry, trash[, grant list of the handle, kept grant's hash]
+ * (new owner; the last two with a kept grant). ARGV: tab-joined now, graceMs, the
+ * kept grant's encoded id and expiry; the audit step ("" = none; see
+ * auditable); the entry; the kept grant's record (JSON, "" = none)[; quotas
+ * of the new owner].
  * Replies 1 (moved), 0 (no live record), -1 (taken) or a quota refusal.
  */
 export const TRANSFER: string = PRELUDE + `
-local a = split(ARGV[1], 2)
+local a = split(ARGV[1], 4)
 local now = tonumber(a[1])
 local cur = getrec(KEYS[1])
 if not cur then return 0 end
-if redis.call('EXISTS', KEYS[5]) == 1 or redis.call('EXISTS', KEYS[8]) == 1 then return -1 end
-local to, q, qm, qw = basekey(KEYS[5]), quotas(), 0, 0
+if redis.call('EXISTS', KEYS[6]) == 1 or redis.call('EXISTS', KEYS[9]) == 1 then return -1 end
+local to, q, qm, qw = basekey(KEYS[6]), quotas(), 0, 0
 local db = recbytes(KEYS[1], cur.m)
 if q then
   local refused
   refused, qm, qw = quotacheck(to, q, 1, db, now)
   if refused then return refused end
 end
-track(basekey(KEYS[1]), -1, -db)
+local from = basekey(KEYS[1])
+track(from, -1, -db)
 redis.call('ZREM', KEYS[2], cur.x)
 if cur.e ~= '' then redis.call('ZREM', KEYS[3], cur.x) end
 redis.call('DEL', KEYS[4])
-redis.call('RENAME', KEYS[1], KEYS[5])
-local ttl = settle(KEYS[5], KEYS[6], KEYS[7], cur, tonumber(a[2]), now)
+endgrants(from, redis.call('LRANGE', KEYS[5], 0, -1), a[1])
+redis.call('RENAME', KEYS[1], KEYS[6])
+local ttl = settle(KEYS[6], KEYS[7], KEYS[8], cur, tonumber(a[2]), now)
+audit(KEYS[6], KEYS[7], KEYS[8], ARGV[2], ARGV[3])
 track(to, 1, db, ttl)
 if q then countwrite(to, qm, qw) end
+if KEYS[11] then storegrant(KEYS[11], KEYS[10], ARGV[4], a[4], a[3]) end
 announce(KEYS[1])
-announce(KEYS[5])
+announce(KEYS[6])
 return 1
+`;
+
+/*
+ * A transfer on a Redis Cluster, where the two users' keys sit in two hash
+ * slots: five scripts, each atomic in one slot, and a roll forward (or back)
+ * that any caller who finds the move unfinished completes. Two more keys:
+ * - `P{T}:n:H` — the new owner's mark of a move in: `R` (reserved) or `D`
+ *   (arrived), tab, the move's id, tab, when it was made (ms, wall clock),
+ *   tab, the old owner's name.
+ * - `P{U}:v:H` — the old owner's record in transit: the record hash,
+ *   changelog included, renamed out of the user's view, with `mi` = the
+ *   move's id and `mv` = what the move still has to do (JSON).
+ * The record is live in at most one place at a time: under the old owner
+ * until MOVE_OUT, under the new owner from MOVE_IN.
+ */
+
+/**
+ * The first step of a move: reserves `(T, H)`. KEYS: the new owner's record,
+ * trash, mark and transit keys of the handle. ARGV: the mark (`R…`).
+ * Replies 1, -1 (taken) or `{'P', mark}` (a move of that handle is unfinished
+ * there: its mark, or "" for one out of T).
+ */
+export const MOVE_RESERVE: string = `
+if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
+if redis.call('EXISTS', KEYS[4]) == 1 then return {'P', ''} end
+local n = redis.call('GET', KEYS[3])
+if n then return {'P', n} end
+redis.call('SET', KEYS[3], ARGV[1])
+return 1
+`;
+
+/**
+ * The second step: takes the live record out of the old owner's view. KEYS:
+ * record, index, expiry, transit (old owner). ARGV: the audit step ("" =
+ * none; see auditable), the move's id, what the move still has to do (JSON).
+ * Replies the transit hash (HGETALL), 0 (no live record) or `{'P'}` (a move of that handle out of this user is unfinished).
+ */
+export const MOVE_OUT: string = PRELUDE + `
+local cur = getrec(KEYS[1])
+if not cur then return 0 end
+if redis.call('EXISTS', KEYS[4]) == 1 then return {'P'} end
+track(basekey(KEYS[1]), -1, -recbytes(KEYS[1], cur.m))
+redis.call('ZREM', KEYS[2], cur.x)
+if cur.e ~= '' then redis.call('ZREM', KEYS[3], cur.x) end
+redis.call('RENAME', KEYS[1], KEYS[4])
+redis.call('HSET', KEYS[4], 'mi', ARGV[2], 'mv', ARGV[3])
+announce(KEYS[1])
+return redis.call('HGETALL', KEYS[4])
+`;
+
+/**
+ * The third step: the record arrives under the new owner, as the standalone
+ * transfer leaves it (settled, audit step applied, kept grant stored), and
+ * the mark turns from `R` to `D`. KEYS: record, index, expiry, trash, mark
+ * (new owner)[, the kept grant's hash, the new owner's grant list of the
+ * handle]. ARGV: tab-joined move id, now, graceMs, kept grant's encoded id
+ * and expiry; the audit step; the entry; the kept grant's record (JSON);
+ * the number of hash fields n; n field/value pairs (the transit hash)[;
+ * quotas of the new owner].
+ * Replies 1 (arrived), 2 (it had), 0 (no reservation of this move: it goes
+ * back), -1 (taken) or a quota refusal (both: the reservation goes).
+ */
+export const MOVE_IN: string = PRELUDE + `
+local a = split(ARGV[1], 5)
+local now = tonumber(a[2])
+local n = redis.call('GET', KEYS[5])
+local kind, id = false, false
+if n then kind, id = string.match(n, '^([RD])\\t([^\\t]*)\\t') end
+if id ~= a[1] then return 0 end
+if kind == 'D' then return 2 end
+local taken = redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[4]) == 1
+if taken then
+  redis.call('DEL', KEYS[5])
+  return -1
+end
+local count, fields, m, d = tonumber(ARGV[5]), {}, '', ''
+for i = 6, 5 + 2 * count, 2 do
+  local f, v = ARGV[i], ARGV[i + 1]
+  if f ~= 'mi' and f ~= 'mv' then
+    fields[#fields + 1] = f
+    fields[#fields + 1] = v
+    if f == 'm' then m = v elseif f == 'd' then d = v end
+  end
+end
+local to, q, qm, qw = basekey(KEYS[1]), quotas(), 0, 0
+local db = #d - #m - 1
+if q then
+  local refused
+  refused, qm, qw = quotacheck(to, q, 1, db, now)
+  if refused then
+    redis.call('DEL', KEYS[5])
+    return refused
+  end
+end
+for i = 1, #fields, 1000 do
+  redis.call('HSET', KEYS[1], unpack(fields, i, math.min(i + 999, #fields)))
+end
+local ttl = settle(KEYS[1], KEYS[2], KEYS[3], getrec(KEYS[1]), tonumber(a[3]), now)
+audit(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3])
+track(to, 1, db, ttl)
+if q then countwrite(to, qm, qw) end
+if KEYS[6] then storegrant(KEYS[6], KEYS[7], ARGV[4], a[5], a[4]) end
+redis.call('SET', KEYS[5], 'D' .. string.sub(n, 2))
+announce(KEYS[1])
+return 1
+`;
+
+/**
+ * The fourth step, once the record arrived: the old owner's transit hash and
+ * lease go, and the grants in force on its handle end (unless the old owner
+ * has a live record of that handle again). KEYS: record, transit, lease,
+ * grant list of the handle (old owner). ARGV: the move's id, now.
+ * Replies 1, or 0 when the transit hash is not this move's (done already).
+ */
+export const MOVE_DONE: string = PRELUDE + `
+if redis.call('HGET', KEYS[2], 'mi') ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[2], KEYS[3])
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  endgrants(basekey(KEYS[1]), redis.call('LRANGE', KEYS[4], 0, -1), ARGV[2])
+end
+return 1
+`;
+
+/**
+ * The roll back of a move that could not arrive: the transit hash goes back
+ * to the old owner's record, settled, unless the old owner has a record of
+ * that handle again (then the transit hash goes). KEYS: record, index,
+ * expiry, transit (old owner). ARGV: the move's id, now, graceMs.
+ * Replies 1 (back), 0 (not this move's transit hash, or dropped).
+ */
+export const MOVE_BACK: string = PRELUDE + `
+local a = ARGV
+if redis.call('HGET', KEYS[4], 'mi') ~= a[1] then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('DEL', KEYS[4])
+  return 0
+end
+redis.call('RENAME', KEYS[4], KEYS[1])
+redis.call('HDEL', KEYS[1], 'mi', 'mv')
+local cur = getrec(KEYS[1])
+local ttl = settle(KEYS[1], KEYS[2], KEYS[3], cur, tonumber(a[3]), tonumber(a[2]))
+track(basekey(KEYS[1]), 1, recbytes(KEYS[1], cur.m), ttl)
+announce(KEYS[1])
+return 1
+`;
+
+/**
+ * Drops a move's mark: the last step (`D`), or a reservation whose move never
+ * took the record out (`R`). KEYS: the mark. ARGV: `R` or `D`, the move's id.
+ * Replies 1 when it dropped it.
+ */
+export const MOVE_CLEAR: string = `
+local n = redis.call('GET', KEYS[1])
+if not n then return 0 end
+local kind, id = string.match(n, '^([RD])\\t([^\\t]*)\\t')
+if kind ~= ARGV[1] or id ~= ARGV[2] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+`;
+
+/**
+ * What a miss of `(user, handle)` looks at on a Redis Cluster. KEYS: trash,
+ * transit, mark. Replies `{u or false, mv or false, mark or false}`.
+ */
+export const MOVE_PENDING: string = `
+return {redis.call('HGET', KEYS[1], 'u'), redis.call('HGET', KEYS[2], 'mv'),
+  redis.call('GET', KEYS[3])}
 `;
 
 /**
@@ -619,8 +880,8 @@ return out
 /**
  * importRecord: writes a record exactly as given when absent or older; a replaced
  * record's changelog is dropped (the hash is rewritten).
- * KEYS: record, index, expiry. ARGV: s, then tab-joined x, e, version, ttl, m.
- * Replies 'inserted', 'replaced' or 'kept'.
+ * KEYS: record, index, expiry, lease. ARGV: s, then tab-joined x, e, version,
+ * ttl, m. Replies 'inserted', 'replaced' or 'kept'.
  */
 export const IMPORT: string = PRELUDE + `
 local a = split(ARGV[2], 5)
@@ -631,6 +892,7 @@ local dh, db = 1, #ARGV[1]
 if cur then dh, db = 0, db - recbytes(KEYS[1], cur.m) end
 if cur then redis.call('DEL', KEYS[1]) end
 putrec(KEYS[1], ARGV[1], a[5], a[1], a[2], ttl, false)
+copylease(KEYS[1], KEYS[4])
 reindex(KEYS[2], KEYS[3], cur, a[1], a[2], ttl)
 track(basekey(KEYS[1]), dh, db, ttl)
 announce(KEYS[1])
@@ -720,8 +982,9 @@ return {u[1], u[2], redis.call('GET', base .. 'w')}
 
 /**
  * acquireLease: stores the lease unless another holder's is in force (its
- * expiresAt after now, by the store's clock), with a native TTL.
- * KEYS: lease. ARGV: now, ttl (ms, at least 1), expiresAt, holder.
+ * expiresAt after now, by the store's clock), with a native TTL, and its
+ * copy in the record hash when there is one.
+ * KEYS: lease, record. ARGV: now, ttl (ms, at least 1), expiresAt, holder.
  * Replies 1 (acquired) or the lease in force.
  */
 export const ACQUIRE: string = `
@@ -730,21 +993,16 @@ if cur then
   local e, h = string.match(cur, '^([^\\t]*)\\t(.*)$')
   if h ~= ARGV[4] and tonumber(e) > tonumber(ARGV[1]) then return cur end
 end
-redis.call('SET', KEYS[1], ARGV[3] .. '\\t' .. ARGV[4], 'PX', ARGV[2])
+local lv = ARGV[3] .. '\\t' .. ARGV[4]
+redis.call('SET', KEYS[1], lv, 'PX', ARGV[2])
+if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('HSET', KEYS[2], 'L', lv) end
 return 1
 `;
 
 /**
- * readLeased: a record's `d` field and its lease, in one command.
- * KEYS: record, lease. Replies {d or false, lease or false}.
- */
-export const READ_LEASED: string = `
-return {redis.call('HGET', KEYS[1], 'd'), redis.call('GET', KEYS[2])}
-`;
-
-/**
- * releaseLease: deletes the lease when the holder holds it.
- * KEYS: lease. ARGV: now, holder.
+ * releaseLease: deletes the lease, and its copy in the record hash, when the
+ * holder holds it.
+ * KEYS: lease, record. ARGV: now, holder.
  * Replies 1 when a lease in force (expiresAt after now) was deleted, else 0.
  */
 export const RELEASE: string = `
@@ -753,6 +1011,7 @@ if not cur then return 0 end
 local e, h = string.match(cur, '^([^\\t]*)\\t(.*)$')
 if h ~= ARGV[2] then return 0 end
 redis.call('DEL', KEYS[1])
+redis.call('HDEL', KEYS[2], 'L')
 if tonumber(e) > tonumber(ARGV[1]) then return 1 end
 return 0
 `;
@@ -765,49 +1024,100 @@ export interface Script {
   sha: string;
 }
 
+/** The top-level definitions of {@link PRELUDE}, each with the comment above it. */
+const PRELUDE_PARTS: { name: string; text: string }[] = (() => {
+  const parts: { name: string; text: string }[] = [];
+  let pending: string[] = [];
+  for (const line of PRELUDE.split("\n")) {
+    const name = /^local (?:function )?(\w+)/.exec(line)?.[1];
+    if (name !== undefined) {
+      parts.push({ name, text: "" });
+      pending.push(line);
+      parts[parts.length - 1]!.text = pending.join("\n");
+      pending = [];
+    } else if (line.startsWith("--") || parts.length === 0) {
+      pending.push(line);
+    } else {
+      parts[parts.length - 1]!.text += "\n" + line;
+    }
+  }
+  return parts;
+})();
+
+/**
+ * A script whose text starts with {@link PRELUDE} keeps only the prelude's
+ * definitions it uses, directly or through another one, in their order:
+ * Redis runs the whole text on every call, and each definition it runs
+ * costs time (a closure made and bound).
+ */
+function pruned(lua: string): string {
+  if (!lua.startsWith(PRELUDE)) return lua;
+  const body = lua.slice(PRELUDE.length);
+  // Comments name definitions too: only code counts.
+  const uses = (text: string, name: string) =>
+    new RegExp(`\\b${name}\\b`).test(text.replace(/--.*$/gm, ""));
+  const keep = new Set<string>();
+  let grew = true;
+  while (grew) {
+    grew = false;
+    for (const p of PRELUDE_PARTS) {
+      if (keep.has(p.name)) continue;
+      if (
+        uses(body, p.name) || PRELUDE_PARTS.some((q) => keep.has(q.name) && uses(q.text, p.name))
+      ) {
+        keep.add(p.name);
+        grew = true;
+      }
+    }
+  }
+  return PRELUDE_PARTS.filter((p) => keep.has(p.name)).map((p) => p.text + "\n").join("") + body;
+}
+
 function script(lua: string): Script {
+  lua = pruned(lua);
   return { lua, sha: createHash("sha1").update(lua).digest("hex") };
 }
 
 /**
- * putGrant. KEYS: the grant hash, its handle's grant list[, the parent's
- * grant hash, the parent's re-share list]. ARGV: the record (JSON), its
- * expiry ("" = never), now, the encoded grant id. Replies 1, 0 (the grant
- * exists already) or `{'G', reason}` (the parent is not in force).
+ * putGrant. KEYS: the grant hash, its handle's grant list, the owner's
+ * record, index and expiry set[, the parent's grant hash, the parent's
+ * re-share list]. ARGV: the record (JSON), its expiry ("" = never), now, the
+ * encoded grant id, the audit step ("" = none; see auditable), the entry
+ * (see auditable; "" without an audit step). Replies 1, 0 (the grant exists
+ * already), -1 (with an audit step, the record is not live: nothing stored)
+ * or `{'G', reason}` (the parent is not in force).
  */
 export const GRANT_PUT: string = PRELUDE + `
-if KEYS[3] then
-  local why = grantgone(KEYS[3], tonumber(ARGV[3]))
+if KEYS[6] then
+  local why = grantgone(KEYS[6], tonumber(ARGV[3]))
   if why then return {'G', why} end
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'j', ARGV[1], 'e', '', 'x', ARGV[2])
-redis.call('RPUSH', KEYS[2], ARGV[4])
-if KEYS[4] then redis.call('RPUSH', KEYS[4], ARGV[4]) end
+if not auditable(KEYS[3], ARGV[5]) then return -1 end
+storegrant(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[4])
+if KEYS[7] then redis.call('RPUSH', KEYS[7], ARGV[4]) end
+if ARGV[5] ~= '' then
+  audit(KEYS[3], KEYS[4], KEYS[5], ARGV[5], ARGV[6])
+  announce(KEYS[3])
+end
 return 1
 `;
 
 /**
  * endGrant: ends a grant and every re-share under it (all in the owner's
- * slot). KEYS: the grant hash. ARGV: now, the owner's key prefix
- * `P{O}:`, the encoded grant id. Replies the records (JSON) it ended.
+ * slot). KEYS: the grant hash, the record of its handle, the owner's index
+ * and expiry set. ARGV: now, the owner's key prefix `P{O}:`, the encoded
+ * grant id, the audit step ("" = none; see auditable), the entry. The audit
+ * step applies when the record is live and a grant ended.
+ * Replies the records (JSON) it ended.
  */
 export const GRANT_END: string = PRELUDE + `
-local base, out, queue, i = ARGV[2], {}, {ARGV[3]}, 1
-while i <= #queue do
-  local id = queue[i]
-  i = i + 1
-  local gk = base .. 'g:' .. id
-  local g = redis.call('HMGET', gk, 'j', 'e')
-  if g[1] and g[2] == '' then
-    redis.call('HSET', gk, 'e', ARGV[1])
-    out[#out + 1] = g[1]
-  end
-  for _, c in ipairs(redis.call('LRANGE', base .. 'gc:' .. id, 0, -1)) do
-    queue[#queue + 1] = c
-  end
+local ended = endgrants(ARGV[2], {ARGV[3]}, ARGV[1])
+if #ended > 0 and ARGV[4] ~= '' and redis.call('EXISTS', KEYS[2]) == 1 then
+  audit(KEYS[2], KEYS[3], KEYS[4], ARGV[4], ARGV[5])
+  announce(KEYS[2])
 end
-return out
+return ended
 `;
 
 /**
@@ -841,12 +1151,18 @@ export const S = {
   remove: script(REMOVE),
   untrash: script(UNTRASH),
   transfer: script(TRANSFER),
+  moveReserve: script(MOVE_RESERVE),
+  moveOut: script(MOVE_OUT),
+  moveIn: script(MOVE_IN),
+  moveDone: script(MOVE_DONE),
+  moveBack: script(MOVE_BACK),
+  moveClear: script(MOVE_CLEAR),
+  movePending: script(MOVE_PENDING),
   changes: script(CHANGES),
   importRecord: script(IMPORT),
   list: script(LIST),
   sweep: script(SWEEP),
   acquire: script(ACQUIRE),
-  readLeased: script(READ_LEASED),
   release: script(RELEASE),
   usage: script(USAGE),
   grantPut: script(GRANT_PUT),

@@ -7,6 +7,11 @@
  * write either committed before the `unshare` did, or sees the grant ended
  * and writes nothing.
  *
+ * A share, an unshare and a transfer leave their changelog entry in their own
+ * transaction: the record's version step (`bump`, a conditional `UPDATE` of
+ * its version and `updatedAt`) and the entry, appended and trimmed as every
+ * write's is.
+ *
  * The table is created when absent; the schema version is not changed
  * (older versions of mcpstate ignore the table).
  *
@@ -14,9 +19,9 @@
  */
 
 import type { DatabaseSync, StatementSync } from "node:sqlite";
-import type { GrantRecord, WriteContext } from "../../backend.ts";
+import type { AuditStep, GrantRecord, WriteContext } from "../../backend.ts";
 import { grantEnded, grantGone } from "../../grants.ts";
-import { GRANT_COLUMNS, grantValues } from "../_sql.ts";
+import { GRANT_COLUMNS, grantSql, grantValues } from "../_sql.ts";
 
 /**
  * Creates the `grants` table and its indexes when absent.
@@ -70,28 +75,28 @@ export class GrantStatements {
   readonly #byIdOrAlias: StatementSync;
   readonly #insert: StatementSync;
   readonly #end: StatementSync;
+  readonly #endOf: StatementSync;
   readonly #of: StatementSync;
   readonly #to: StatementSync;
+  readonly #audit: StatementSync;
 
   /** @param db An open connection with the `grants` table. */
   constructor(db: DatabaseSync) {
+    const sql = grantSql("grants", (n) => `?${n}`);
     this.#byId = db.prepare("SELECT ended_ms, expires_ms FROM grants WHERE grant_id = ?");
     this.#byIdOrAlias = db.prepare(
       `SELECT ${GRANT_COLUMNS} FROM grants WHERE grant_id = ?1 UNION ALL ` +
         `SELECT ${GRANT_COLUMNS} FROM grants WHERE alias = ?1 LIMIT 1`,
     );
-    this.#insert = db.prepare(
-      `INSERT INTO grants (${GRANT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    );
-    this.#end = db.prepare(
-      "WITH RECURSIVE under(id) AS (SELECT ?1 UNION SELECT g.grant_id FROM grants g JOIN under ON g.parent = under.id) " +
-        `UPDATE grants SET ended_ms = ?2 WHERE grant_id IN under AND ended_ms IS NULL RETURNING ${GRANT_COLUMNS}`,
-    );
-    this.#of = db.prepare(
-      `SELECT ${GRANT_COLUMNS} FROM grants WHERE owner = ? AND handle = ? ORDER BY created_ms, grant_id`,
-    );
-    this.#to = db.prepare(
-      `SELECT ${GRANT_COLUMNS} FROM grants WHERE to_user = ? AND ended_ms IS NULL ORDER BY created_ms, grant_id`,
+    this.#insert = db.prepare(sql.insert);
+    this.#end = db.prepare(sql.endTree);
+    this.#endOf = db.prepare(sql.endOf);
+    this.#of = db.prepare(sql.of);
+    this.#to = db.prepare(sql.to);
+    // The version step of an audit entry: the record's next version, its state kept.
+    this.#audit = db.prepare(
+      "UPDATE handles SET version = version + 1, updated_ms = ?3 " +
+        "WHERE user = ?1 AND handle = ?2 RETURNING version",
     );
   }
 
@@ -112,16 +117,40 @@ export class GrantStatements {
   }
 
   /**
-   * Inside a transaction: stores a grant, after checking its parent is in force.
+   * Inside a transaction: throws when the parent of `g`, if it has one, is
+   * not in force at `now`.
    *
-   * @param g The grant.
+   * @param g The grant about to be stored.
    * @param now Epoch ms.
    */
-  put(g: GrantRecord, now: number): void {
+  checkParent(g: GrantRecord, now: number): void {
     if (g.parent !== null) {
       this.check({ now, graceMs: 0, grant: { grant: g.parent, alias: g.alias } });
     }
+  }
+
+  /**
+   * Inside a transaction: stores a grant, as it is.
+   *
+   * @param g The grant.
+   */
+  insert(g: GrantRecord): void {
     this.#insert.run(...grantValues(g));
+  }
+
+  /**
+   * Inside a transaction: the version step of `audit` on `(user, handle)`
+   * (its next version and `updatedAt`, the rest kept); the caller appends
+   * the entry.
+   *
+   * @param user The owner.
+   * @param handle The handle.
+   * @param audit The step.
+   * @returns The record's new version, or `null` when there is no such record (nothing changed).
+   */
+  bump(user: string, handle: string, audit: AuditStep): number | null {
+    const row = this.#audit.get(user, handle, audit.at) as { version: number } | undefined;
+    return row ? Number(row.version) : null;
   }
 
   /**
@@ -144,6 +173,17 @@ export class GrantStatements {
    */
   end(id: string, now: number): GrantRecord[] {
     return (this.#end.all(id, now) as Row[]).map(grantOf);
+  }
+
+  /**
+   * Inside a transaction: ends every grant of `(owner, handle)` not ended yet.
+   *
+   * @param owner The owner.
+   * @param handle The handle.
+   * @param now Epoch ms.
+   */
+  endOf(owner: string, handle: string, now: number): void {
+    this.#endOf.run(owner, handle, now);
   }
 
   /**
