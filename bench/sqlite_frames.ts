@@ -20,8 +20,12 @@
  * `pwrite` count an `strace` shows is twice the frame count; both are
  * printed.
  *
+ * With `--trees`, each run also prints where the frames of the last write
+ * of each kind went: the B-tree (table or index) each WAL frame's page
+ * belongs to, per write, from SQLite's `dbstat` table.
+ *
  * ```sh
- * deno run --allow-all bench/sqlite_frames.ts [--runs=3] [--ops=1000]
+ * deno run --allow-all bench/sqlite_frames.ts [--runs=3] [--ops=1000] [--trees]
  * ```
  *
  * @module
@@ -39,9 +43,13 @@ const args = new Map(
 );
 const RUNS = Number(args.get("runs") ?? 3);
 const OPS = Number(args.get("ops") ?? 1000);
+const TREES = args.has("trees");
 /** Handles a user has before the count; writes go round-robin over the first `HOT` of them. */
 const HANDLES = 1000;
 const HOT = 50;
+/** Handles of the steady saves (after the save and patch handles), and writes before the count. */
+const STEADY = 20;
+const STEADY_WARMUP = STEADY * 110;
 const USER = "bench-user";
 
 const dir = await Deno.makeTempDir({ prefix: "mcpstate-frames-" });
@@ -67,6 +75,7 @@ interface Subject {
   mint(i: number): Promise<unknown>;
   save(i: number): Promise<unknown>;
   patch(i: number): Promise<unknown>;
+  steady(i: number): Promise<unknown>;
   close(): Promise<void>;
 }
 
@@ -97,6 +106,14 @@ async function storeSubject(tag: string): Promise<Subject> {
       const k = HOT + (i % HOT);
       const snap = await store.patch(handles[k]!, [Append("sources", `https://x.test/${i}`)], {
         user: USER,
+      });
+      versions[k] = snap.version;
+    },
+    async steady(i) {
+      const k = 2 * HOT + (i % STEADY);
+      const snap = await store.save(handles[k]!, state1k(i), {
+        user: USER,
+        expectVersion: versions[k]!,
       });
       versions[k] = snap.version;
     },
@@ -189,12 +206,28 @@ function pythonSubject(tag: string): Subject {
       });
       return Promise.resolve();
     },
+    steady(i) {
+      const k = 2 * HOT + (i % STEADY);
+      tx(() => {
+        const now = Date.now() / 1000;
+        upd.run(JSON.stringify(state1k(i)), now, USER, handles[k]!, versions[k]!);
+        versions[k]!++;
+        log.run(USER, handles[k]!, versions[k]!, now, "save", null);
+      });
+      return Promise.resolve();
+    },
     close: () => Promise.resolve(db.close()),
   };
 }
 
-type Op = "mint" | "save" | "patch";
-const OPS_LIST: Op[] = ["mint", "save", "patch"];
+type Op = "mint" | "save" | "patch" | "steady";
+const OPS_LIST: Op[] = ["mint", "save", "patch", "steady"];
+const LABEL: Record<Op, string> = {
+  mint: "mint",
+  save: "save",
+  patch: "patch",
+  steady: "steady save",
+};
 
 /** Writes per block: the subjects take turns, so that both see the same load on a shared disk. */
 const BLOCK = 50;
@@ -214,6 +247,12 @@ async function measure(subjects: Subject[], op: Op, offset: number): Promise<[nu
       return 0;
     }
   };
+  // Steady saves: first fill the changelogs of their handles past the retention.
+  if (op === "steady") {
+    for (const s of subjects) {
+      for (let i = 0; i < STEADY_WARMUP; i++) await s.steady(offset + 500_000 + i);
+    }
+  }
   for (const s of subjects) {
     s.db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
     s.db.exec("PRAGMA wal_autocheckpoint = 0");
@@ -230,12 +269,38 @@ async function measure(subjects: Subject[], op: Op, offset: number): Promise<[nu
     }
   }
   const n = Math.ceil(OPS / BLOCK) * BLOCK;
+  if (TREES) {
+    for (const [k, s] of subjects.entries()) {
+      console.log(`${LABEL[op]}, ${s.name}: ${framesByTree(s, sizes[k]!, pageSizes[k]!, n)}`);
+    }
+  }
   return subjects.map((s, k) => {
     const frames = (size(s) - sizes[k]!) / (pageSizes[k]! + 24) / n;
     s.db.exec("PRAGMA wal_autocheckpoint = 1000");
     s.db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
     return [n / (ms[k]! / 1000), frames];
   });
+}
+
+/**
+ * The WAL frames written since byte `from`, per write, by the B-tree their
+ * page belongs to (`dbstat`; page 1, the file header, counts under
+ * `sqlite_schema`).
+ */
+function framesByTree(s: Subject, from: number, pageSize: number, writes: number): string {
+  const names = new Map<number, string>();
+  for (const r of s.db.prepare("SELECT name, pageno, pagetype FROM dbstat").all()) {
+    names.set(r.pageno as number, `${r.name}${r.pagetype === "overflow" ? " (overflow)" : ""}`);
+  }
+  const wal = Deno.readFileSync(s.walPath);
+  const tally = new Map<string, number>();
+  for (let at = from; at + 24 + pageSize <= wal.length; at += 24 + pageSize) {
+    const page = new DataView(wal.buffer, at, 4).getUint32(0);
+    const name = names.get(page) ?? "free";
+    tally.set(name, (tally.get(name) ?? 0) + 1);
+  }
+  return [...tally].sort((a, b) => b[1] - a[1])
+    .map(([name, count]) => `${name} ${(count / writes).toFixed(2)}`).join(", ");
 }
 
 const results = new Map<string, { rates: number[]; frames: number[] }>();
@@ -268,7 +333,7 @@ for (const op of OPS_LIST) {
     const m = median(r.rates);
     const f = median(r.frames);
     console.log(
-      `| ${op} | ${name} | ${fmt(m)} | ${fmt(Math.min(...r.rates))}–${
+      `| ${LABEL[op]} | ${name} | ${fmt(m)} | ${fmt(Math.min(...r.rates))}–${
         fmt(Math.max(...r.rates))
       } | ${(m / base).toFixed(2)}× | ${f.toFixed(2)} | ${(2 * f).toFixed(2)} |`,
     );

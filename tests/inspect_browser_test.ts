@@ -99,7 +99,19 @@ for (let n = 1; n <= 3; n++) await store.patch(legacy, [SetKey("", "n", n)], { u
   const { changes } = db.prepare(
     "UPDATE changes SET text = json_remove(text, '$.undo') WHERE user = ? AND handle = ? AND version = 3",
   ).run(USER, legacy);
-  assert.equal(Number(changes), 1);
+  if (Number(changes) === 0) {
+    // A small record keeps its newest entries in its row (`log_tail`: floor, then version, at,
+    // text for each entry).
+    const row = db.prepare("SELECT log_tail FROM handles WHERE user = ? AND handle = ?")
+      .get(USER, legacy);
+    const tail = JSON.parse(row!.log_tail as string) as (number | string | null)[];
+    const at = tail.findIndex((v, i) => i >= 2 && (i - 2) % 3 === 0 && v === 3);
+    assert.ok(at > 0);
+    const { undo: _, ...entry } = JSON.parse(tail[at + 2] as string);
+    tail[at + 2] = JSON.stringify(entry);
+    db.prepare("UPDATE handles SET log_tail = ? WHERE user = ? AND handle = ?")
+      .run(JSON.stringify(tail), USER, legacy);
+  }
 }
 
 const readOnly = await startInspect(home, ["--backend", cliDbUrl, "--user", USER]);

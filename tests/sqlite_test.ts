@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import fc from "fast-check";
 import { constants, DatabaseSync } from "node:sqlite";
 import { Append, HandleStore, Increment, Merge, SetKey } from "../mod.ts";
 import { openBackend } from "../src/url.ts";
@@ -6,6 +7,7 @@ import type { ConditionalWrite, HandleRecord, WriteContext } from "../src/backen
 import { SQLITE_SCHEMA_VERSION, SqliteBackend } from "../src/backends/sqlite.ts";
 import { byUtf8, DAY, FakeClock, freshUser, Lines, recordOf, rejectsWith } from "./_helpers.ts";
 import { backendContract, sharedView } from "./contract/mod.ts";
+import { runs } from "./_fc.ts";
 import {
   createAtOnce,
   killWriterMidWrites,
@@ -122,8 +124,11 @@ function layoutOf(path: string, kept: string[], rowTables: string[]) {
     const names = kept.map((t) => `'${t}'`).join(", ");
     // The columns added in place to the record tables (ALTER TABLE … ADD COLUMN, which
     // rewrites no row): a layout without them compares equal to the layout before.
-    const added = / (schema_version INTEGER|forked_from TEXT|preview TEXT),/g;
-    const withoutAdded = (row: Record<string, unknown>) => {
+    const added = / (schema_version INTEGER|forked_from TEXT|preview TEXT|log_tail TEXT),/g;
+    const withoutAdded = (r: Record<string, unknown>) => {
+      // Schema 6's log tail is `NULL` in every row a migration keeps.
+      const { log_tail: l, ...row } = r;
+      if (l !== null && l !== undefined) return r;
       const { schema_version: v, forked_from: f, preview: p, ...rest } = row;
       return v === null && (f === null || f === undefined) && (p === null || p === undefined)
         ? rest
@@ -154,6 +159,18 @@ function layoutOf(path: string, kept: string[], rowTables: string[]) {
 
 /** The index schema 5 drops: a listing by kind walks the one listing index. */
 const DROPPED_IN_5 = "handles_by_user_kind_updated";
+
+/**
+ * The changelog entries of a handle as stored: rows of the keyed table plus
+ * the entries kept in its record's row (`log_tail`).
+ */
+function loggedCount(db: DatabaseSync, user: string, handle: string): number {
+  return db.prepare(
+    "SELECT (SELECT count(*) FROM changes WHERE user = ?1 AND handle = ?2) + coalesce((" +
+      "SELECT (json_array_length(log_tail) - 2) / 3 FROM handles WHERE user = ?1 AND handle = ?2" +
+      "), 0) AS n",
+  ).get(user, handle)!.n as number;
+}
 
 /** A new database file in the layout of an earlier schema: WAL, then `schemas` in order. */
 function oldDatabase(tag: string, ...schemas: string[]): { path: string; db: DatabaseSync } {
@@ -288,13 +305,7 @@ Deno.test("sqlite: group commit: writes that arrive during a sync share the next
       assert.deepEqual(s.state.list, Array.from({ length: 40 }, (_, i) => i));
       assert.equal(s.version, 41);
       const other = new DatabaseSync(path, { readOnly: true });
-      assert.equal(
-        other.prepare("SELECT count(*) AS n FROM changes WHERE user = ? AND handle = ?").get(
-          user,
-          h,
-        )!.n as number,
-        41,
-      );
+      assert.equal(loggedCount(other, user, h), 41);
       other.close();
       // The first patch commits alone; the others queue during its sync and share commits.
       const shared = walCommits() - before;
@@ -680,8 +691,11 @@ Deno.test("sqlite: trash and changelog, row by row", async () => {
   const count = (table: string, user: string, handle: string) =>
     db.prepare(`SELECT count(*) AS n FROM ${table} WHERE user = ? AND handle = ?`)
       .get(user, handle)!.n as number;
-  const rows = (user: string, handle: string) =>
-    ["handles", "trash", "changes"].map((t) => count(t, user, handle));
+  const rows = (user: string, handle: string) => [
+    count("handles", user, handle),
+    count("trash", user, handle),
+    loggedCount(db, user, handle),
+  ];
   const user = freshUser();
   const retention = { maxEntries: 100, maxAgeMs: DAY };
   const ctx = (now: number, extra: Partial<WriteContext> = {}): WriteContext => ({
@@ -787,6 +801,86 @@ Deno.test("sqlite: trash and changelog, row by row", async () => {
     small,
   );
   assert.deepEqual(await versions(d), [12, 13]);
+  await backend.close();
+});
+
+Deno.test("sqlite: the changelog, kept partly in the record's row, answers what deleting at each append would", async () => {
+  const backend = await SqliteBackend.fromUrl(urlOf(freshPath("log-model")));
+  const db = backend.database;
+  const user = freshUser();
+  const h = "n_aaaaaaaa";
+  type Entry = { version: number; at: number; text: string };
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(
+        fc.oneof(
+          // An append: the state's size decides whether the entry may stay in the row.
+          {
+            weight: 6,
+            arbitrary: fc.record({
+              kind: fc.constant("append" as const),
+              big: fc.boolean(),
+              entryBytes: fc.constantFrom(20, 300, 1500, 5000),
+              maxEntries: fc.integer({ min: 1, max: 12 }),
+              maxAgeMs: fc.integer({ min: 5, max: 60 }),
+              // The clock mostly moves on, sometimes back.
+              step: fc.integer({ min: -3, max: 9 }),
+            }),
+          },
+          fc.constant({ kind: "trash" as const }),
+          fc.constant({ kind: "import" as const }),
+          fc.constant({ kind: "read" as const }),
+        ),
+        { minLength: 4, maxLength: 60 },
+      ),
+      async (steps) => {
+        db.exec("DELETE FROM handles; DELETE FROM trash; DELETE FROM changes");
+        let now = 1000, version = 1;
+        let log: Entry[] = [{ version: 1, at: now, text: '{"version":1}' }];
+        const ctx = (extra: Partial<WriteContext> = {}): WriteContext => ({
+          now,
+          graceMs: 0,
+          ...extra,
+        });
+        await backend.insert(user, { ...SAMPLE, handle: h }, ctx({ entry: log[0]! }));
+        for (const s of steps) {
+          if (s.kind === "append") {
+            now += s.step;
+            version++;
+            const text = JSON.stringify({ version, pad: "x".repeat(s.entryBytes) });
+            const entry = { version, at: now, text };
+            const retention = { maxEntries: s.maxEntries, maxAgeMs: s.maxAgeMs };
+            const state = s.big ? JSON.stringify({ s: "y".repeat(3000) }) : "{}";
+            await backend.update(
+              user,
+              h,
+              (cur) => cur && { record: { ...cur, state, version }, entry },
+              ctx({ retention }),
+            );
+            log = log.filter((e) => e.version > version - s.maxEntries && e.at >= now - s.maxAgeMs);
+            log.push(entry);
+          } else if (s.kind === "trash") {
+            // To the trash and back: the log goes with the record.
+            await backend.remove(user, h, ctx({ trashUntil: now + 1000 }));
+            assert.deepEqual(await backend.changes(user, h, 0), []);
+            assert.ok(await backend.untrash(user, h, ctx()));
+          } else if (s.kind === "import") {
+            version++;
+            await backend.importRecord(user, { ...SAMPLE, handle: h, version }, ctx());
+            log = [];
+          }
+          assert.deepEqual(await backend.changes(user, h, 0), log);
+          const after = log.length > 1 ? log[1]!.version : version;
+          assert.deepEqual(
+            await backend.changes(user, h, after),
+            log.filter((e) => e.version > after),
+          );
+        }
+        assert.equal(pragma(db, "integrity_check"), "ok");
+      },
+    ),
+    runs(61, 150),
+  );
   await backend.close();
 });
 
@@ -1010,7 +1104,7 @@ Deno.test("sqlite: a schema 3 database gains the leases table in place, without 
   const store = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
   const after = layout();
   assert.equal(after.version, SQLITE_SCHEMA_VERSION);
-  assert.equal(SQLITE_SCHEMA_VERSION, 5);
+  assert.equal(SQLITE_SCHEMA_VERSION, 6);
   assert.ok(before.indexes.includes(DROPPED_IN_5) && !after.indexes.includes(DROPPED_IN_5));
   assert.deepEqual(after.tables, TABLES);
   assert.equal(after.old, before.old);
@@ -1063,7 +1157,7 @@ Deno.test("sqlite: a schema 4 database drops the listing index by kind in place;
   assert.equal(before.version, 4);
   const store = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
   const after = layout();
-  assert.equal(after.version, 5);
+  assert.equal(after.version, 6);
   assert.ok(before.indexes.includes(DROPPED_IN_5) && !after.indexes.includes(DROPPED_IN_5));
   assert.equal(after.old, before.old);
   assert.deepEqual(after.rows, before.rows);
@@ -1096,6 +1190,128 @@ Deno.test("sqlite: a schema 4 database drops the listing index by kind in place;
   const since = await store.changesSince("n_aaaaaaa1", 1, { user: "u" });
   assert.ok(!since.truncated && since.changes.length === 2);
   await store.close();
+  await reopenChangesNothing(path, () => layout().schema);
+});
+
+/**
+ * What schema 5 changed on a schema 4 file, as the previous release wrote
+ * it: the listing index by kind dropped, the columns added in place.
+ */
+const SCHEMA_V5_CHANGES = `
+DROP INDEX handles_by_user_kind_updated;
+ALTER TABLE handles ADD COLUMN schema_version INTEGER;
+ALTER TABLE handles ADD COLUMN forked_from TEXT;
+ALTER TABLE handles ADD COLUMN preview TEXT;
+ALTER TABLE trash ADD COLUMN schema_version INTEGER;
+ALTER TABLE trash ADD COLUMN forked_from TEXT;
+ALTER TABLE trash ADD COLUMN preview TEXT;
+PRAGMA user_version = 5;
+`;
+
+Deno.test("sqlite: a schema 5 database gains the row's log tail in place; its changelog and listing read the same, and its log goes on", async () => {
+  const { path, db: old } = oldDatabase(
+    "v5",
+    SCHEMA_V2,
+    SCHEMA_V3_TABLES,
+    SCHEMA_V4_TABLES,
+    SCHEMA_V5_CHANGES,
+  );
+  const now = Date.now();
+  const ins = old.prepare(
+    "INSERT INTO handles (user, handle, kind, state, version, created_ms, updated_ms, " +
+      "expires_ms, last_writer, preview) VALUES (?, ?, ?, '{\"n\":1}', 3, ?, ?, ?, 'w', 'n: 1')",
+  );
+  const log = old.prepare("INSERT INTO changes VALUES (?, ?, ?, ?, ?)");
+  // Two users, 30 handles each, two kinds, some expired, some sharing an updated_ms.
+  for (const user of ["u", "v"]) {
+    for (let i = 0; i < 30; i++) {
+      const handle = `n_${String(i).padStart(8, "a")}`;
+      const expires = i % 7 === 0 ? now - 1000 : null;
+      ins.run(user, handle, i % 3 ? "note" : "todo", now - 5000, now - (i >> 1), expires);
+      for (const v of [1, 2, 3]) {
+        log.run(user, handle, v, now - 5000 + v, JSON.stringify({ version: v, op: "save" }));
+      }
+    }
+  }
+  old.prepare(
+    "INSERT INTO trash (user, handle, kind, state, version, created_ms, updated_ms, " +
+      "expires_ms, last_writer, trashed_until) VALUES ('u', 't_aaaaaaaa', 'note', '{}', 2, ?, ?, " +
+      "NULL, NULL, ?)",
+  ).run(now - 1000, now - 1000, now + DAY);
+  log.run("u", "t_aaaaaaaa", 2, now - 1000, '{"version":2}');
+  old.close();
+  const v5Tables = ["handles", "changes", "trash", "idempotency", "leases"];
+  const layout = () => layoutOf(path, v5Tables, v5Tables);
+  const before = layout();
+  assert.equal(before.version, 5);
+  // The listings before: the unpaged ones, through a connection of the previous layout.
+  const store = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
+  const after = layout();
+  assert.equal(after.version, SQLITE_SCHEMA_VERSION);
+  assert.equal(SQLITE_SCHEMA_VERSION, 6);
+  assert.equal(after.old, before.old);
+  assert.deepEqual(after.rows, before.rows);
+  assert.deepEqual(after.tables, TABLES);
+  // Listing: newest first, ties by handle, page by page, for every filter.
+  const rows = JSON.parse(before.rows[0]!) as {
+    user: string;
+    handle: string;
+    kind: string;
+    updated_ms: number;
+    expires_ms: number | null;
+  }[];
+  for (const user of ["u", "v"]) {
+    for (const kind of [undefined, "note", "todo"]) {
+      for (const includeExpired of [false, true]) {
+        const expected = rows.filter((r) =>
+          r.user === user && (kind === undefined || r.kind === kind) &&
+          (includeExpired || r.expires_ms === null)
+        ).sort((a, b) => b.updated_ms - a.updated_ms || byUtf8(a.handle, b.handle))
+          .map((r) => r.handle);
+        const paged: string[] = [];
+        let cursor: string | undefined;
+        do {
+          const page = await store.listPage(user, {
+            ...(kind ? { kind } : {}),
+            includeExpired,
+            limit: 4,
+            ...(cursor ? { cursor } : {}),
+          });
+          paged.push(...page.handles.map((h) => h.handle));
+          cursor = page.nextCursor ?? undefined;
+        } while (cursor);
+        assert.deepEqual(paged, expected);
+      }
+    }
+  }
+  // The changelog reads as it was, and goes on: new entries in the row, then in the table.
+  const h = "n_aaaaaaa1";
+  const since = await store.changesSince(h, 0, { user: "u" });
+  assert.ok(!since.truncated);
+  assert.deepEqual(since.changes.map((c) => c.version), [1, 2, 3]);
+  for (let n = 2; n < 40; n++) {
+    await store.save(h, { n }, { user: "u", expectVersion: n + 1, writer: `w${n}` });
+  }
+  const all = await store.changesSince(h, 0, { user: "u" });
+  assert.ok(!all.truncated);
+  assert.deepEqual(all.changes.map((c) => c.version), Array.from({ length: 41 }, (_, i) => i + 1));
+  assert.deepEqual(
+    all.changes.slice(3).map((c) => c.writer),
+    Array.from({ length: 38 }, (_, i) => `w${i + 2}`),
+  );
+  const db = new DatabaseSync(path, { readOnly: true });
+  const tail = db.prepare("SELECT log_tail FROM handles WHERE user = 'u' AND handle = ?").get(h);
+  assert.ok(typeof tail?.log_tail === "string");
+  assert.equal(loggedCount(db, "u", h), 41);
+  db.close();
+  // The trashed record comes back with its log; the other user's log is untouched.
+  assert.equal((await store.restore("t_aaaaaaaa", { user: "u" })).version, 2);
+  const restored = await store.changesSince("t_aaaaaaaa", 1, { user: "u" });
+  assert.ok(!restored.truncated && restored.changes.length === 1);
+  const other = await store.changesSince(h, 0, { user: "v" });
+  assert.ok(!other.truncated && other.changes.length === 3);
+  await store.close();
+  integrityOk(path);
   await reopenChangesNothing(path, () => layout().schema);
 });
 

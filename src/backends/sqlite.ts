@@ -11,8 +11,10 @@
  *   write rate.
  * - Listing reads covering indexes only: it never touches a state.
  * - The changelog lives in a `changes` table keyed by
- *   `(user, handle, version)`; an entry is inserted, and the handle's log
- *   trimmed to the retention, in the same transaction as its write.
+ *   `(user, handle, version)`; the newest entries of a small record stay in
+ *   its own row until they fill it, then move to the table together (see
+ *   `sqlite/_log.ts`). An entry is written, and the handle's log trimmed to
+ *   the retention, in the same transaction as its write.
  * - A revoked handle moves to a `trash` table, so every live query (read,
  *   save, list, sweep) reads `handles` exactly as before; its changelog
  *   stays where it is and comes back with it.
@@ -84,7 +86,6 @@ import { listFilters } from "./_sql.ts";
 import { Connection } from "./sqlite/_connection.ts";
 import {
   cells,
-  entryOf,
   forkedFromOf,
   leaseOf,
   META,
@@ -265,15 +266,14 @@ export class SqliteBackend implements Backend {
     return this.#claim(user, ctx, () => {
       // A trashed handle stays taken until it is restored or swept.
       if (this.#q.inTrash.get(user, record.handle)) return { inserted: false };
-      const { changes } = this.#q.insert.run(user, record.handle, ...recordValues(record));
+      const size = utf8Length(record.state);
+      const tail = ctx.entry ? this.#q.log.firstTail(ctx.entry, size) : null;
+      const { changes } = this.#q.insert.run(user, record.handle, ...recordValues(record), tail);
       const inserted = Number(changes) === 1;
       if (inserted) {
-        if (ctx.quota) this.#u.apply(user, ctx, { handles: 1, bytes: utf8Length(record.state) });
-        if (ctx.entry) {
-          // A new record starts a new log.
-          this.#q.logDrop.run(user, record.handle);
-          this.#q.logAdd.run(user, record.handle, ctx.entry.version, ctx.entry.at, ctx.entry.text);
-        }
+        if (ctx.quota) this.#u.apply(user, ctx, { handles: 1, bytes: size });
+        // A new record starts a new log.
+        if (ctx.entry) this.#q.log.start(user, record.handle, ctx.entry, tail);
         this.#q.remember(user, ctx, record);
         this.#c.wrote(user, record.handle);
       }
@@ -388,9 +388,10 @@ export class SqliteBackend implements Backend {
           this.#q.logDrop.run(user, handle);
           this.#q.insertRow.run(user, handle, ...recordValues(next));
         }
-        if (step?.entry) this.#q.append(user, handle, step.entry, ctx);
+        const size = utf8Length(next.state);
+        if (step?.entry) this.#q.append(user, handle, step.entry, ctx, size);
         if (ctx.quota) {
-          const bytes = utf8Length(next.state) - (current ? utf8Length(current.state) : 0);
+          const bytes = size - (current ? utf8Length(current.state) : 0);
           this.#u.apply(user, ctx, { handles: current ? 0 : 1, bytes });
         }
         this.#c.wrote(user, handle);
@@ -408,8 +409,11 @@ export class SqliteBackend implements Backend {
     ctx: WriteContext,
   ): Promise<{ removed: boolean } | Replayed> {
     return this.#claim(user, ctx, () => {
-      // To the trash: the record moves, its changelog stays where it is.
-      if (ctx.trashUntil !== undefined) this.#q.toTrash.run(ctx.trashUntil, user, handle);
+      // To the trash: the record moves, its changelog stays in the keyed table.
+      if (ctx.trashUntil !== undefined) {
+        this.#q.log.flush(user, handle);
+        this.#q.toTrash.run(ctx.trashUntil, user, handle);
+      }
       const removed = Number(this.#q.delete.run(user, handle).changes) === 1;
       if (removed) {
         if (ctx.trashUntil === undefined) this.#q.logDrop.run(user, handle);
@@ -469,7 +473,7 @@ export class SqliteBackend implements Backend {
     return this.#c.read(
       user,
       handle,
-      () => (this.#q.logRead.all(user, handle, afterVersion) as Row[]).map(entryOf),
+      () => this.#q.log.read(user, handle, afterVersion),
     );
   }
 
@@ -580,7 +584,7 @@ export class SqliteBackend implements Backend {
       if (current && (current.version as number) >= record.version) return "kept";
       // Its history is unknown. A trashed copy of the handle stays in the trash
       // (restorable once no live record holds the handle), without its log.
-      this.#q.logDrop.run(user, record.handle);
+      this.#q.log.clear(user, record.handle);
       const values = recordValues(record);
       if (current) this.#q.updateRow.run(...values, user, record.handle);
       else this.#q.insertRow.run(user, record.handle, ...values);

@@ -17,10 +17,11 @@ import type { SqliteSynchronous } from "./_url.ts";
  * as version 1; version 2 is the millisecond layout without history;
  * version 3 adds the `changes` and `trash` tables; version 4 the `leases`
  * table; version 5 drops the listing index by kind (one listing index is
- * rewritten per save instead of two). Older files are brought forward in
- * place when opened.
+ * rewritten per save instead of two); version 6 adds the `log_tail` column
+ * (a small record's newest changelog entries, kept in its row). Older files
+ * are brought forward in place when opened.
  */
-export const SQLITE_SCHEMA_VERSION = 5;
+export const SQLITE_SCHEMA_VERSION = 6;
 
 /**
  * The columns of a record, one per line: the `handles` table's, which the
@@ -87,6 +88,9 @@ const STEPS: readonly (readonly [number, string])[] = [
   // Version 5: a listing filtered by kind walks the one listing index (it
   // covers `kind`), so a save rewrites one listing entry instead of two.
   [5, "DROP INDEX IF EXISTS handles_by_user_kind_updated;"],
+  // Version 6: a small record keeps its newest changelog entries in its row
+  // (see _log.ts): a column added in place, no row rewritten.
+  [6, "ALTER TABLE handles ADD COLUMN log_tail TEXT;"],
 ];
 
 /** The columns of the tables schemas 3 and 4 add, to recognize a foreign table of the same name. */

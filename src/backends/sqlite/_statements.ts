@@ -8,6 +8,7 @@
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import type { ChangeEntry, HandleRecord, Replayed, WriteContext } from "../../backend.ts";
 import { type ListDialect, listSql } from "../_sql.ts";
+import { ChangeLog } from "./_log.ts";
 import { META, RECORD, recordOf, returnArrays, type Row } from "./_rows.ts";
 
 /** At most this many leases in force are scanned per user for a page (see `leases`). */
@@ -61,7 +62,8 @@ export class Statements {
   readonly logTrim: StatementSync;
   readonly logDrop: StatementSync;
   readonly logDropOrphan: StatementSync;
-  readonly logRead: StatementSync;
+  /** The changelog: the keyed table and the tails kept in small records' rows. */
+  readonly log: ChangeLog;
   readonly inTrash: StatementSync;
   /** The `trashed_until` of one trashed record. */
   readonly trashedUntil: StatementSync;
@@ -98,10 +100,11 @@ export class Statements {
     this.release = p("RELEASE w");
     this.rollbackTo = p("ROLLBACK TO w");
     this.read = returnArrays(p(`SELECT ${RECORD} FROM handles WHERE user = ? AND handle = ?`));
+    // A mint: the record with its first changelog entry (`log_tail`), when it fits.
     this.insert = p(
       "INSERT INTO handles (user, handle, kind, state, version, created_ms, updated_ms, " +
-        "expires_ms, last_writer, schema_version, preview, forked_from) " +
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (user, handle) DO NOTHING",
+        "expires_ms, last_writer, schema_version, preview, forked_from, log_tail) " +
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (user, handle) DO NOTHING",
     );
     const save = (expires: string) =>
       p(
@@ -165,11 +168,7 @@ export class Statements {
       "DELETE FROM changes WHERE user = ?1 AND handle = ?2 " +
         "AND NOT EXISTS (SELECT 1 FROM handles WHERE user = ?1 AND handle = ?2)",
     );
-    // One statement, so the live check and the entries come from one snapshot.
-    this.logRead = returnArrays(p(
-      "SELECT version, at, text FROM changes WHERE user = ?1 AND handle = ?2 AND version > ?3 " +
-        "AND EXISTS (SELECT 1 FROM handles WHERE user = ?1 AND handle = ?2) ORDER BY version",
-    ));
+    this.log = new ChangeLog(db);
     this.inTrash = p("SELECT 1 AS x FROM trash WHERE user = ? AND handle = ?");
     this.trashedUntil = p("SELECT trashed_until FROM trash WHERE user = ? AND handle = ?");
     this.toTrash = p(
@@ -298,10 +297,19 @@ export class Statements {
     );
   }
 
-  /** Appends `entry` to the handle's changelog, first dropping what the retention no longer keeps. */
-  append(user: string, handle: string, entry: ChangeEntry, ctx: WriteContext): void {
-    const r = ctx.retention;
-    if (r) this.logTrim.run(user, handle, entry.version - r.maxEntries, ctx.now - r.maxAgeMs);
-    this.logAdd.run(user, handle, entry.version, entry.at, entry.text);
+  /**
+   * Appends `entry` to the handle's changelog, first dropping what the
+   * retention no longer keeps. With `stateBytes` (UTF-8 bytes of the
+   * record's state after the write), the entry may stay in the record's row
+   * (see `ChangeLog`).
+   */
+  append(
+    user: string,
+    handle: string,
+    entry: ChangeEntry,
+    ctx: WriteContext,
+    stateBytes?: number,
+  ): void {
+    this.log.append(user, handle, entry, ctx.retention, ctx.now, stateBytes);
   }
 }

@@ -1,0 +1,226 @@
+/**
+ * The SQLite backend's changelog: a `changes` table keyed by
+ * `(user, handle, version)`, and the newest entries of a small record kept
+ * in its own row (the `log_tail` column of `handles`), so that a write of a
+ * small state appends its entry to the page it rewrites anyway.
+ *
+ * Why: an entry inserted into the keyed table lands in the middle of a
+ * B-tree whose leaves are nearly full; SQLite then rewrites the leaf, and
+ * every few inserts splits it, rewriting three siblings and their parent.
+ * That was half of the WAL frames of a 1 KiB save. Entries kept in the row
+ * cost no page of their own; they move to the keyed table together, a few
+ * at a time (one leaf, usually), when the row would outgrow its page
+ * ({@link TAIL_ROW_MAX}) or holds {@link TAIL_MAX_ENTRIES} of them.
+ *
+ * The tail is a JSON array: `[floorVersion, floorAt, version, at, text,
+ * version, at, text, …]`, entries oldest first. The floor is the retention
+ * of the appends since the entries last moved: entries of the keyed table at
+ * or below `floorVersion`, or older than `floorAt`, are the ones those
+ * appends deleted, and no read returns them; they are deleted from the
+ * table when the tail next moves there. Entries in the tail are trimmed at
+ * once. A read answers exactly what deleting them at each append would.
+ *
+ * @module
+ */
+
+import type { DatabaseSync, StatementSync } from "node:sqlite";
+import type { ChangeEntry, Retention } from "../../backend.ts";
+import { utf8Length } from "../../json.ts";
+import { cells, entryOf, returnArrays, type Row } from "./_rows.ts";
+
+/**
+ * A row whose state and tail would be over this many UTF-8 bytes keeps no
+ * tail: its entries go to the keyed table. Below a 4 KiB page's largest
+ * local payload (4,061 bytes), with room for the other columns, so that the
+ * tail never pushes a row onto an overflow page.
+ */
+export const TAIL_ROW_MAX = 3_000;
+
+/** At most this many entries in a tail. */
+export const TAIL_MAX_ENTRIES = 32;
+
+/** A parsed tail: its floor and its entries, oldest first. */
+interface Tail {
+  floorVersion: number | null;
+  floorAt: number | null;
+  entries: ChangeEntry[];
+}
+
+function parseTail(text: string): Tail {
+  const a = JSON.parse(text) as (number | string | null)[];
+  const entries: ChangeEntry[] = [];
+  for (let i = 2; i + 2 < a.length; i += 3) {
+    entries.push({ version: a[i] as number, at: a[i + 1] as number, text: a[i + 2] as string });
+  }
+  return { floorVersion: a[0] as number | null, floorAt: a[1] as number | null, entries };
+}
+
+function tailText(t: Tail): string {
+  const a: (number | string | null)[] = [t.floorVersion, t.floorAt];
+  for (const e of t.entries) a.push(e.version, e.at, e.text);
+  return JSON.stringify(a);
+}
+
+const max = (a: number | null, b: number) => a === null || b > a ? b : a;
+
+/** The changelog statements of one connection. */
+export class ChangeLog {
+  readonly #put: StatementSync;
+  readonly #trim: StatementSync;
+  readonly #drop: StatementSync;
+  readonly #read: StatementSync;
+  readonly #tailGet: StatementSync;
+  readonly #tailSet: StatementSync;
+  readonly #tailClear: StatementSync;
+
+  /** Prepares the statements on `db`, whose schema is ready. */
+  constructor(db: DatabaseSync) {
+    const p = (sql: string) => db.prepare(sql);
+    this.#put = p(
+      "INSERT OR REPLACE INTO changes (user, handle, version, at, text) VALUES (?, ?, ?, ?, ?)",
+    );
+    this.#trim = p(
+      "DELETE FROM changes WHERE user = ? AND handle = ? AND (version <= ? OR at < ?)",
+    );
+    this.#drop = p("DELETE FROM changes WHERE user = ? AND handle = ?");
+    // One statement, so that the live check, the tail and the keyed entries
+    // come from one snapshot (another process may move a tail in between).
+    this.#read = returnArrays(p(
+      "SELECT version, at, text FROM changes WHERE user = ?1 AND handle = ?2 AND version > ?3 " +
+        "AND EXISTS (SELECT 1 FROM handles WHERE user = ?1 AND handle = ?2) " +
+        "UNION ALL SELECT -1, 0, log_tail FROM handles " +
+        "WHERE user = ?1 AND handle = ?2 AND log_tail IS NOT NULL ORDER BY 1",
+    ));
+    this.#tailGet = p("SELECT log_tail FROM handles WHERE user = ? AND handle = ?");
+    this.#tailSet = p("UPDATE handles SET log_tail = ? WHERE user = ? AND handle = ?");
+    // Only a row that holds a tail is rewritten: a large record's row costs
+    // its overflow pages each time it is.
+    this.#tailClear = p(
+      "UPDATE handles SET log_tail = NULL WHERE user = ? AND handle = ? AND log_tail IS NOT NULL",
+    );
+  }
+
+  /**
+   * The entries after `afterVersion`, oldest first; none when the record is
+   * not live.
+   */
+  read(user: string, handle: string, afterVersion: number): ChangeEntry[] {
+    const rows = this.#read.all(user, handle, afterVersion) as Row[];
+    if (rows.length === 0) return [];
+    const first = cells(rows[0]!);
+    if (first[0] !== -1) return rows.map(entryOf);
+    const tail = parseTail(first[2] as string);
+    const fv = tail.floorVersion ?? -Infinity, fa = tail.floorAt ?? -Infinity;
+    const byVersion = new Map<number, ChangeEntry>();
+    for (let i = 1; i < rows.length; i++) {
+      const e = entryOf(rows[i]!);
+      if (e.version > fv && e.at >= fa) byVersion.set(e.version, e);
+    }
+    // An entry in the tail takes the place of a keyed one of its version.
+    for (const e of tail.entries) if (e.version > afterVersion) byVersion.set(e.version, e);
+    return [...byVersion.values()].sort((a, b) => a.version - b.version);
+  }
+
+  /**
+   * The tail a new record starts with: its first entry, or `null` when the
+   * row would outgrow {@link TAIL_ROW_MAX} (the entry then goes to the keyed
+   * table, see {@link ChangeLog.start}).
+   *
+   * @param stateBytes UTF-8 bytes of the record's state.
+   */
+  firstTail(entry: ChangeEntry, stateBytes: number): string | null {
+    const text = tailText({ floorVersion: null, floorAt: null, entries: [entry] });
+    return stateBytes + utf8Length(text) <= TAIL_ROW_MAX ? text : null;
+  }
+
+  /**
+   * Starts the log of a record just inserted with `tail` (from
+   * {@link ChangeLog.firstTail}): drops what the keyed table holds under
+   * its name, and keeps `entry` there when the row holds no tail.
+   */
+  start(user: string, handle: string, entry: ChangeEntry, tail: string | null): void {
+    this.#drop.run(user, handle);
+    if (tail === null) this.#put.run(user, handle, entry.version, entry.at, entry.text);
+  }
+
+  /**
+   * Appends `entry` to the handle's log, first dropping what the retention
+   * no longer keeps.
+   *
+   * @param stateBytes UTF-8 bytes of the record's state after the write,
+   * when the caller knows them; otherwise the entry goes to the keyed table
+   * (after the tail, if any).
+   */
+  append(
+    user: string,
+    handle: string,
+    entry: ChangeEntry,
+    retention: Retention | undefined,
+    now: number,
+    stateBytes?: number,
+  ): void {
+    const row = this.#tailGet.get(user, handle);
+    const tailCell = row?.log_tail as string | null | undefined;
+    if (tailCell == null && (stateBytes === undefined || row === undefined)) {
+      // No tail: the entry goes where it always went.
+      if (retention) {
+        this.#trim.run(
+          user,
+          handle,
+          entry.version - retention.maxEntries,
+          now - retention.maxAgeMs,
+        );
+      }
+      this.#put.run(user, handle, entry.version, entry.at, entry.text);
+      return;
+    }
+    const tail: Tail = tailCell == null
+      ? { floorVersion: null, floorAt: null, entries: [] }
+      : parseTail(tailCell);
+    if (retention) {
+      tail.floorVersion = max(tail.floorVersion, entry.version - retention.maxEntries);
+      tail.floorAt = max(tail.floorAt, now - retention.maxAgeMs);
+    }
+    const fv = tail.floorVersion ?? -Infinity, fa = tail.floorAt ?? -Infinity;
+    tail.entries = tail.entries.filter((e) =>
+      e.version > fv && e.at >= fa && e.version < entry.version
+    );
+    tail.entries.push(entry);
+    const text = tailText(tail);
+    if (
+      stateBytes !== undefined && tail.entries.length <= TAIL_MAX_ENTRIES &&
+      stateBytes + utf8Length(text) <= TAIL_ROW_MAX
+    ) {
+      this.#tailSet.run(text, user, handle);
+    } else this.#move(user, handle, tail);
+  }
+
+  /**
+   * Moves the handle's tail, if any, to the keyed table (before its record
+   * leaves `handles` for the trash, whose rows keep no tail).
+   */
+  flush(user: string, handle: string): void {
+    const cell = this.#tailGet.get(user, handle)?.log_tail as string | null | undefined;
+    if (cell != null) this.#move(user, handle, parseTail(cell));
+  }
+
+  /** Drops the handle's keyed entries (its row, if any, keeps its tail). */
+  drop(user: string, handle: string): void {
+    this.#drop.run(user, handle);
+  }
+
+  /** Drops the handle's whole log, its row's tail included. */
+  clear(user: string, handle: string): void {
+    this.#drop.run(user, handle);
+    this.#tailClear.run(user, handle);
+  }
+
+  /** Writes a tail's entries to the keyed table, deletes what its floor hides, clears it. */
+  #move(user: string, handle: string, tail: Tail): void {
+    if (tail.floorVersion !== null || tail.floorAt !== null) {
+      this.#trim.run(user, handle, tail.floorVersion ?? -1, tail.floorAt ?? -1);
+    }
+    for (const e of tail.entries) this.#put.run(user, handle, e.version, e.at, e.text);
+    this.#tailClear.run(user, handle);
+  }
+}
