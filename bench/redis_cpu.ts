@@ -120,7 +120,9 @@ async function round(fn: (slot: number) => Promise<unknown>) {
   return { wall, client: (c.user + c.system) / OPS, redis: (r1 - r0) / OPS };
 }
 
-const results = new Map(names.map((n) => [n, [] as { wall: number; client: number; redis: number }[]]));
+const results = new Map(
+  names.map((n) => [n, [] as { wall: number; client: number; redis: number }[]]),
+);
 for (const n of names) await round(cases[n]!); // warm up
 for (let r = 0; r < RUNS; r++) {
   for (const n of names) results.get(n)!.push(await round(cases[n]!));
