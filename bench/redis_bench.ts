@@ -31,6 +31,7 @@
 import { Redis } from "ioredis";
 import { HandleStore, type HandleStoreOptions, Increment, type JsonObject } from "../mod.ts";
 import { startRedis } from "../tests/_redis.ts";
+import { RAW_CAS } from "./_redis_raw.ts";
 
 // Stopped (and its data dir removed) by the harness when the bench process exits.
 const server = await startRedis();
@@ -60,12 +61,6 @@ const getHandle = await store.mint("bench", kib(), { user });
 await raw.set("raw:get", TEXT);
 
 // save: the raw baseline is a trivial version check and write of the same bytes.
-const RAW_CAS = `
-if redis.call('HGET', KEYS[1], 'v') == ARGV[1] then
-  redis.call('HSET', KEYS[1], 'v', ARGV[2], 's', ARGV[3])
-  return 1
-end
-return 0`;
 const rawSha = await raw.script("LOAD", RAW_CAS) as string;
 const rawVersions = new Map<string, number>();
 for (let i = 0; i < 16; i++) await raw.hset(`raw:cas:${i}`, "v", "0", "s", TEXT);

@@ -27,6 +27,7 @@ import process from "node:process";
 import { Redis } from "ioredis";
 import { HandleStore, type JsonObject } from "../mod.ts";
 import { startRedis } from "../tests/_redis.ts";
+import { RAW_CAS } from "./_redis_raw.ts";
 
 const args = new Map(
   Deno.args.filter((a) => a.startsWith("--")).map((a) => {
@@ -54,12 +55,6 @@ const TEXT = JSON.stringify(kib());
 await raw.set("raw:get", TEXT);
 const getHandle = await store.mint("bench", kib(), { user });
 
-const RAW_CAS = `
-if redis.call('HGET', KEYS[1], 'v') == ARGV[1] then
-  redis.call('HSET', KEYS[1], 'v', ARGV[2], 's', ARGV[3])
-  return 1
-end
-return 0`;
 const rawSha = await raw.script("LOAD", RAW_CAS) as string;
 const rawVersions: number[] = [];
 for (let i = 0; i < 16; i++) {
