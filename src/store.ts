@@ -467,8 +467,8 @@ export interface TransferOptions extends UserOption {
   /**
    * Rights the old owner keeps through a grant of the new owner (`"read"`,
    * `"append"`, `"patch"` or `"write"`), stored in the same atomic step as
-   * the move; the alias is in the answer's `kept`. Absent: the old owner
-   * keeps nothing.
+   * the move; its alias shows in the old owner's `list` (with `sharedBy`)
+   * and in the new owner's `grants`. Absent: the old owner keeps nothing.
    */
   keep?: string;
 }
@@ -2600,8 +2600,9 @@ export class HandleStore implements AsyncDisposable {
   }
 
   /**
-   * The entry a grant change or a transfer leaves on `record` (SPEC 8.2), as
-   * its next version; `undefined` when the store keeps no history.
+   * The entry a grant change or a transfer leaves (SPEC 8.2), which the
+   * backend numbers as the record's next version; `undefined` when the store
+   * keeps no history.
    */
   #auditStep(
     now: number,
