@@ -83,6 +83,35 @@ export function listSql(shape: number, d: ListDialect): string {
 export const GRANT_COLUMNS =
   "grant_id, alias, owner, handle, to_user, rights, by_user, parent, created_ms, expires_ms, ended_ms";
 
+/**
+ * The statements that create the `grants` table `t` and its indexes when
+ * absent, the columns in the order of {@link GRANT_COLUMNS}.
+ *
+ * @param t The table's name, qualified as the engine needs.
+ * @param int The engine's 64-bit integer type (`INTEGER`, `BIGINT`).
+ * @returns The statements, to run in order.
+ */
+export function grantSchema(t: string, int: string): string[] {
+  return [
+    `CREATE TABLE IF NOT EXISTS ${t} (
+      grant_id TEXT PRIMARY KEY,
+      alias TEXT NOT NULL UNIQUE,
+      owner TEXT NOT NULL,
+      handle TEXT NOT NULL,
+      to_user TEXT NOT NULL,
+      rights TEXT NOT NULL,
+      by_user TEXT NOT NULL,
+      parent TEXT,
+      created_ms ${int} NOT NULL,
+      expires_ms ${int},
+      ended_ms ${int}
+    )`,
+    `CREATE INDEX IF NOT EXISTS grants_by_handle ON ${t} (owner, handle)`,
+    `CREATE INDEX IF NOT EXISTS grants_by_grantee ON ${t} (to_user) WHERE ended_ms IS NULL`,
+    `CREATE INDEX IF NOT EXISTS grants_by_parent ON ${t} (parent)`,
+  ];
+}
+
 /** A grant's values in the order of {@link GRANT_COLUMNS}, for an `INSERT`. */
 export function grantValues(g: GrantRecord): (string | number | null)[] {
   return [

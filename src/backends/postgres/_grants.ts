@@ -30,7 +30,7 @@
 import type { Queryable } from "./_pool.ts";
 import type { GrantRecord, WriteContext } from "../../backend.ts";
 import { grantEnded, grantGone } from "../../grants.ts";
-import { GRANT_COLUMNS, grantSql, grantValues } from "../_sql.ts";
+import { GRANT_COLUMNS, grantSchema, grantSql, grantValues } from "../_sql.ts";
 import { hash32 } from "./_rows.ts";
 
 /** First half of the advisory lock key of one handle's grants ("mcgr"). */
@@ -43,24 +43,7 @@ const GRANTS_LOCK_CLASS = 0x6d636772;
  * @param s The quoted schema name.
  */
 export async function prepareGrants(tx: Queryable, s: string): Promise<void> {
-  await tx.unsafe(`CREATE TABLE IF NOT EXISTS ${s}.grants (
-    grant_id TEXT PRIMARY KEY,
-    alias TEXT NOT NULL UNIQUE,
-    owner TEXT NOT NULL,
-    handle TEXT NOT NULL,
-    to_user TEXT NOT NULL,
-    rights TEXT NOT NULL,
-    by_user TEXT NOT NULL,
-    parent TEXT,
-    created_ms BIGINT NOT NULL,
-    expires_ms BIGINT,
-    ended_ms BIGINT
-  )`);
-  await tx.unsafe(`CREATE INDEX IF NOT EXISTS grants_by_handle ON ${s}.grants (owner, handle)`);
-  await tx.unsafe(
-    `CREATE INDEX IF NOT EXISTS grants_by_grantee ON ${s}.grants (to_user) WHERE ended_ms IS NULL`,
-  );
-  await tx.unsafe(`CREATE INDEX IF NOT EXISTS grants_by_parent ON ${s}.grants (parent)`);
+  for (const statement of grantSchema(`${s}.grants`, "BIGINT")) await tx.unsafe(statement);
 }
 
 function grantOf(r: readonly unknown[]): GrantRecord {

@@ -21,7 +21,7 @@
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import type { AuditStep, GrantRecord, WriteContext } from "../../backend.ts";
 import { grantEnded, grantGone } from "../../grants.ts";
-import { GRANT_COLUMNS, grantSql, grantValues } from "../_sql.ts";
+import { GRANT_COLUMNS, grantSchema, grantSql, grantValues } from "../_sql.ts";
 
 /**
  * Creates the `grants` table and its indexes when absent.
@@ -33,22 +33,7 @@ export function prepareGrants(db: DatabaseSync): void {
     "SELECT 1 AS x FROM sqlite_master WHERE type = 'table' AND name = 'grants'",
   ).get();
   if (present) return;
-  db.exec(`CREATE TABLE IF NOT EXISTS grants (
-  grant_id TEXT PRIMARY KEY,
-  alias TEXT NOT NULL UNIQUE,
-  owner TEXT NOT NULL,
-  handle TEXT NOT NULL,
-  to_user TEXT NOT NULL,
-  rights TEXT NOT NULL,
-  by_user TEXT NOT NULL,
-  parent TEXT,
-  created_ms INTEGER NOT NULL,
-  expires_ms INTEGER,
-  ended_ms INTEGER
-);
-CREATE INDEX IF NOT EXISTS grants_by_handle ON grants (owner, handle);
-CREATE INDEX IF NOT EXISTS grants_by_grantee ON grants (to_user) WHERE ended_ms IS NULL;
-CREATE INDEX IF NOT EXISTS grants_by_parent ON grants (parent);`);
+  db.exec(grantSchema("grants", "INTEGER").join(";\n"));
 }
 
 type Row = Record<string, unknown>;
