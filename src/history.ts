@@ -86,6 +86,12 @@ export function applyJsonPatch(
 }
 
 /**
+ * Changelog operations that record an event and change neither the state
+ * nor the expiry: `share`, `unshare` and `transfer`.
+ */
+export const EVENT_OPS: ReadonlySet<string> = new Set(["share", "unshare", "transfer"]);
+
+/**
  * The state at version `to`, from the state at version `from` and the
  * changelog entries `to + 1 … from` (in any order; others are ignored).
  *
@@ -110,9 +116,7 @@ export function rewind(
     const e = byVersion.get(v);
     if (e === undefined || e.omitted) return null;
     // Entries that changed no state: a touch, and the events of sharing and transfer.
-    if (
-      e.op === "touch" || e.op === "share" || e.op === "unshare" || e.op === "transfer"
-    ) continue;
+    if (e.op === "touch" || EVENT_OPS.has(e.op)) continue;
     if ((e.op !== "save" && e.op !== "patch" && e.op !== "merge") || !Array.isArray(e.undo)) {
       return null;
     }

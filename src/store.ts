@@ -50,7 +50,7 @@ import {
   utf8Length,
 } from "./json.ts";
 import { applyOpsWithUndo, type JsonPatchOp, opsFromJson, type PatchOp } from "./ops.ts";
-import { type EntryInfo, rewind, undoOf } from "./history.ts";
+import { type EntryInfo, EVENT_OPS, rewind, undoOf } from "./history.ts";
 import { mergeStates } from "./merge.ts";
 import {
   checkNow,
@@ -308,9 +308,6 @@ export interface HistoryOptions {
 
 /** How an entry's text starts before its version is known (see {@link AuditStep}). */
 const AUDIT_HEAD = '{"version":0,';
-
-/** Changelog operations that record an event and change no state. */
-const STATELESS_OPS: ReadonlySet<string> = new Set(["share", "unshare", "transfer"]);
 
 /**
  * One changelog entry, in the wire form: `version`, `at` (ISO-8601 UTC),
@@ -1307,7 +1304,7 @@ export class HandleStore implements AsyncDisposable {
   async #stateUnchanged(user: string, handle: string, after: number, upTo: number) {
     const log = await this.#log(user, handle, after, upTo);
     return log !== null && log.length === upTo - after &&
-      log.every((e) => STATELESS_OPS.has(e.op));
+      log.every((e) => EVENT_OPS.has(e.op));
   }
 
   /**
