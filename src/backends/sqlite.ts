@@ -90,6 +90,7 @@ import {
   leaseOf,
   META,
   metaOf,
+  RECORD_COLUMNS,
   recordOf,
   recordValues,
   returnArrays,
@@ -366,11 +367,13 @@ export class SqliteBackend implements Backend {
   ): Promise<UpdateOutcome | Replayed> {
     return this.#claim(user, ctx, (): UpdateOutcome => {
       this.#g.check(ctx);
-      const current = this.#q.readRow(user, handle);
+      const row = this.#q.readWithTail.get(user, handle) as Row | undefined;
+      const current = row ? recordOf(handle, row) : null;
       // A throwing change propagates out of #write, which rolls back.
       const step = change(current && { ...current });
       const next = step?.record ?? null;
       if (next) {
+        const size = utf8Length(next.state);
         if (
           current && next.kind === current.kind && next.createdAt === current.createdAt &&
           // A typed write that upgrades the schema version rewrites the row (it is rare).
@@ -378,18 +381,42 @@ export class SqliteBackend implements Backend {
         ) {
           const { state, version, updatedAt: at, lastWriter: by } = next;
           const p = next.preview ?? null;
-          if (next.expiresAt === current.expiresAt) {
-            this.#q.stepKeep.run(state, version, at, by, p, user, handle);
-          } else this.#q.stepSet.run(state, version, at, next.expiresAt, by, p, user, handle);
-        } else if (current) {
-          this.#q.updateRow.run(...recordValues(next), user, handle);
+          const keep = next.expiresAt === current.expiresAt;
+          if (step?.entry) {
+            // The entry and the step in one row write (see ChangeLog.next).
+            const tailCell = cells(row!)[RECORD_COLUMNS] as string | null;
+            const t = this.#q.log.next(
+              user,
+              handle,
+              tailCell,
+              step.entry,
+              ctx.retention,
+              ctx.now,
+              size,
+            );
+            if (keep) this.#q.stepKeepTail.run(state, version, at, by, p, t, user, handle);
+            else {this.#q.stepSetTail.run(
+                state,
+                version,
+                at,
+                next.expiresAt,
+                by,
+                p,
+                t,
+                user,
+                handle,
+              );}
+          } else if (keep) this.#q.stepKeep.run(state, version, at, by, p, user, handle);
+          else this.#q.stepSet.run(state, version, at, next.expiresAt, by, p, user, handle);
         } else {
-          // A record made from nothing has no history before it.
-          this.#q.logDrop.run(user, handle);
-          this.#q.insertRow.run(user, handle, ...recordValues(next));
+          if (current) this.#q.updateRow.run(...recordValues(next), user, handle);
+          else {
+            // A record made from nothing has no history before it.
+            this.#q.logDrop.run(user, handle);
+            this.#q.insertRow.run(user, handle, ...recordValues(next));
+          }
+          if (step?.entry) this.#q.append(user, handle, step.entry, ctx, size);
         }
-        const size = utf8Length(next.state);
-        if (step?.entry) this.#q.append(user, handle, step.entry, ctx, size);
         if (ctx.quota) {
           const bytes = size - (current ? utf8Length(current.state) : 0);
           this.#u.apply(user, ctx, { handles: current ? 0 : 1, bytes });

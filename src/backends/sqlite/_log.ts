@@ -160,8 +160,39 @@ export class ChangeLog {
     stateBytes?: number,
   ): void {
     const row = this.#tailGet.get(user, handle);
-    const tailCell = row?.log_tail as string | null | undefined;
-    if (tailCell == null && (stateBytes === undefined || row === undefined)) {
+    const tail = this.next(
+      user,
+      handle,
+      row === undefined ? undefined : row.log_tail as string | null,
+      entry,
+      retention,
+      now,
+      stateBytes,
+    );
+    if (tail !== null) this.#tailSet.run(tail, user, handle);
+    else if (row?.log_tail != null) this.#tailClear.run(user, handle);
+  }
+
+  /**
+   * Appends `entry` for a caller that rewrites the record's row itself: what
+   * goes to the keyed table is written there, and the tail the row is to
+   * hold is returned (`null`: none). The caller's row write then costs no
+   * statement of its own for the tail.
+   *
+   * @param tailCell The row's `log_tail` before the write; `undefined` when
+   *   there is no row.
+   * @param stateBytes As for {@link ChangeLog.append}.
+   */
+  next(
+    user: string,
+    handle: string,
+    tailCell: string | null | undefined,
+    entry: ChangeEntry,
+    retention: Retention | undefined,
+    now: number,
+    stateBytes?: number,
+  ): string | null {
+    if (tailCell == null && (stateBytes === undefined || tailCell === undefined)) {
       // No tail: the entry goes where it always went.
       if (retention) {
         this.#trim.run(
@@ -172,7 +203,7 @@ export class ChangeLog {
         );
       }
       this.#put.run(user, handle, entry.version, entry.at, entry.text);
-      return;
+      return null;
     }
     const tail: Tail = tailCell == null
       ? { floorVersion: null, floorAt: null, entries: [] }
@@ -190,9 +221,9 @@ export class ChangeLog {
     if (
       stateBytes !== undefined && tail.entries.length <= TAIL_MAX_ENTRIES &&
       stateBytes + utf8Length(text) <= TAIL_ROW_MAX
-    ) {
-      this.#tailSet.run(text, user, handle);
-    } else this.#move(user, handle, tail);
+    ) return text;
+    this.#spill(user, handle, tail);
+    return null;
   }
 
   /**
@@ -217,10 +248,15 @@ export class ChangeLog {
 
   /** Writes a tail's entries to the keyed table, deletes what its floor hides, clears it. */
   #move(user: string, handle: string, tail: Tail): void {
+    this.#spill(user, handle, tail);
+    this.#tailClear.run(user, handle);
+  }
+
+  /** Writes a tail's entries to the keyed table and deletes what its floor hides. */
+  #spill(user: string, handle: string, tail: Tail): void {
     if (tail.floorVersion !== null || tail.floorAt !== null) {
       this.#trim.run(user, handle, tail.floorVersion ?? -1, tail.floorAt ?? -1);
     }
     for (const e of tail.entries) this.#put.run(user, handle, e.version, e.at, e.text);
-    this.#tailClear.run(user, handle);
   }
 }

@@ -25,6 +25,9 @@ export const RECORD =
   "kind, state, version, created_ms, updated_ms, expires_ms, last_writer, schema_version, " +
   "preview, forked_from";
 
+/** How many columns {@link RECORD} names: a column selected after them is at this index. */
+export const RECORD_COLUMNS = 10;
+
 /**
  * Asks a statement for rows as arrays, which skips building an object per
  * row (`setReturnArrays` exists at runtime but not in the bundled types).

@@ -50,6 +50,11 @@ export class Statements {
   readonly updateRow: StatementSync;
   readonly stepKeep: StatementSync;
   readonly stepSet: StatementSync;
+  /** A step that also appends to the changelog: the row's tail is written with it. */
+  readonly stepKeepTail: StatementSync;
+  readonly stepSetTail: StatementSync;
+  /** The record and its changelog tail (`log_tail`, the column after {@link RECORD}'s). */
+  readonly readWithTail: StatementSync;
   readonly insertRow: StatementSync;
   readonly delete: StatementSync;
   readonly idemGet: StatementSync;
@@ -132,6 +137,17 @@ export class Statements {
       );
     this.stepKeep = step("");
     this.stepSet = step("expires_ms = ?, ");
+    // The same with the changelog tail (see ChangeLog.next): one statement rewrites the row once.
+    const stepTail = (expires: string) =>
+      p(
+        `UPDATE handles SET state = ?, version = ?, updated_ms = ?, ${expires}last_writer = ?, ` +
+          "preview = ?, log_tail = ? WHERE user = ? AND handle = ?",
+      );
+    this.stepKeepTail = stepTail("");
+    this.stepSetTail = stepTail("expires_ms = ?, ");
+    this.readWithTail = returnArrays(
+      p(`SELECT ${RECORD}, log_tail FROM handles WHERE user = ? AND handle = ?`),
+    );
     this.insertRow = p(
       "INSERT INTO handles (user, handle, kind, state, version, created_ms, updated_ms, " +
         "expires_ms, last_writer, schema_version, preview, forked_from) " +
