@@ -3878,7 +3878,11 @@ function sameJson(a: unknown, b: unknown): boolean {
  */
 const boundedDiff: Diff = (input: unknown, output: unknown, ptr): Operation[] | void => {
   if (!Array.isArray(input) || !Array.isArray(output)) return;
-  if (input.length * output.length <= ARRAY_DIFF_CELLS) return;
+  if (input.length * output.length <= ARRAY_DIFF_CELLS) {
+    // rfc6902 finds two equal arrays equal only after diffing every element
+    // pair on its way through the edit-distance table; its answer is [].
+    return input.length === output.length && sameJson(input, output) ? [] : undefined;
+  }
   const n = Math.min(input.length, output.length);
   let p = 0;
   while (p < n && sameJson(input[p], output[p])) p++;

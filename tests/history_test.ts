@@ -342,3 +342,20 @@ Deno.test("entries written before undo existed read as before, and end the way b
     (e) => e instanceof StaleWrite && e.details.reason === "history_unavailable",
   );
 });
+
+Deno.test("a save's changelog patch is rfc6902's own for short arrays, equal arrays included", async () => {
+  await using store = new HandleStore(new MemoryBackend());
+  const user = "u";
+  await fc.assert(
+    fc.asyncProperty(stateArb, stateArb, fc.boolean(), async (a, b, same) => {
+      const after = same ? structuredClone(a) : b;
+      const h = await store.mint("doc", a, { user });
+      await store.save(h, after, { user, expectVersion: 1 });
+      const r = await store.changesSince(h, 1, { user });
+      assert.ok(!r.truncated);
+      if (r.truncated) return;
+      assert.deepEqual(r.changes[0]!.patch, createPatch(a, after));
+    }),
+    runs(0xd1ff, 300),
+  );
+});
