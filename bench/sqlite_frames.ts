@@ -24,8 +24,15 @@
  * of each kind went: the B-tree (table or index) each WAL frame's page
  * belongs to, per write, from SQLite's `dbstat` table.
  *
+ * With `--before=DIR`, a third engine takes its turns too: the store of
+ * another checkout of mcpstate in `DIR` (a previous release, say), loaded
+ * from its own `mod.ts` on its own file, so that a change is measured
+ * against what it replaces in one run. With `--dir=DIR` the database files
+ * go there instead of a new temporary directory (a RAM disk, say, where an
+ * fsync costs nothing and what is left is each engine's own work).
+ *
  * ```sh
- * deno run --allow-all bench/sqlite_frames.ts [--runs=3] [--ops=1000] [--trees]
+ * deno run --allow-all bench/sqlite_frames.ts [--runs=3] [--ops=1000] [--trees] [--before=DIR] [--dir=DIR]
  * ```
  *
  * @module
@@ -52,7 +59,11 @@ const STEADY = 20;
 const STEADY_WARMUP = STEADY * 110;
 const USER = "bench-user";
 
-const dir = await Deno.makeTempDir({ prefix: "mcpstate-frames-" });
+const BEFORE = args.get("before");
+const dir = await Deno.makeTempDir({
+  prefix: "mcpstate-frames-",
+  ...(args.has("dir") ? { dir: args.get("dir")! } : {}),
+});
 globalThis.addEventListener("unload", () => Deno.removeSync(dir, { recursive: true }));
 
 /** A state of about 1 KiB: a few small notes; a save changes one small field, `n`. */
@@ -79,10 +90,29 @@ interface Subject {
   close(): Promise<void>;
 }
 
-async function storeSubject(tag: string): Promise<Subject> {
+/** What a store module exports that the bench uses (this checkout's, or the one in `--before`). */
+interface StoreModule {
+  HandleStore: typeof HandleStore;
+  Append: typeof Append;
+  SqliteBackend: typeof SqliteBackend;
+}
+
+/** The store of another checkout, loaded from its own files. */
+async function loadBefore(root: string): Promise<StoreModule> {
+  const url = (p: string) => new URL(p, `file://${Deno.realPathSync(root)}/`).href;
+  const mod = await import(url("mod.ts"));
+  const sqlite = await import(url("src/backends/sqlite.ts"));
+  return { HandleStore: mod.HandleStore, Append: mod.Append, SqliteBackend: sqlite.SqliteBackend };
+}
+
+async function storeSubject(
+  tag: string,
+  name = "mcpstate",
+  m: StoreModule = { HandleStore, Append, SqliteBackend },
+): Promise<Subject> {
   const path = `${dir}/${tag}.db`;
-  const backend = await SqliteBackend.fromUrl(`sqlite:///${path}`);
-  const store = new HandleStore(backend, { reclaimIntervalMs: 0 });
+  const backend = await m.SqliteBackend.fromUrl(`sqlite:///${path}`);
+  const store = new m.HandleStore(backend, { reclaimIntervalMs: 0 });
   const handles: string[] = [];
   const versions: number[] = [];
   for (let i = 0; i < HANDLES; i++) {
@@ -90,7 +120,7 @@ async function storeSubject(tag: string): Promise<Subject> {
     versions.push(1);
   }
   return {
-    name: "mcpstate",
+    name,
     walPath: `${path}-wal`,
     db: backend.database,
     mint: (i) => store.mint("bench", state1k(i), { user: USER }),
@@ -104,7 +134,7 @@ async function storeSubject(tag: string): Promise<Subject> {
     },
     async patch(i) {
       const k = HOT + (i % HOT);
-      const snap = await store.patch(handles[k]!, [Append("sources", `https://x.test/${i}`)], {
+      const snap = await store.patch(handles[k]!, [m.Append("sources", `https://x.test/${i}`)], {
         user: USER,
       });
       versions[k] = snap.version;
@@ -303,9 +333,15 @@ function framesByTree(s: Subject, from: number, pageSize: number, writes: number
     .map(([name, count]) => `${name} ${(count / writes).toFixed(2)}`).join(", ");
 }
 
+const before = BEFORE === undefined ? undefined : await loadBefore(BEFORE);
+const NAMES = ["python 0.2 statements", ...(before ? ["mcpstate before"] : []), "mcpstate"];
 const results = new Map<string, { rates: number[]; frames: number[] }>();
 for (let run = 0; run < RUNS; run++) {
-  const subjects = [pythonSubject(`py-${run}`), await storeSubject(`store-${run}`)];
+  const subjects = [
+    pythonSubject(`py-${run}`),
+    ...(before ? [await storeSubject(`before-${run}`, "mcpstate before", before)] : []),
+    await storeSubject(`store-${run}`),
+  ];
   for (const op of OPS_LIST) {
     const measured = await measure(subjects, op, (run + 1) * 1_000_000);
     for (const [k, s] of subjects.entries()) {
@@ -322,20 +358,26 @@ for (let run = 0; run < RUNS; run++) {
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
 const fmt = (n: number) => Math.round(n).toLocaleString("en-US");
+/** The median over runs of `name`'s rate over `base`'s in the same run. */
+const ratio = (op: Op, name: string, base: string) => {
+  const a = results.get(`${op}\t${name}`)!.rates, b = results.get(`${op}\t${base}`)!.rates;
+  return median(a.map((r, i) => r / b[i]!)).toFixed(2) + "×";
+};
 console.log(
-  `| op, 1 KiB, history on, synchronous=FULL | engine | writes/s (median of ${RUNS}) | range | ratio | WAL frames / write | pwrite calls / write |`,
+  `| op, 1 KiB, history on, synchronous=FULL | engine | writes/s (median of ${RUNS}) | range | × python stand-in |${
+    before ? " × before |" : ""
+  } WAL frames / write | pwrite calls / write |`,
 );
-console.log("|---|---|---:|---:|---:|---:|---:|");
+console.log(`|---|---|---:|---:|---:|${before ? "---:|" : ""}---:|---:|`);
 for (const op of OPS_LIST) {
-  const base = median(results.get(`${op}\tpython 0.2 statements`)!.rates);
-  for (const name of ["python 0.2 statements", "mcpstate"]) {
+  for (const name of NAMES) {
     const r = results.get(`${op}\t${name}`)!;
-    const m = median(r.rates);
     const f = median(r.frames);
+    const vsBefore = before ? ` ${ratio(op, name, "mcpstate before")} |` : "";
     console.log(
-      `| ${LABEL[op]} | ${name} | ${fmt(m)} | ${fmt(Math.min(...r.rates))}–${
+      `| ${LABEL[op]} | ${name} | ${fmt(median(r.rates))} | ${fmt(Math.min(...r.rates))}–${
         fmt(Math.max(...r.rates))
-      } | ${(m / base).toFixed(2)}× | ${f.toFixed(2)} | ${(2 * f).toFixed(2)} |`,
+      } | ${ratio(op, name, NAMES[0]!)} |${vsBefore} ${f.toFixed(2)} | ${(2 * f).toFixed(2)} |`,
     );
   }
 }
