@@ -1027,13 +1027,16 @@ export class HandleStore implements AsyncDisposable {
     checkHandle(handle);
     const now = this.#clock();
     const b = this.#backend;
-    const [r, leases] = await this.#call(async () => {
-      if (!b.readLeased) {
-        return Promise.all([b.read(user, handle), this.#leasesOf(user, [handle], now)]);
-      }
-      const { record, lease } = await b.readLeased(user, handle, now);
-      return [record, lease ? new Map([[handle, lease]]) : undefined] as const;
-    });
+    let r: HandleRecord | null, leases: Map<string, LeaseRecord> | undefined;
+    if (b.readLeased) {
+      const { record, lease } = await this.#call(() => b.readLeased!(user, handle, now));
+      r = record;
+      if (lease) leases = new Map([[handle, lease]]);
+    } else {
+      [r, leases] = await this.#call(() =>
+        Promise.all([b.read(user, handle), this.#leasesOf(user, [handle], now)])
+      );
+    }
     if (!r) throw await this.#missing(user, handle, options);
     const snap = snapshotOf<S>(this.#live(r, handle, now));
     const rule = rulesIn(options)?.(snap.kind);
@@ -2929,29 +2932,32 @@ export class HandleStore implements AsyncDisposable {
       typeof options !== "object" || options === null || VIA in options ||
       this.#grantBackend() === undefined
     ) return undefined;
-    return (async () => {
-      try {
-        return await call(handle, { ...options, [VIA]: null });
-      } catch (e) {
-        if (!(e instanceof HandleNotFound) || e instanceof GrantEnded) throw e;
-        const g = typeof handle === "string" ? await this.#alias(options.user, handle) : null;
-        if (!g) {
-          throw e.details.handle === handle ? await this.#missing(options.user, handle) : e;
-        }
-        const reason = grantGone(g, this.#clock());
-        if (reason) throw new GrantEnded(handle, reason);
-        const rights = g.rights as Rights;
-        const need = typeof needed === "function" ? needed() : needed;
-        if (need === "owner" || !covers(rights, need)) {
-          throw new PermissionDenied(rights, need, { handle });
-        }
-        try {
-          return map(await call(g.handle, { ...options, user: g.owner, [VIA]: g }), g);
-        } catch (e2) {
-          throw aliasError(e2, g);
-        }
+    let direct: Promise<T>;
+    try {
+      direct = call(handle, { ...options, [VIA]: null });
+    } catch (e) {
+      direct = Promise.reject(e);
+    }
+    // A handler on the direct call's promise: no frame of its own on the way of every call.
+    return direct.catch(async (e) => {
+      if (!(e instanceof HandleNotFound) || e instanceof GrantEnded) throw e;
+      const g = typeof handle === "string" ? await this.#alias(options.user, handle) : null;
+      if (!g) {
+        throw e.details.handle === handle ? await this.#missing(options.user, handle) : e;
       }
-    })();
+      const reason = grantGone(g, this.#clock());
+      if (reason) throw new GrantEnded(handle, reason);
+      const rights = g.rights as Rights;
+      const need = typeof needed === "function" ? needed() : needed;
+      if (need === "owner" || !covers(rights, need)) {
+        throw new PermissionDenied(rights, need, { handle });
+      }
+      try {
+        return map(await call(g.handle, { ...options, user: g.owner, [VIA]: g }), g);
+      } catch (e2) {
+        throw aliasError(e2, g);
+      }
+    });
   }
 
   /** {@link Backend.update}, with the grant of `ctx` named in the changelog entry. */
@@ -3110,14 +3116,15 @@ export class HandleStore implements AsyncDisposable {
     }
   }
 
-  async #call<T>(fn: () => Promise<T>): Promise<T> {
-    if (this.#closed) throw new BackendError("The store is closed; open a new one.");
+  #call<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.#closed) {
+      return Promise.reject(new BackendError("The store is closed; open a new one."));
+    }
+    // A handler on the call's own promise, not an async frame (every call goes through here).
     try {
-      return await fn();
+      return fn().catch(backendFailed);
     } catch (e) {
-      if (e instanceof McpStateError) throw e;
-      const msg = e instanceof Error ? e.message : String(e);
-      throw new BackendError(`The storage backend failed: ${msg}`, { cause: e });
+      return Promise.reject(backendFailed(e));
     }
   }
 
@@ -3502,6 +3509,13 @@ type GrantBackend =
   & Required<
     Pick<Backend, "putGrant" | "readGrant" | "endGrant" | "grantsOf" | "grantsTo">
   >;
+
+/** A backend's failure as the store reports it: its own errors as they are, others as `backend_error`. */
+function backendFailed(e: unknown): never {
+  if (e instanceof McpStateError) throw e;
+  const msg = e instanceof Error ? e.message : String(e);
+  throw new BackendError(`The storage backend failed: ${msg}`, { cause: e });
+}
 
 /** Options of a call, routed (`[VIA]`: its grant) or direct (`null`). */
 interface ViaOption {

@@ -151,17 +151,26 @@ export class Connection {
   }
 
   /** Runs calls to Redis: maps failures to `backend_error` and tracks progress for the timeout. */
-  async cmd<T>(fn: () => Promise<T>): Promise<T> {
-    if (this.#closed) throw closedError();
+  cmd<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.#closed) return Promise.reject(closedError());
     if (this.#pending++ === 0) this.#progress = Date.now();
-    try {
-      return await fn();
-    } catch (e) {
-      throw this.fail(e);
-    } finally {
+    // Handlers on the command's own promise, not an async frame: a read is a
+    // hot path, and each frame costs its caller ticks of the event loop.
+    const done = () => {
       this.#pending--;
       this.#progress = Date.now();
+    };
+    let p: Promise<T>;
+    try {
+      p = fn();
+    } catch (e) {
+      done();
+      return Promise.reject(this.fail(e));
     }
+    return p.then((v) => (done(), v), (e) => {
+      done();
+      throw this.fail(e);
+    });
   }
 
   /** Every key that matches `pattern` on every primary (SCAN; on a cluster, per master). */
