@@ -11,9 +11,10 @@
  *
  * Each runs on two backends over the same kind of file: the default (group
  * commit: a commit's fsync runs off the event loop and the writes that
- * arrive meanwhile share the next one) and `groupCommit: false` (SQLite's
- * own fsync inside every commit, on the event loop: the behaviour before
- * group commit).
+ * arrive meanwhile share the next one; a writer alone, once it has written
+ * alone a few times, syncs on the event loop) and `groupCommit: false`
+ * (SQLite's own fsync inside every commit, on the event loop: the behaviour
+ * before group commit).
  *
  * ```sh
  * deno run --allow-all bench/write_concurrency.ts [--runs=3]
