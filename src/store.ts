@@ -3124,7 +3124,7 @@ export class HandleStore implements AsyncDisposable {
     try {
       return fn().catch(backendFailed);
     } catch (e) {
-      return Promise.reject(backendFailed(e));
+      return Promise.reject(e).catch(backendFailed);
     }
   }
 

@@ -395,17 +395,10 @@ export class SqliteBackend implements Backend {
               size,
             );
             if (keep) this.#q.stepKeepTail.run(state, version, at, by, p, t, user, handle);
-            else {this.#q.stepSetTail.run(
-                state,
-                version,
-                at,
-                next.expiresAt,
-                by,
-                p,
-                t,
-                user,
-                handle,
-              );}
+            else {
+              const exp = next.expiresAt;
+              this.#q.stepSetTail.run(state, version, at, exp, by, p, t, user, handle);
+            }
           } else if (keep) this.#q.stepKeep.run(state, version, at, by, p, user, handle);
           else this.#q.stepSet.run(state, version, at, next.expiresAt, by, p, user, handle);
         } else {
