@@ -529,7 +529,9 @@ export interface Backend {
   /**
    * Runs `change` against the current live record (`null` when absent or
    * trashed) and writes its {@link Step} — record and changelog entry —
-   * atomically.
+   * atomically. `change` may run more than once (an engine may first try it
+   * on a record it saw earlier and write only if that is still the record);
+   * only the step written counts.
    */
   update(user: string, handle: string, change: Change, ctx: WriteContext): Promise<
     UpdateOutcome | Replayed

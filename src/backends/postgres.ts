@@ -131,6 +131,7 @@ import {
 import { GrantStatements, prepareGrants } from "./postgres/_grants.ts";
 import type { UsageDelta } from "./_quota.ts";
 import { utf8Length } from "../json.ts";
+import { ByteCappedCache } from "./_cache.ts";
 import { listDialect, type Statements, statements } from "./postgres/_statements.ts";
 import { checkSchema, DEFAULT_POSTGRES_SCHEMA, openClient } from "./postgres/_url.ts";
 
@@ -185,6 +186,11 @@ function leasedOutcome<T extends object>(
     return { ...out, lease: { acquired: false, lease: leaseOf(cols.slice(2)) } };
   }
   return out;
+}
+
+/** The key of `(user, handle)` among the guesses: the user's length first, so that no two meet. */
+function guessKey(user: string, handle: string): string {
+  return `${user.length}:${user}${handle}`;
 }
 
 /** Options of {@link PostgresBackend}. */
@@ -246,6 +252,12 @@ export class PostgresBackend implements Backend {
   readonly #dialect: ListDialect;
   readonly #lists = new Map<number, string>();
   readonly #feed: Feed;
+  /**
+   * Records this backend last read or wrote, by user and handle: guesses
+   * that let a read-modify-write step skip its locked read (see
+   * {@link PostgresBackend.update}). States up to 64 KiB, 4 MiB in all.
+   */
+  readonly #guesses = new ByteCappedCache<HandleRecord>(65_536, 4_194_304, (r) => r.state.length);
 
   /**
    * Wraps a postgres.js client. Nothing is sent until the first call (or
@@ -357,7 +369,11 @@ export class PostgresBackend implements Backend {
       });
     }
     if (!ctx.idempotency) {
-      return this.#pool.op(async (sql) => (await insert(sql)) ?? { inserted: false });
+      return this.#pool.op(async (sql) => {
+        const out = await insert(sql);
+        if (out) this.#guess(user, record.handle, record);
+        return out ?? { inserted: false };
+      });
     }
     return this.#idempotent(user, ctx, async (tx, remember) => {
       const out = await insert(tx);
@@ -372,7 +388,9 @@ export class PostgresBackend implements Backend {
   read(user: string, handle: string): Promise<HandleRecord | null> {
     return this.#pool.read(async (sql) => {
       const [row] = await sql.unsafe(this.#q.read, [user, handle]).values();
-      return row ? recordOf(row) : null;
+      const record = row ? recordOf(row) : null;
+      this.#guess(user, handle, record);
+      return record;
     });
   }
 
@@ -384,8 +402,10 @@ export class PostgresBackend implements Backend {
   ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }> {
     return this.#pool.read(async (sql) => {
       const [row] = await sql.unsafe(this.#q.readLeased, [user, handle, now]).values();
+      const record = row ? recordOf(row) : null;
+      this.#guess(user, handle, record);
       if (!row) return { record: null, lease: null };
-      return { record: recordOf(row), lease: row[11] == null ? null : leaseOf(row.slice(11)) };
+      return { record, lease: row[11] == null ? null : leaseOf(row.slice(11)) };
     });
   }
 
@@ -454,12 +474,18 @@ export class PostgresBackend implements Backend {
     if (!ctx.idempotency) {
       return this.#pool.op(async (sql) => {
         const [row] = await sql.unsafe(text, params).values();
-        if (row) return saved(row);
+        if (row) {
+          const out = saved(row);
+          if (out.ok) this.#guess(user, handle, out.record);
+          return out;
+        }
         // The conditional UPDATE changed nothing, so this read needs no
         // transaction around it: as a new statement it sees the latest
         // committed row, including the winner's write it may have waited for.
         const [cur] = await sql.unsafe(this.#q.read, [user, handle]).values();
-        return { ok: false, current: cur ? recordOf(cur) : null };
+        const current = cur ? recordOf(cur) : null;
+        this.#guess(user, handle, current);
+        return { ok: false, current };
       });
     }
     return this.#idempotent(user, ctx, async (tx, remember) => {
@@ -477,8 +503,86 @@ export class PostgresBackend implements Backend {
     });
   }
 
-  /** {@inheritDoc Backend.update} */
-  update(
+  /**
+   * {@inheritDoc Backend.update}
+   *
+   * With a record of the handle seen by this backend (read or written last),
+   * no idempotency key, quota or grant: the step is first computed from that
+   * record and written in one statement, one round trip, while the row is
+   * still that record; otherwise (or when it is not) in a transaction that
+   * locks the row, reads it and writes the step.
+   */
+  async update(
+    user: string,
+    handle: string,
+    change: Change,
+    ctx: WriteContext,
+  ): Promise<UpdateOutcome | Replayed> {
+    if (!ctx.quota && !ctx.idempotency && !ctx.grant) {
+      const guess = this.#guesses.get(guessKey(user, handle));
+      if (guess) {
+        const out = await this.#guessed(user, handle, guess, change, ctx);
+        if (out) return out;
+      }
+    }
+    const out = await this.#locked(user, handle, change, ctx);
+    if (!("replayed" in out)) this.#guess(user, handle, out.record);
+    return out;
+  }
+
+  /**
+   * A step computed from `guess`, a record this backend saw, and written in
+   * one statement only while the row is still that record (`writeGuessed`):
+   * one round trip. `undefined` when the guess is stale or the step needs the
+   * locked read (`change` threw on it, or writes nothing).
+   */
+  async #guessed(
+    user: string,
+    handle: string,
+    guess: HandleRecord,
+    change: Change,
+    ctx: WriteContext,
+  ): Promise<UpdateOutcome | undefined> {
+    let next: ReturnType<Change>;
+    try {
+      next = change({ ...guess });
+    } catch {
+      return undefined; // decided on the locked row
+    }
+    const record = next?.record;
+    if (!next || !record) return undefined;
+    const lease = ctx.lease;
+    const entry = next.entry;
+    const params: unknown[] = [
+      user,
+      ...recordParams(record),
+      ...(entry ? entryParams(entry, ctx) : [record.version, ctx.now, "", 0, 0]),
+      record.schemaVersion ?? null,
+      record.preview ?? null,
+      forkedFromText(record),
+      guess.version,
+      guess.createdAt,
+      guess.updatedAt,
+      guess.expiresAt,
+      payloadOf(user, handle),
+      entry !== undefined,
+      ...(lease ? [lease.holder, lease.expiresAt, ctx.now] : []),
+    ];
+    const text = lease ? this.#q.writeGuessedLeased : this.#q.writeGuessed;
+    const [row] = await this.#pool.op((sql) => sql.unsafe(text, params as never[]).values());
+    if (!row) return void this.#guess(user, handle, null); // stale: the locked step decides
+    this.#guess(user, handle, record);
+    const out = { record: { ...record }, written: true };
+    return lease ? leasedOutcome(out, ctx, row.slice(1)) : out;
+  }
+
+  /** Remembers `record` as the last seen of `(user, handle)` (`null`: forgets it). */
+  #guess(user: string, handle: string, record: HandleRecord | null): void {
+    this.#guesses.set(guessKey(user, handle), record && { ...record });
+  }
+
+  /** {@link PostgresBackend.update} in a transaction that locks the row first. */
+  #locked(
     user: string,
     handle: string,
     change: Change,
@@ -557,6 +661,7 @@ export class PostgresBackend implements Backend {
   ): Promise<{ removed: boolean } | Replayed> {
     const key = [user, handle];
     const payload = payloadOf(user, handle);
+    this.#guess(user, handle, null);
     if (ctx.trashUntil !== undefined) {
       // Into the trash: the row stays, its changelog with it; one statement.
       const params = [user, handle, ctx.trashUntil, payload];

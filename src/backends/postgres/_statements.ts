@@ -100,6 +100,22 @@ export function statements(s: string, channel: string) {
     };
   };
   const logged = appendEntry(10);
+  const gated = appendEntry(10, "wl");
+  const guessed = (leased: boolean) =>
+    `WITH w AS (
+       UPDATE ${h}
+       SET kind = $3, state = $4, version = $5, created_at = $6, updated_at = $7,
+           expires_at = $8, last_writer = $9, schema_version = $15::bigint,
+           preview = $16::text, forked_from = $17::text
+       WHERE user_id = $1 AND handle = $2 AND ${live} AND version = $18::bigint
+         AND created_at = $19::bigint AND updated_at = $20::bigint
+         AND expires_at IS NOT DISTINCT FROM $21::bigint
+       RETURNING 1
+     ),
+     wl AS (SELECT 1 FROM w WHERE $23::boolean),
+     ${gated.cut},
+     log AS (${gated.insert})${leased ? leaseCte("w", 24) : ""}
+     SELECT ${notify("$22")}${leased ? `, ${leaseCols}` : ""} FROM w`;
   const sweep = (byUser: string) =>
     `WITH idem AS (DELETE FROM ${i} WHERE expires_at <= $2::bigint),
      expired AS (DELETE FROM ${h} WHERE expires_at <= $1::bigint AND ${live}${byUser}
@@ -147,6 +163,17 @@ export function statements(s: string, channel: string) {
                   ),
                   ${logged.cut}
                   ${logged.insert}`,
+    // A read-modify-write step computed from a record this process saw (a
+    // guess): the row, its entry, the retention trim, the notification and
+    // the writer's lease in one statement, applied only while the row is
+    // still the record guessed ($18 version, $19 created_at, $20 updated_at,
+    // $21 expires_at: every change to a record moves its version and
+    // updated_at). No row back: the guess was stale, and the step runs again
+    // in a transaction on the row it locks. Parameters as `writeLogged`, then
+    // the guess, the payload ($22), whether the step has an entry ($23; the
+    // entry's parameters are then placeholders) and, with the lease, $24–$26.
+    writeGuessed: guessed(false),
+    writeGuessedLeased: guessed(true),
     // The entry of a share, an unshare or a transfer (an `AuditStep`): the
     // live row steps to its next version and time $3, its state and
     // everything else kept, with the entry numbered there ('{"version":' v ','
