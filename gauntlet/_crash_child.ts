@@ -73,7 +73,12 @@ async function step<T>(
   const id = nextId++;
   say({ t: "begin", id, ...begin });
   try {
-    if (EARLY_ACK && early) say({ t: "ack", id, ...early });
+    if (EARLY_ACK && early) {
+      say({ t: "ack", id, ...early });
+      // Broken on purpose, and slow to send what it acknowledged: a kill lands
+      // in that window however fast the backend's writes are.
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
     const result = await run();
     if (!(EARLY_ACK && early)) say({ t: "ack", id, ...ack(result) });
     return result;
