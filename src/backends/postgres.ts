@@ -188,6 +188,13 @@ function leasedOutcome<T extends object>(
   return out;
 }
 
+/**
+ * How long after a guess of a handle missed (another process wrote it) its
+ * steps skip the guess, in ms: a handle that several processes write in turn
+ * would otherwise pay a statement that finds the row moved on every write.
+ */
+const CONTENDED_MS = 10_000;
+
 /** The key of `(user, handle)` among the guesses: the user's length first, so that no two meet. */
 function guessKey(user: string, handle: string): string {
   return `${user.length}:${user}${handle}`;
@@ -258,6 +265,12 @@ export class PostgresBackend implements Backend {
    * {@link PostgresBackend.update}). States up to 64 KiB, 4 MiB in all.
    */
   readonly #guesses = new ByteCappedCache<HandleRecord>(65_536, 4_194_304, (r) => r.state.length);
+  /**
+   * When a guess of each handle last missed (another process wrote it): for
+   * {@link CONTENDED_MS} after, its steps go straight to the transaction
+   * rather than pay a statement that finds the row moved again.
+   */
+  readonly #missed = new Map<string, number>();
 
   /**
    * Wraps a postgres.js client. Nothing is sent until the first call (or
@@ -519,8 +532,12 @@ export class PostgresBackend implements Backend {
     ctx: WriteContext,
   ): Promise<UpdateOutcome | Replayed> {
     if (!ctx.quota && !ctx.idempotency && !ctx.grant) {
-      const guess = this.#guesses.get(guessKey(user, handle));
-      if (guess) {
+      const key = guessKey(user, handle);
+      const guess = this.#guesses.get(key);
+      const missed = this.#missed.get(key);
+      const contended = missed !== undefined && Date.now() - missed < CONTENDED_MS;
+      if (missed !== undefined && !contended) this.#missed.delete(key);
+      if (guess && !contended) {
         const out = await this.#guessed(user, handle, guess, change, ctx);
         if (out) return out;
       }
@@ -570,7 +587,13 @@ export class PostgresBackend implements Backend {
     ];
     const text = lease ? this.#q.writeGuessedLeased : this.#q.writeGuessed;
     const [row] = await this.#pool.op((sql) => sql.unsafe(text, params as never[]).values());
-    if (!row) return void this.#guess(user, handle, null); // stale: the locked step decides
+    if (!row) {
+      // Stale: the locked step decides, and the next ones for a while (see #missed).
+      const key = guessKey(user, handle);
+      if (this.#missed.size >= 1024) this.#missed.clear();
+      this.#missed.set(key, Date.now());
+      return void this.#guess(user, handle, null);
+    }
     this.#guess(user, handle, record);
     const out = { record: { ...record }, written: true };
     return lease ? leasedOutcome(out, ctx, row.slice(1)) : out;
