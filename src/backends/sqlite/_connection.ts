@@ -138,9 +138,11 @@ export class Connection {
 
   /**
    * Runs `fn` inside a `BEGIN IMMEDIATE` transaction and answers once it is
-   * durable. Without group commit: its own transaction, at once. With it: at
-   * once when no sync is in flight, else queued for the next transaction,
-   * inside a `SAVEPOINT` of its own (see the module doc).
+   * durable. Without group commit: its own transaction, at once. With it: in
+   * the transaction committed at the end of this turn of the event loop with
+   * the other writes of the turn when no sync is in flight, else in the next
+   * one; beside other writes inside a `SAVEPOINT` of its own (see the module
+   * doc).
    */
   write<T>(fn: () => T): Promise<T> {
     if (this.#walPath === undefined) return this.run(() => this.tx(fn));
@@ -175,13 +177,12 @@ export class Connection {
   }
 
   /**
-   * Runs every queued write in one transaction, each in its own savepoint,
-   * then syncs the WAL and answers them; writes queued meanwhile go next.
-   */
-  /**
-   * {@link Connection.#commitQueued}, guarded: should a statement that ends a
-   * savepoint or the transaction throw, the transaction is rolled back and
-   * every write of the batch not yet answered gets the error.
+   * Runs every queued write in one transaction, each in its own savepoint
+   * (one alone needs none), then syncs the WAL and answers them; writes
+   * queued meanwhile go next. This is {@link Connection.#commitQueued},
+   * guarded: should a statement that ends a savepoint or the transaction
+   * throw, the transaction is rolled back and every write of the batch not
+   * yet answered gets the error.
    */
   #next(): void {
     const batch = this.#queue;
