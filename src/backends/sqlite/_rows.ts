@@ -26,7 +26,7 @@ export const RECORD =
   "preview, forked_from";
 
 /** How many columns {@link RECORD} names: a column selected after them is at this index. */
-export const RECORD_COLUMNS = 10;
+export const RECORD_COLUMNS = RECORD.split(",").length;
 
 /**
  * Asks a statement for rows as arrays, which skips building an object per
