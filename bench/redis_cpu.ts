@@ -16,8 +16,12 @@
  *   (serialized on each call, as the store does); `store.save` with
  *   history (the default) and with `history: false`.
  *
+ * `--flight=N` runs N in flight instead of 16 (`--flight=1`: one at a time,
+ * where wall time is the round trip's); `--only=a,b` runs only the cases
+ * named (`--only="raw GET,store.get"`).
+ *
  * ```sh
- * deno run --allow-all bench/redis_cpu.ts [--runs=5] [--ops=4000]
+ * deno run --allow-all bench/redis_cpu.ts [--runs=5] [--ops=4000] [--flight=16] [--only=…]
  * ```
  *
  * @module

@@ -11,12 +11,27 @@
  * fsync) per write. It does the JSON work it cannot avoid
  * (`JSON.stringify`, and for a patch a parse), nothing more.
  *
- * The two take turns in blocks of 50 writes, so that both see the same load
- * on a shared disk; ratios are per run.
+ * Beside them, the disk's floor: each write only 8 KiB (two WAL frames, what
+ * a small save writes) at the next offset of a file, then `fdatasync`: the
+ * fastest any engine can write durably one at a time on that disk.
  *
- * Frames are counted from the growth of the `-wal` file with automatic
- * checkpoints off during the count: (bytes written) / (page size + 24).
- * SQLite writes a frame as two `pwrite` calls (header, page), so the
+ * They take turns in blocks of 50 writes, so that all see the same load on a
+ * shared disk; ratios are per run. Each runs in a worker of its own (its own
+ * V8 isolate, its own copy of every module): two stores in one isolate share
+ * the npm modules they both import, and code that one of them calls in its
+ * own way runs slower for the other (0.4.0 beside this tree in one isolate
+ * made this tree's patches 20% slower than an identical copy of it did).
+ *
+ * Rates are timed as the engines run deployed: automatic checkpoints on
+ * (SQLite's default, every 1,000 pages), so the WAL is overwritten in place
+ * once it has grown, and an engine that writes fewer frames checkpoints less
+ * often. With `--no-checkpoints` they are timed with automatic checkpoints
+ * off instead, the WAL growing by every write (every `fdatasync` then also
+ * commits the file's new size), as this bench did before.
+ *
+ * Frames are counted in a pass of their own, untimed, from the growth of the
+ * `-wal` file with automatic checkpoints off: (bytes written) / (page size +
+ * 24). SQLite writes a frame as two `pwrite` calls (header, page), so the
  * `pwrite` count an `strace` shows is twice the frame count; both are
  * printed.
  *
@@ -32,25 +47,25 @@
  * fsync costs nothing and what is left is each engine's own work).
  *
  * ```sh
- * deno run --allow-all bench/sqlite_frames.ts [--runs=3] [--ops=1000] [--trees] [--before=DIR] [--dir=DIR]
+ * deno run --allow-all bench/sqlite_frames.ts [--runs=3] [--ops=1000] [--trees] [--before=DIR] [--dir=DIR] [--no-checkpoints]
  * ```
  *
  * @module
  */
 
 import { DatabaseSync, type StatementSync } from "node:sqlite";
-import { Append, HandleStore, type JsonObject } from "../mod.ts";
-import { SqliteBackend } from "../src/backends/sqlite.ts";
+import type { Append, HandleStore, JsonObject } from "../mod.ts";
+import type { SqliteBackend } from "../src/backends/sqlite.ts";
 
-const args = new Map(
-  Deno.args.filter((a) => a.startsWith("--")).map((a) => {
-    const [k, v] = a.slice(2).split("=");
-    return [k!, v ?? ""] as const;
-  }),
-);
-const RUNS = Number(args.get("runs") ?? 3);
-const OPS = Number(args.get("ops") ?? 1000);
-const TREES = args.has("trees");
+/** What a worker is told once, when it opens its subject. */
+interface Config {
+  dir: string;
+  ops: number;
+  trees: boolean;
+  noCheckpoints: boolean;
+}
+/** Set in a worker by its first message. */
+let config: Config;
 /** Handles a user has before the count; writes go round-robin over the first `HOT` of them. */
 const HANDLES = 1000;
 const HOT = 50;
@@ -58,13 +73,6 @@ const HOT = 50;
 const STEADY = 20;
 const STEADY_WARMUP = STEADY * 110;
 const USER = "bench-user";
-
-const BEFORE = args.get("before");
-const dir = await Deno.makeTempDir({
-  prefix: "mcpstate-frames-",
-  ...(args.has("dir") ? { dir: args.get("dir")! } : {}),
-});
-globalThis.addEventListener("unload", () => Deno.removeSync(dir, { recursive: true }));
 
 /** A state of about 1 KiB: a few small notes; a save changes one small field, `n`. */
 function state1k(n: number): JsonObject {
@@ -81,8 +89,9 @@ function state1k(n: number): JsonObject {
 /** What one engine under test does for each op. */
 interface Subject {
   name: string;
-  walPath: string;
-  db: DatabaseSync;
+  /** The database and its `-wal` file; none for the disk's floor. */
+  walPath?: string;
+  db?: DatabaseSync;
   mint(i: number): Promise<unknown>;
   save(i: number): Promise<unknown>;
   patch(i: number): Promise<unknown>;
@@ -97,20 +106,16 @@ interface StoreModule {
   SqliteBackend: typeof SqliteBackend;
 }
 
-/** The store of another checkout, loaded from its own files. */
-async function loadBefore(root: string): Promise<StoreModule> {
+/** The store of a checkout (this one, or another), loaded from its own files. */
+async function loadStore(root: string): Promise<StoreModule> {
   const url = (p: string) => new URL(p, `file://${Deno.realPathSync(root)}/`).href;
   const mod = await import(url("mod.ts"));
   const sqlite = await import(url("src/backends/sqlite.ts"));
   return { HandleStore: mod.HandleStore, Append: mod.Append, SqliteBackend: sqlite.SqliteBackend };
 }
 
-async function storeSubject(
-  tag: string,
-  name = "mcpstate",
-  m: StoreModule = { HandleStore, Append, SqliteBackend },
-): Promise<Subject> {
-  const path = `${dir}/${tag}.db`;
+async function storeSubject(tag: string, name: string, m: StoreModule): Promise<Subject> {
+  const path = `${config.dir}/${tag}.db`;
   const backend = await m.SqliteBackend.fromUrl(`sqlite:///${path}`);
   const store = new m.HandleStore(backend, { reclaimIntervalMs: 0 });
   const handles: string[] = [];
@@ -151,9 +156,48 @@ async function storeSubject(
   };
 }
 
+/** The disk's floor, by name. */
+const FLOOR = "disk floor: 8 KiB + fdatasync";
+/** Bytes the disk's floor writes per op: two WAL frames of a 4 KiB page, as a small save does. */
+const FLOOR_BYTES = 2 * (4096 + 24);
+/** The floor's file: it wraps at this size, so that (like a WAL once grown) it is overwritten. */
+const FLOOR_FILE = 4 << 20;
+
+/**
+ * The disk's floor: no SQLite, no JSON, only what durability costs each
+ * single-flight write — {@link FLOOR_BYTES} written at the next offset of a
+ * file, then `fdatasync`. No engine can write durably faster one at a time.
+ */
+function floorSubject(tag: string): Subject {
+  const file = Deno.openSync(`${config.dir}/${tag}.floor`, {
+    read: true,
+    write: true,
+    create: true,
+  });
+  const page = new Uint8Array(FLOOR_BYTES).fill(7);
+  let at = 0;
+  const write = () => {
+    file.seekSync(at, Deno.SeekMode.Start);
+    for (let n = 0; n < page.length;) n += file.writeSync(page.subarray(n));
+    file.syncDataSync();
+    at = (at + FLOOR_BYTES) % FLOOR_FILE;
+    return Promise.resolve();
+  };
+  // Grown once, as a deployed WAL is.
+  for (let i = 0; i < FLOOR_FILE / FLOOR_BYTES; i++) write();
+  return {
+    name: FLOOR,
+    mint: write,
+    save: write,
+    patch: write,
+    steady: write,
+    close: () => Promise.resolve(file.close()),
+  };
+}
+
 /** The Python 0.2 store's statements, replayed (see the module doc). */
 function pythonSubject(tag: string): Subject {
-  const path = `${dir}/${tag}.db`;
+  const path = `${config.dir}/${tag}.db`;
   const db = new DatabaseSync(path);
   db.exec("PRAGMA journal_mode = WAL");
   db.exec("PRAGMA synchronous = FULL");
@@ -259,57 +303,146 @@ const LABEL: Record<Op, string> = {
   steady: "steady save",
 };
 
-/** Writes per block: the subjects take turns, so that both see the same load on a shared disk. */
+/** Writes per block: the subjects take turns, so that all see the same load on a shared disk. */
 const BLOCK = 50;
 
+/** What the main thread asks a worker, and what it answers. */
+type Request =
+  | {
+    type: "open";
+    config: Config;
+    kind: "python" | "floor" | "store";
+    tag: string;
+    root?: string;
+    name?: string;
+  }
+  | { type: "prepare"; op: Op; offset: number }
+  | { type: "block"; op: Op; from: number; count: number }
+  | { type: "frames"; op: Op; offset: number }
+  | { type: "close" };
+
+/** A worker's side: one subject, driven by the main thread's requests. */
+function serve(): void {
+  let subject: Subject;
+  const handle = async (m: Request): Promise<unknown> => {
+    switch (m.type) {
+      case "open":
+        config = m.config;
+        subject = m.kind === "python"
+          ? pythonSubject(m.tag)
+          : m.kind === "floor"
+          ? floorSubject(m.tag)
+          : await storeSubject(m.tag, m.name!, await loadStore(m.root!));
+        return subject.name;
+      case "prepare": {
+        // Steady saves: first fill the changelogs of their handles past the retention.
+        if (m.op === "steady") {
+          for (let i = 0; i < STEADY_WARMUP; i++) await subject.steady(m.offset + 500_000 + i);
+        }
+        // Deployed, a WAL keeps its size once grown (up to `journal_size_limit`):
+        // restart it without truncating. Without checkpoints it grows from nothing.
+        const db = subject.db;
+        db?.exec(`PRAGMA wal_checkpoint(${config.noCheckpoints ? "TRUNCATE" : "RESTART"})`);
+        if (config.noCheckpoints) db?.exec("PRAGMA wal_autocheckpoint = 0");
+        return null;
+      }
+      case "block": {
+        const t0 = performance.now();
+        for (let i = 1; i <= m.count; i++) await subject[m.op](m.from + i);
+        return performance.now() - t0;
+      }
+      case "frames":
+        return await countFrames(subject, m.op, m.offset);
+      case "close":
+        await subject.close();
+        return null;
+    }
+  };
+  const scope = globalThis as unknown as {
+    onmessage: (e: MessageEvent<Request>) => void;
+    postMessage(m: unknown): void;
+  };
+  scope.onmessage = (e) => {
+    handle(e.data).then(
+      (value) => scope.postMessage({ ok: true, value }),
+      (error) => scope.postMessage({ ok: false, error: String(error?.stack ?? error) }),
+    );
+  };
+}
+
+/** The main thread's handle on a worker: one request at a time. */
+class Remote {
+  readonly #worker = new Worker(import.meta.url, { type: "module" });
+  #waiting: ((m: { ok: boolean; value?: unknown; error?: string }) => void) | undefined;
+
+  constructor() {
+    this.#worker.onmessage = (e) => this.#waiting!(e.data);
+  }
+
+  ask<T>(m: Request): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.#waiting = (r) => r.ok ? resolve(r.value as T) : reject(new Error(r.error));
+      this.#worker.postMessage(m);
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.ask({ type: "close" });
+    this.#worker.terminate();
+  }
+}
+
 /**
- * Runs `OPS` writes of one op single-flight on each subject, in alternating
- * blocks; returns each one's ops/s and WAL frames per write.
+ * Runs `ops` writes of one op single-flight on each subject, in alternating
+ * blocks, then counts the frames of as many more with checkpoints off;
+ * returns each one's ops/s and WAL frames per write.
  */
-async function measure(subjects: Subject[], op: Op, offset: number): Promise<[number, number][]> {
-  const sizes: number[] = [];
+async function measure(
+  subjects: Remote[],
+  op: Op,
+  offset: number,
+  ops: number,
+): Promise<[number, number][]> {
   const ms = subjects.map(() => 0);
-  const pageSizes: number[] = [];
-  const size = (s: Subject) => {
+  for (const s of subjects) await s.ask({ type: "prepare", op, offset });
+  for (let done = 0; done < ops; done += BLOCK) {
+    for (const [k, s] of subjects.entries()) {
+      ms[k]! += await s.ask<number>({ type: "block", op, from: offset + done, count: BLOCK });
+    }
+  }
+  const n = Math.ceil(ops / BLOCK) * BLOCK;
+  const counted: number[] = [];
+  for (const s of subjects) {
+    counted.push(await s.ask<number>({ type: "frames", op, offset: offset + n + 1 }));
+  }
+  return subjects.map((_, k) => [n / (ms[k]! / 1000), counted[k]!]);
+}
+
+/** WAL frames per write of `config.ops` writes of `op`, checkpoints off, untimed. */
+async function countFrames(s: Subject, op: Op, offset: number): Promise<number> {
+  if (!s.db || !s.walPath) return NaN;
+  const db = s.db, walPath = s.walPath, writes = config.ops;
+  const size = () => {
     try {
-      return Deno.statSync(s.walPath).size;
+      return Deno.statSync(walPath).size;
     } catch {
       return 0;
     }
   };
-  // Steady saves: first fill the changelogs of their handles past the retention.
-  if (op === "steady") {
-    for (const s of subjects) {
-      for (let i = 0; i < STEADY_WARMUP; i++) await s.steady(offset + 500_000 + i);
-    }
+  const pageSize = db.prepare("PRAGMA page_size").get()!.page_size as number;
+  db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  db.exec("PRAGMA wal_autocheckpoint = 0");
+  // One write first, so that the count starts after the WAL header.
+  await s[op](offset);
+  const from = size();
+  for (let i = 1; i <= writes; i++) await s[op](offset + i);
+  if (config.trees) {
+    console.log(`${LABEL[op]}, ${s.name}: ${framesByTree(s, from, pageSize, writes)}`);
   }
-  for (const s of subjects) {
-    s.db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
-    s.db.exec("PRAGMA wal_autocheckpoint = 0");
-    pageSizes.push(s.db.prepare("PRAGMA page_size").get()!.page_size as number);
-    // One write first, so that the count starts after the WAL header.
-    await s[op](offset);
-    sizes.push(size(s));
-  }
-  for (let done = 0; done < OPS; done += BLOCK) {
-    for (const [k, s] of subjects.entries()) {
-      const t0 = performance.now();
-      for (let i = 1; i <= BLOCK; i++) await s[op](offset + done + i);
-      ms[k]! += performance.now() - t0;
-    }
-  }
-  const n = Math.ceil(OPS / BLOCK) * BLOCK;
-  if (TREES) {
-    for (const [k, s] of subjects.entries()) {
-      console.log(`${LABEL[op]}, ${s.name}: ${framesByTree(s, sizes[k]!, pageSizes[k]!, n)}`);
-    }
-  }
-  return subjects.map((s, k) => {
-    const frames = (size(s) - sizes[k]!) / (pageSizes[k]! + 24) / n;
-    s.db.exec("PRAGMA wal_autocheckpoint = 1000");
-    s.db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
-    return [n / (ms[k]! / 1000), frames];
-  });
+  const frames = (size() - from) / (pageSize + 24) / writes;
+  db.exec("PRAGMA wal_autocheckpoint = 1000");
+  db.exec("PRAGMA wal_checkpoint(RESTART)");
+  return frames;
 }
 
 /**
@@ -319,10 +452,10 @@ async function measure(subjects: Subject[], op: Op, offset: number): Promise<[nu
  */
 function framesByTree(s: Subject, from: number, pageSize: number, writes: number): string {
   const names = new Map<number, string>();
-  for (const r of s.db.prepare("SELECT name, pageno, pagetype FROM dbstat").all()) {
+  for (const r of s.db!.prepare("SELECT name, pageno, pagetype FROM dbstat").all()) {
     names.set(r.pageno as number, `${r.name}${r.pagetype === "overflow" ? " (overflow)" : ""}`);
   }
-  const wal = Deno.readFileSync(s.walPath);
+  const wal = Deno.readFileSync(s.walPath!);
   const tally = new Map<string, number>();
   for (let at = from; at + 24 + pageSize <= wal.length; at += 24 + pageSize) {
     const page = new DataView(wal.buffer, at, 4).getUint32(0);
@@ -333,51 +466,98 @@ function framesByTree(s: Subject, from: number, pageSize: number, writes: number
     .map(([name, count]) => `${name} ${(count / writes).toFixed(2)}`).join(", ");
 }
 
-const before = BEFORE === undefined ? undefined : await loadBefore(BEFORE);
-const NAMES = ["python 0.2 statements", ...(before ? ["mcpstate before"] : []), "mcpstate"];
-const results = new Map<string, { rates: number[]; frames: number[] }>();
-for (let run = 0; run < RUNS; run++) {
-  const subjects = [
-    pythonSubject(`py-${run}`),
-    ...(before ? [await storeSubject(`before-${run}`, "mcpstate before", before)] : []),
-    await storeSubject(`store-${run}`),
+/** The main thread: parses the arguments, runs the subjects' workers, prints the table. */
+async function main(): Promise<void> {
+  const args = new Map(
+    Deno.args.filter((a) => a.startsWith("--")).map((a) => {
+      const [k, v] = a.slice(2).split("=");
+      return [k!, v ?? ""] as const;
+    }),
+  );
+  const RUNS = Number(args.get("runs") ?? 3);
+  const OPS = Number(args.get("ops") ?? 1000);
+  const BEFORE = args.get("before");
+  const dir = await Deno.makeTempDir({
+    prefix: "mcpstate-frames-",
+    ...(args.has("dir") ? { dir: args.get("dir")! } : {}),
+  });
+  globalThis.addEventListener("unload", () => Deno.removeSync(dir, { recursive: true }));
+  const cfg: Config = {
+    dir,
+    ops: OPS,
+    trees: args.has("trees"),
+    noCheckpoints: args.has("no-checkpoints"),
+  };
+  const here = new URL("..", import.meta.url).pathname;
+  const open = async (m: Omit<Extract<Request, { type: "open" }>, "type" | "config">) => {
+    const r = new Remote();
+    await r.ask({ type: "open", config: cfg, ...m });
+    return r;
+  };
+  const NAMES = [
+    "python 0.2 statements",
+    ...(BEFORE ? ["mcpstate before"] : []),
+    "mcpstate",
+    FLOOR,
   ];
+  const results = new Map<string, { rates: number[]; frames: number[] }>();
+  for (let run = 0; run < RUNS; run++) {
+    const subjects = [
+      await open({ kind: "python", tag: `py-${run}` }),
+      ...(BEFORE
+        ? [
+          await open({
+            kind: "store",
+            tag: `before-${run}`,
+            name: "mcpstate before",
+            root: BEFORE,
+          }),
+        ]
+        : []),
+      await open({ kind: "store", tag: `store-${run}`, name: "mcpstate", root: here }),
+      await open({ kind: "floor", tag: `floor-${run}` }),
+    ];
+    for (const op of OPS_LIST) {
+      const measured = await measure(subjects, op, (run + 1) * 1_000_000, OPS);
+      for (const [k, name] of NAMES.entries()) {
+        const [rate, frames] = measured[k]!;
+        const key = `${op}\t${name}`;
+        const r = results.get(key) ?? { rates: [], frames: [] };
+        r.rates.push(rate);
+        r.frames.push(frames);
+        results.set(key, r);
+      }
+    }
+    for (const s of subjects) await s.close();
+  }
+
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
+  const fmt = (n: number) => Math.round(n).toLocaleString("en-US");
+  const frames = (n: number) => Number.isNaN(n) ? "–" : n.toFixed(2);
+  /** The median over runs of `name`'s rate over `base`'s in the same run. */
+  const ratio = (op: Op, name: string, base: string) => {
+    const a = results.get(`${op}\t${name}`)!.rates, b = results.get(`${op}\t${base}`)!.rates;
+    return median(a.map((r, i) => r / b[i]!)).toFixed(2) + "×";
+  };
+  console.log(
+    `| op, 1 KiB, history on, synchronous=FULL | engine | writes/s (median of ${RUNS}) | range | × python stand-in |${
+      BEFORE ? " × before |" : ""
+    } WAL frames / write | pwrite calls / write |`,
+  );
+  console.log(`|---|---|---:|---:|---:|${BEFORE ? "---:|" : ""}---:|---:|`);
   for (const op of OPS_LIST) {
-    const measured = await measure(subjects, op, (run + 1) * 1_000_000);
-    for (const [k, s] of subjects.entries()) {
-      const [rate, frames] = measured[k]!;
-      const key = `${op}\t${s.name}`;
-      const r = results.get(key) ?? { rates: [], frames: [] };
-      r.rates.push(rate);
-      r.frames.push(frames);
-      results.set(key, r);
+    for (const name of NAMES) {
+      const r = results.get(`${op}\t${name}`)!;
+      const f = median(r.frames);
+      const vsBefore = BEFORE ? ` ${ratio(op, name, "mcpstate before")} |` : "";
+      console.log(
+        `| ${LABEL[op]} | ${name} | ${fmt(median(r.rates))} | ${fmt(Math.min(...r.rates))}–${
+          fmt(Math.max(...r.rates))
+        } | ${ratio(op, name, NAMES[0]!)} |${vsBefore} ${frames(f)} | ${frames(2 * f)} |`,
+      );
     }
   }
-  for (const s of subjects) await s.close();
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
-const fmt = (n: number) => Math.round(n).toLocaleString("en-US");
-/** The median over runs of `name`'s rate over `base`'s in the same run. */
-const ratio = (op: Op, name: string, base: string) => {
-  const a = results.get(`${op}\t${name}`)!.rates, b = results.get(`${op}\t${base}`)!.rates;
-  return median(a.map((r, i) => r / b[i]!)).toFixed(2) + "×";
-};
-console.log(
-  `| op, 1 KiB, history on, synchronous=FULL | engine | writes/s (median of ${RUNS}) | range | × python stand-in |${
-    before ? " × before |" : ""
-  } WAL frames / write | pwrite calls / write |`,
-);
-console.log(`|---|---|---:|---:|---:|${before ? "---:|" : ""}---:|---:|`);
-for (const op of OPS_LIST) {
-  for (const name of NAMES) {
-    const r = results.get(`${op}\t${name}`)!;
-    const f = median(r.frames);
-    const vsBefore = before ? ` ${ratio(op, name, "mcpstate before")} |` : "";
-    console.log(
-      `| ${LABEL[op]} | ${name} | ${fmt(median(r.rates))} | ${fmt(Math.min(...r.rates))}–${
-        fmt(Math.max(...r.rates))
-      } | ${ratio(op, name, NAMES[0]!)} |${vsBefore} ${f.toFixed(2)} | ${(2 * f).toFixed(2)} |`,
-    );
-  }
-}
+if ("WorkerGlobalScope" in globalThis) serve();
+else await main();
