@@ -176,15 +176,20 @@ function floorSubject(tag: string): Subject {
   });
   const page = new Uint8Array(FLOOR_BYTES).fill(7);
   let at = 0;
-  const write = () => {
+  const put = () => {
+    if (at + FLOOR_BYTES > FLOOR_FILE) at = 0;
     file.seekSync(at, Deno.SeekMode.Start);
     for (let n = 0; n < page.length;) n += file.writeSync(page.subarray(n));
+    at += FLOOR_BYTES;
+  };
+  const write = () => {
+    put();
     file.syncDataSync();
-    at = (at + FLOOR_BYTES) % FLOOR_FILE;
     return Promise.resolve();
   };
   // Grown once, as a deployed WAL is.
-  for (let i = 0; i < FLOOR_FILE / FLOOR_BYTES; i++) write();
+  while (at + FLOOR_BYTES <= FLOOR_FILE) put();
+  file.syncSync();
   return {
     name: FLOOR,
     mint: write,
@@ -377,6 +382,11 @@ class Remote {
 
   constructor() {
     this.#worker.onmessage = (e) => this.#waiting!(e.data);
+    // A worker that dies answers its request with the error instead of never.
+    this.#worker.onerror = (e) => {
+      e.preventDefault();
+      this.#waiting?.({ ok: false, error: e.message });
+    };
   }
 
   ask<T>(m: Request): Promise<T> {
