@@ -1,7 +1,7 @@
 /**
  * Runs benchmark files and turns each `group` into a table of mean time,
  * ops/s and the ratio to the group's `baseline: true` bench; prints the
- * tables and writes them into `docs/benchmarks.md`, each bench file in its
+ * tables and writes them into `docs/dev/bench-results.md`, each bench file in its
  * own section between `<!-- bench:NAME -->` and `<!-- /bench:NAME -->`, so
  * that the results of other files (and the prose around them) stay as they
  * are.
@@ -13,7 +13,7 @@
  *
  * Options: `--runs=N` runs `deno bench` N times and keeps each bench's
  * median mean (writes on a shared disk are noisy); `--out=FILE` (default
- * `docs/benchmarks.md`); `--print` prints without writing; `--no-check` is
+ * `docs/dev/bench-results.md`); `--print` prints without writing; `--no-check` is
  * passed on to `deno bench`.
  *
  * @module
@@ -42,7 +42,7 @@ const root = new URL("../", import.meta.url);
 
 function parseArgs(args: string[]) {
   let runs = 1;
-  let out = new URL("docs/benchmarks.md", root).pathname;
+  let out = new URL("docs/dev/bench-results.md", root).pathname;
   let print = false;
   const benchFlags: string[] = [];
   const files: string[] = [];
