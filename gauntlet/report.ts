@@ -1,5 +1,5 @@
 /**
- * Renders the gauntlet's results as `docs/reliability.md`.
+ * Renders the gauntlet's results as `docs/dev/gauntlet-run.md`.
  *
  * @module
  */

@@ -1,7 +1,7 @@
 /**
  * `deno task gauntlet`: every part of the gauntlet at full size — crash
  * consistency on every backend, fuzzing through a real MCP connection, HTTP
- * abuse, and the soak — then `docs/reliability.md` with the figures.
+ * abuse, and the soak — then `docs/dev/gauntlet-run.md` with the figures.
  *
  * ```sh
  * deno task gauntlet                       # everything, full size, writes the report
@@ -116,7 +116,7 @@ if (import.meta.main) {
     console.error("gauntlet: --scale must be a number in (0, 1]");
     Deno.exit(2);
   }
-  const out = values.out ?? new URL("../docs/reliability.md", import.meta.url).pathname;
+  const out = values.out ?? new URL("../docs/dev/gauntlet-run.md", import.meta.url).pathname;
   const n = (x: number) => Math.max(1, Math.round(x * scale));
   const log = (line: string) =>
     console.error(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
