@@ -4,7 +4,7 @@
  * in the same run (the group's baseline: what reading the state whole costs
  * at least). Each state is a parsed copy, as a read has it. The ratios, not
  * the absolute numbers, are the point: `deno task bench` writes them to
- * `docs/benchmarks.md`.
+ * `docs/dev/bench-results.md`, and `docs/benchmarks.md` quotes them.
  *
  * @module
  */

@@ -3,7 +3,7 @@
  * `node:sqlite` prepared statement plus the JSON work it cannot avoid (the
  * group's baseline), on the same database file in the same run. The ratios,
  * not the absolute numbers, are the point: `deno task bench` writes them to
- * `docs/benchmarks.md`.
+ * `docs/dev/bench-results.md`, and `docs/benchmarks.md` quotes them.
  *
  * @module
  */
