@@ -1,17 +1,15 @@
 import assert from "node:assert/strict";
-import { fileURLToPath } from "node:url";
 import { Append, HandleStore, Increment, SetKey } from "../mod.ts";
 import { openBackend } from "../src/url.ts";
 import type { GrantRecord, HandleRecord, WriteContext } from "../src/backend.ts";
 import { DenoKvBackend, parseDenoKvUrl } from "../src/backends/denokv.ts";
 import { DAY, FakeClock, freshUser, rejectsWith, sleep } from "./_helpers.ts";
 import { backendContract } from "./contract/mod.ts";
-import { Child, spawnChild } from "./contract/_child.ts";
+import { type Child, spawnChild } from "./_child.ts";
 import { createAtOnce, writersInTwoProcesses } from "./contract/cross_process.ts";
 
 const MIB = 1_048_576;
 const dir = Deno.makeTempDirSync({ prefix: "mcpstate-denokv-" });
-const FAULTS = fileURLToPath(new URL("./_denokv_child.ts", import.meta.url));
 
 // One Deno.Kv per opened store: like separate processes on one file.
 const contractUrl = `denokv:///${dir}/contract.kv`;
@@ -702,18 +700,11 @@ Deno.test("trash: the largest inline head with the longest metadata fits; an imp
 });
 
 /**
- * Starts `_denokv_child.ts` with `args` (see its module doc) and reads its
- * output up to the line `until`.
+ * Starts the child program with `args` (a `kv-pause` or `kv-log` workload,
+ * see its module doc) and reads its output up to the line `until`.
  */
 async function faultChild(args: string[], until: string): Promise<Child> {
-  const child = new Child(
-    new Deno.Command(Deno.execPath(), {
-      args: ["run", "--allow-all", "--unstable-kv", FAULTS, ...args],
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn(),
-  );
+  const child = spawnChild(args);
   while (await child.line(`the child, before ${until}`) !== until) { /* an earlier line */ }
   return child;
 }
@@ -745,7 +736,7 @@ Deno.test("a writer killed between its chunk writes and the head swap leaves the
           await using store = await HandleStore.fromUrl(`denokv:///${file}`);
           h = await store.mint("big", before, { user });
         }
-        const child = await faultChild(["pause", file, user, h, stage, "z"], "paused");
+        const child = await faultChild(["kv-pause", file, user, h, stage, "z"], "paused");
         child.kill();
         assert.equal((await child.ended()).status.signal, "SIGKILL");
 
@@ -817,7 +808,7 @@ Deno.test("a writer killed at the commit of its third write leaves no write with
     await using store = await HandleStore.fromUrl(`denokv:///${file}`);
     h = await store.mint("log", { n: 0, log: [] }, { user });
   }
-  const child = await faultChild(["log", file, user, h, "3", "k"], "paused");
+  const child = await faultChild(["kv-log", file, user, h, "3", "k"], "paused");
   child.kill();
   assert.equal((await child.ended()).status.signal, "SIGKILL");
 

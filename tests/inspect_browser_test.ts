@@ -19,7 +19,7 @@ import { type Browser, type BrowserContext, chromium, type Page } from "playwrig
 import { Append, DelKey, HandleStore, outline, SetKey } from "../mod.ts";
 import { machineName } from "../src/server/identity.ts";
 import { tempHome } from "./_cli_run.ts";
-import { spawnChild } from "./contract/_child.ts";
+import { spawnChild } from "./_child.ts";
 import { chromiumPath, type RunningInspect, startInspect } from "./_inspect.ts";
 
 // The callbacks given to page.evaluate run in the page, where these are the DOM's.

@@ -7,7 +7,8 @@ import type { ConditionalWrite, HandleRecord, WriteContext } from "../src/backen
 import { SQLITE_SCHEMA_VERSION, SqliteBackend } from "../src/backends/sqlite.ts";
 import { QUIET_RUN } from "../src/backends/sqlite/_connection.ts";
 import { setImmediate } from "node:timers";
-import { byUtf8, DAY, FakeClock, freshUser, Lines, recordOf, rejectsWith } from "./_helpers.ts";
+import { byUtf8, DAY, FakeClock, freshUser, recordOf, rejectsWith } from "./_helpers.ts";
+import { type Child, spawnChild } from "./_child.ts";
 import { backendContract, sharedView } from "./contract/mod.ts";
 import { runs } from "./_fc.ts";
 import {
@@ -97,22 +98,10 @@ function integrityOk(path: string): void {
  * `BEGIN IMMEDIATE`, sets `n` to 100 in every state, and holds the lock `ms`
  * milliseconds before it commits; resolves once it holds the lock.
  */
-async function holdLock(path: string, ms: number): Promise<Deno.ChildProcess> {
-  const code = `import { DatabaseSync } from "node:sqlite";
-    const db = new DatabaseSync(${JSON.stringify(path)});
-    db.exec("BEGIN IMMEDIATE");
-    db.exec("UPDATE handles SET state = json_set(state, '$.n', 100)");
-    console.log("locked");
-    await new Promise((r) => setTimeout(r, ${ms}));
-    db.exec("COMMIT");
-    db.close();`;
-  const proc = new Deno.Command(Deno.execPath(), {
-    args: ["eval", code],
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
-  assert.equal(await new Lines(proc.stdout).next(), "locked");
-  return proc;
+async function holdLock(path: string, ms: number): Promise<Child> {
+  const child = spawnChild(["sqlite-lock", path, String(ms)]);
+  assert.equal(await child.line("the lock"), "locked");
+  return child;
 }
 
 /**
@@ -641,7 +630,7 @@ Deno.test("sqlite: a write waits for another process's lock, and says so when it
   const h = await store.mint("l", { n: 0 }, { user });
   const holder = await holdLock(path, 500);
   await store.patch(h, [Increment("", "n")], { user });
-  assert.equal((await holder.status).code, 0);
+  assert.equal((await holder.ended()).status.code, 0);
   // 101: the patch waited for the holder's commit (n = 100) and applied on top of it.
   assert.equal((await store.get<{ n: number }>(h, { user })).state.n, 101);
 
@@ -656,7 +645,7 @@ Deno.test("sqlite: a write waits for another process's lock, and says so when it
     "backend_error",
   );
   assert.match(e.message, /locked by another connection for more than 50 ms/);
-  assert.equal((await again.status).code, 0);
+  assert.equal((await again.ended()).status.code, 0);
   assert.equal((await impatient.get<{ n: number }>(h, { user })).state.n, 100);
   await impatient.close();
   await store.close();

@@ -1,5 +1,5 @@
 /**
- * Cross-process: real OS processes (`_child.ts`) on the target's URL —
+ * Cross-process: real OS processes (`tests/_child.ts`) on the target's URL —
  * writers in two processes patching one handle, and a writer process killed
  * with SIGKILL in the middle of its writes. Both workloads are exported, for
  * engine tests that run them with other settings.
@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { Append, HandleStore, Increment, type Snapshot } from "../../mod.ts";
 import { openBackend } from "../../src/url.ts";
 import { freshUser, sleep, within } from "../_helpers.ts";
-import { spawnChild } from "./_child.ts";
+import { spawnChild } from "../_child.ts";
 import { type EngineChecks, group, step, type WorkloadRun } from "./_group.ts";
 
 /** The state every workload patches: a counter and the log of every patch. */

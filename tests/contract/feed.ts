@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { HandleStore, Increment, McpStateError } from "../../mod.ts";
 import { freshUser, rejectsWith, within } from "../_helpers.ts";
-import { spawnChild } from "./_child.ts";
+import { spawnChild } from "../_child.ts";
 import { group, step } from "./_group.ts";
 
 export default group("feed and watch", ["feed"], [

@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { Append, SetKey } from "../../mod.ts";
 import { DAY, freshUser, rejectsWith } from "../_helpers.ts";
 import { parseRecordLine, recordLine } from "../../src/cli/records.ts";
-import { spawnChild } from "./_child.ts";
+import { spawnChild } from "../_child.ts";
 import { group, step } from "./_group.ts";
 
 export default group("fork", [], [

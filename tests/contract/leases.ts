@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { type Backend, HandleStore, Increment, toPayload } from "../../mod.ts";
 import { DAY, freshUser, recordOf, rejectsWith, sleep } from "../_helpers.ts";
-import { spawnChild } from "./_child.ts";
+import { spawnChild } from "../_child.ts";
 import { group, step } from "./_group.ts";
 
 export default group("leases", ["leases"], [

@@ -16,7 +16,7 @@
  * have; a target whose data lives in one object (the memory backend, SQLite's
  * `:memory:`) hands out {@link sharedView}s of it. A target with a `url` that
  * another process can open to reach the same data (a file, a server) switches
- * the cross-process steps on: they run `_child.ts` on that URL.
+ * the cross-process steps on: they run `tests/_child.ts` on that URL.
  *
  * ## How a backend declares a capability
  *

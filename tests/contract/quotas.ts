@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { type HandleStore, QuotaExceeded, SetKey } from "../../mod.ts";
 import { DAY, freshUser, rejectsWith } from "../_helpers.ts";
-import { spawnChild } from "./_child.ts";
+import { spawnChild } from "../_child.ts";
 import { group, step } from "./_group.ts";
 
 const bytesOf = (state: unknown) => new TextEncoder().encode(JSON.stringify(state)).length;

@@ -19,7 +19,7 @@ import {
   SetKey,
 } from "../../mod.ts";
 import { DAY, freshUser, rejectsWith } from "../_helpers.ts";
-import { spawnChild } from "./_child.ts";
+import { spawnChild } from "../_child.ts";
 import { group, step } from "./_group.ts";
 
 const RIGHTS = ["read", "append", "patch", "write"] as const;

@@ -1,8 +1,9 @@
 /**
- * The one child program of the contract's cross-process steps: a real,
- * separate OS process that opens any backend from its URL
- * (`HandleStore.fromUrl`) and runs one workload on the data it shares with
- * the test. {@link spawnChild} starts it.
+ * The one child program of the cross-process tests: a real, separate OS
+ * process that opens any backend from its URL (`HandleStore.fromUrl`), or one
+ * engine's file directly, and runs one workload on the data it shares with
+ * the test. {@link spawnChild} starts it; its first argument names the
+ * workload.
  *
  * - `writers <url> <user> <handle> <tag> <writers> <stores> <count|forever> [pauseMs]`:
  *   opens `stores` stores (each its own connection), prints `ready`, waits
@@ -43,15 +44,29 @@
  * - `open <url>`: prints, as JSON, whether this process has Deno KV
  *   (`openKv`: the `typeof Deno.openKv`) and what opening the URL gave:
  *   `opened: true`, or the error's payload.
+ * - `kv-pause <file> <user> <handle> <stage> <fill>`: saves a 1 MiB state
+ *   over version 1 through a Deno KV backend whose `Deno.Kv` stops at one
+ *   commit, prints `paused` and waits to be killed. `stage` is `swap` (the
+ *   head swap, after every chunk is written) or `chunks` (the second chunk
+ *   commit).
+ * - `kv-log <file> <user> <handle> <stopAt> <tag>`: patches the handle over
+ *   and over through a Deno KV backend (each patch appends `<tag>:<i>` to
+ *   its `log` list), printing `started` after the first; it stops at the
+ *   commit of the `stopAt`-th write (the one that sets its changelog entry),
+ *   prints `paused` and waits to be killed.
+ * - `sqlite-lock <file> <ms>`: takes the write lock of a SQLite file with a
+ *   raw `BEGIN IMMEDIATE`, sets `n` to 100 in every state, prints `locked`,
+ *   and holds the lock `ms` milliseconds before it commits.
  *
  * Any error is printed to stderr and exits 1.
  *
  * @module
  */
 
+import { DatabaseSync } from "node:sqlite";
 import { fileURLToPath } from "node:url";
-import { Append, HandleStore, Increment, McpStateError } from "../../mod.ts";
-import { Lines, readAll, sleep } from "../_helpers.ts";
+import { Append, HandleStore, Increment, McpStateError } from "../mod.ts";
+import { Lines, readAll, sleep } from "./_helpers.ts";
 
 const encoder = new TextEncoder();
 
@@ -332,6 +347,110 @@ async function open(args: string[]): Promise<void> {
   }
 }
 
+/** A `Deno.Kv` whose commits pass through `onCommit` first. */
+function interceptCommits(
+  kv: Deno.Kv,
+  onCommit: (sets: Deno.KvKey[], checks: Deno.KvKey[]) => Promise<void>,
+): Deno.Kv {
+  return new Proxy(kv, {
+    get(target, prop) {
+      if (prop === "atomic") {
+        return () => {
+          const op = target.atomic();
+          const sets: Deno.KvKey[] = [];
+          const checks: Deno.KvKey[] = [];
+          const proxy: Deno.AtomicOperation = new Proxy(op, {
+            get(t, p) {
+              if (p === "commit") {
+                return async () => {
+                  await onCommit(sets, checks);
+                  return await t.commit();
+                };
+              }
+              const v = Reflect.get(t, p, t);
+              if (typeof v !== "function") return v;
+              return (...a: unknown[]) => {
+                if (p === "set") sets.push(a[0] as Deno.KvKey);
+                if (p === "check") checks.push((a[0] as Deno.AtomicCheck).key);
+                const r = (v as (...x: unknown[]) => unknown).apply(t, a);
+                return r === t ? proxy : r;
+              };
+            },
+          });
+          return proxy;
+        };
+      }
+      const v = Reflect.get(target, prop, target);
+      return typeof v === "function" ? v.bind(target) : v;
+    },
+  });
+}
+
+/**
+ * A store on the Deno KV `file` whose `Deno.Kv` calls `stopAt` before each
+ * commit: when it answers true, the child prints `paused` and waits to be
+ * killed. (The backend module is loaded here only, so that the other
+ * workloads run in a process that may lack Deno KV.)
+ */
+async function pausingKvStore(
+  file: string,
+  stopAt: (sets: Deno.KvKey[], checks: Deno.KvKey[]) => boolean,
+): Promise<HandleStore> {
+  const { DenoKvBackend } = await import("../src/backends/denokv.ts");
+  const kv = interceptCommits(await Deno.openKv(file), async (sets, checks) => {
+    if (stopAt(sets, checks)) {
+      say("paused");
+      await new Promise(() => {});
+    }
+  });
+  return new HandleStore(new DenoKvBackend(kv));
+}
+
+async function kvPause(args: string[]): Promise<void> {
+  const [file, user, handle, stage, fill] = args;
+  if (!file || !user || !handle || !stage || !fill) {
+    throw new Error("usage: kv-pause <file> <user> <handle> <stage> <fill>");
+  }
+  let chunkCommits = 0;
+  const store = await pausingKvStore(file, (sets, checks) => {
+    const isSwap = sets.some((k) => k[3] === "h");
+    const isChunks = sets.some((k) => k[3] === "c");
+    if (isChunks && !isSwap) chunkCommits++;
+    return stage === "swap" ? isSwap : isChunks && chunkCommits === 2 && checks.length > 0;
+  });
+  const body = fill.repeat(1_048_576 - '{"s":""}'.length);
+  await store.save(handle, { s: body }, { user, expectVersion: 1 });
+  say("saved (the pause never came)");
+}
+
+async function kvLog(args: string[]): Promise<void> {
+  const [file, user, handle, stopAt, tag] = args;
+  if (!file || !user || !handle || !stopAt || !tag) {
+    throw new Error("usage: kv-log <file> <user> <handle> <stopAt> <tag>");
+  }
+  let logCommits = 0;
+  const store = await pausingKvStore(
+    file,
+    (sets) => sets.some((k) => k[3] === "log") && ++logCommits === Number(stopAt),
+  );
+  for (let i = 0;; i++) {
+    await store.patch(handle, [Increment("", "n"), Append("log", `${tag}:${i}`)], { user });
+    if (i === 0) say("started");
+  }
+}
+
+async function sqliteLock(args: string[]): Promise<void> {
+  const [file, ms] = args;
+  if (!file || !ms) throw new Error("usage: sqlite-lock <file> <ms>");
+  const db = new DatabaseSync(file);
+  db.exec("BEGIN IMMEDIATE");
+  db.exec("UPDATE handles SET state = json_set(state, '$.n', 100)");
+  say("locked");
+  await sleep(Number(ms));
+  db.exec("COMMIT");
+  db.close();
+}
+
 const MODES: Record<string, (args: string[]) => Promise<void>> = {
   writers,
   patch,
@@ -342,6 +461,9 @@ const MODES: Record<string, (args: string[]) => Promise<void>> = {
   "mint-quota": mintQuota,
   "merge-back": mergeBack,
   open,
+  "kv-pause": kvPause,
+  "kv-log": kvLog,
+  "sqlite-lock": sqliteLock,
 };
 
 if (import.meta.main) {
