@@ -7,7 +7,8 @@
 
 import assert from "node:assert/strict";
 import type { Client } from "@modelcontextprotocol/client";
-import { call, type Era, fails, ok } from "./_server_harness.ts";
+import type { Era } from "./_server_harness.ts";
+import { call, fails, ok } from "./_tool_calls.ts";
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const META_KEYS = [

@@ -11,7 +11,7 @@
  */
 
 import assert from "node:assert/strict";
-import { SERVE } from "./_server_harness.ts";
+import { runServe } from "./_server_harness.ts";
 import { bytesOf, concat, exchange, requestBytes } from "../gauntlet/_raw_http.ts";
 import { startServer } from "../gauntlet/_server.ts";
 
@@ -86,12 +86,7 @@ Deno.test("HTTP: a body that trickles in or stalls gets 408 within --body-timeou
 });
 
 Deno.test("HTTP: serve --help documents the body timeout and its default", async () => {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: [...SERVE, "--help"],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder().decode(out.stdout);
+  const text = (await runServe(["--help"])).stdout;
   assert.match(text, /--body-timeout-ms N/);
   assert.match(text, /MCPSTATE_BODY_TIMEOUT_MS/);
   assert.match(text, /default 30000/);

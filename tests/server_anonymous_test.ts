@@ -8,16 +8,8 @@
 
 import assert from "node:assert/strict";
 import { type Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
-import {
-  call,
-  type Era,
-  ERAS,
-  fails,
-  httpClient,
-  newClient,
-  ok,
-  startHttpServer,
-} from "./_server_harness.ts";
+import { type Era, ERAS, httpClient, newClient, startHttpServer } from "./_server_harness.ts";
+import { call, fails, ok } from "./_tool_calls.ts";
 
 /** A client of its own, named `name`, connected over HTTP. */
 async function namedClient(url: URL, era: Era, name: string): Promise<Client> {

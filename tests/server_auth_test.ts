@@ -6,14 +6,9 @@
 import assert from "node:assert/strict";
 import type { JWTPayload } from "jose";
 import { HandleStore } from "../mod.ts";
-import {
-  type Era,
-  fails,
-  httpClient,
-  ok,
-  startHttpServer,
-  startIssuer,
-} from "./_server_harness.ts";
+import { type Era, httpClient, startHttpServer } from "./_server_harness.ts";
+import { startIssuer } from "./_issuer.ts";
+import { fails, ok } from "./_tool_calls.ts";
 import { oddSubjects } from "./_tenants.ts";
 
 const now = () => Math.floor(Date.now() / 1000);

@@ -11,30 +11,14 @@
  */
 
 import assert from "node:assert/strict";
-import { Client as Sdk1Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport as Sdk1StdioTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { StreamableHTTPClientTransport as Sdk1HttpTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { getPath } from "../mod.ts";
-import {
-  cleanEnv,
-  fails,
-  httpClient,
-  ok,
-  SERVE,
-  startHttpServer,
-  startIssuer,
-  stdioSession,
-  type ToolCaller,
-} from "./_server_harness.ts";
+import { httpClient, startHttpServer, stdioSession } from "./_server_harness.ts";
+import { startIssuer } from "./_issuer.ts";
+import { type AnyClient, eachClient, sdk1Http, sdk1Stdio } from "./_sdk1.ts";
+import { fails, ok } from "./_tool_calls.ts";
 
 const encoder = new TextEncoder();
 const size = (v: unknown) => encoder.encode(JSON.stringify(v)).length;
-
-/** A connected client of either SDK. */
-interface AnyClient extends ToolCaller {
-  listTools(): Promise<unknown>;
-  close(): Promise<void>;
-}
 
 const META = ["created_at", "expires_at", "handle", "kind", "last_writer", "updated_at", "version"];
 
@@ -278,53 +262,14 @@ async function budgetScenario(t: Deno.TestContext, client: AnyClient, budget: nu
   await ok(client, "state_delete", { handle });
 }
 
-async function sdk1Stdio(env: Record<string, string>, args: string[]): Promise<AnyClient> {
-  const client = new Sdk1Client({ name: "sdk1-client", version: "1.0.0" });
-  await client.connect(
-    new Sdk1StdioTransport({
-      command: Deno.execPath(),
-      args: [...SERVE, ...args],
-      env: cleanEnv(env),
-      stderr: "ignore",
-    }),
-  );
-  return client;
-}
-
-async function sdk1Http(url: URL, token: string): Promise<AnyClient> {
-  const client = new Sdk1Client({ name: "sdk1-client", version: "1.0.0" });
-  await client.connect(
-    new Sdk1HttpTransport(url, { requestInit: { headers: { Authorization: `Bearer ${token}` } } }),
-  );
-  return client;
-}
-
-/** Runs {@link budgetScenario} as a step for each client: its label and how to connect it. */
-async function eachClient(
-  t: Deno.TestContext,
-  budget: number,
-  clients: [string, () => Promise<AnyClient>][],
-): Promise<void> {
-  for (const [label, connect] of clients) {
-    await t.step(label, async (t) => {
-      const client = await connect();
-      try {
-        await budgetScenario(t, client, budget);
-      } finally {
-        await client.close();
-      }
-    });
-  }
-}
-
 Deno.test("budgets and merges over stdio, v2 and SDK 1.x clients", async (t) => {
   const budget = 4096;
   const env = { MCPSTATE_BACKEND: "memory://" };
   const args = ["--max-read-bytes", String(budget)];
-  await eachClient(t, budget, [
-    ["v2 (2026-07-28)", async () => (await stdioSession("2026-07-28", env, args)).client],
-    ["SDK 1.x (2025-11-25)", () => sdk1Stdio(env, args)],
-  ]);
+  await eachClient(t, [
+    ["v2 (2026-07-28)", async () => (await stdioSession("2026-07-28", env, args)).client, budget],
+    ["SDK 1.x (2025-11-25)", () => sdk1Stdio(env, args), budget],
+  ], budgetScenario);
 });
 
 Deno.test("budgets and merges over HTTP, v2 and SDK 1.x clients; MCPSTATE_MAX_READ_BYTES", async (t) => {
@@ -335,10 +280,14 @@ Deno.test("budgets and merges over HTTP, v2 and SDK 1.x clients; MCPSTATE_MAX_RE
     { MCPSTATE_MAX_READ_BYTES: String(budget) },
   );
   const token = await issuer.token({ sub: "alice", aud: server.url.href });
-  await eachClient(t, budget, [
-    ["v2 (2026-07-28)", () => httpClient(server.url, "2026-07-28", token)],
-    ["SDK 1.x (2025-11-25)", () => sdk1Http(server.url, token)],
-  ]);
+  await eachClient(t, [
+    ["v2 (2026-07-28)", () => httpClient(server.url, "2026-07-28", token), budget],
+    [
+      "SDK 1.x (2025-11-25)",
+      () => sdk1Http(server.url, { Authorization: `Bearer ${token}` }),
+      budget,
+    ],
+  ], budgetScenario);
   assert.equal((await server.stop()).code, 0, server.stderr());
 });
 

@@ -7,7 +7,8 @@
  */
 
 import assert from "node:assert/strict";
-import { ERAS, fails, ok, stdioSession } from "./_server_harness.ts";
+import { ERAS, stdioSession } from "./_server_harness.ts";
+import { fails, ok } from "./_tool_calls.ts";
 
 Deno.test("state_fork and state_merge over stdio, both eras", async (t) => {
   const dir = await Deno.makeTempDir();

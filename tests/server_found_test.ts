@@ -7,7 +7,8 @@
  */
 
 import assert from "node:assert/strict";
-import { ERAS, fails, ok, stdioSession } from "./_server_harness.ts";
+import { ERAS, stdioSession } from "./_server_harness.ts";
+import { fails, ok } from "./_tool_calls.ts";
 
 Deno.test("server: state_list previews and a trashed handle's error, both eras", async (t) => {
   for (const era of ERAS) {

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { ERAS, fails, ok, stdioSession } from "./_server_harness.ts";
+import { ERAS, stdioSession } from "./_server_harness.ts";
+import { fails, ok } from "./_tool_calls.ts";
 
 for (const era of ERAS) {
   Deno.test(`state_changes and state_restore over stdio (${era})`, async (t) => {

@@ -5,34 +5,10 @@
  */
 
 import assert from "node:assert/strict";
-import {
-  cleanEnv,
-  ERAS,
-  fails,
-  freePort,
-  httpClient,
-  ok,
-  SERVE,
-  startHttpServer,
-  startIssuer,
-} from "./_server_harness.ts";
+import { ERAS, freePort, httpClient, runServe, startHttpServer } from "./_server_harness.ts";
+import { startIssuer } from "./_issuer.ts";
+import { fails, ok } from "./_tool_calls.ts";
 import { listenBody, mcpHeaders, MODERN_META, post, type Posted } from "./_tenants.ts";
-
-async function runServe(args: string[], env: Record<string, string> = {}) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: [...SERVE, ...args],
-    env: cleanEnv(env),
-    clearEnv: true,
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  return {
-    code: out.code,
-    stdout: new TextDecoder().decode(out.stdout),
-    stderr: new TextDecoder().decode(out.stderr),
-  };
-}
 
 /** One raw HTTP/1.1 exchange, so that Host can be anything. */
 async function raw(

@@ -16,7 +16,8 @@ import {
   registerStateTools,
   writerLabel,
 } from "../src/server/mod.ts";
-import { type Era, ERAS, fails, httpClient, ok } from "./_server_harness.ts";
+import { type Era, ERAS, httpClient } from "./_server_harness.ts";
+import { fails, ok } from "./_tool_calls.ts";
 
 const SECRET = "hunter2";
 

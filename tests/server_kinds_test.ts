@@ -11,7 +11,8 @@
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { Append, HandleStore } from "../mod.ts";
-import { fails, ok, stdioSession } from "./_server_harness.ts";
+import { stdioSession } from "./_server_harness.ts";
+import { fails, ok } from "./_tool_calls.ts";
 import { assertOneLineError, mcpstate, tempHome } from "./_cli_run.ts";
 import { ResearchV1 } from "./_kinds_module.ts";
 

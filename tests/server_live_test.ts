@@ -9,16 +9,9 @@
 import assert from "node:assert/strict";
 import type { Client } from "@modelcontextprotocol/client";
 import { listenBody, mcpHeaders, post, type Posted, sameHandleFor } from "./_tenants.ts";
-import {
-  fails,
-  httpClient,
-  type HttpServer,
-  ok,
-  startHttpServer,
-  startIssuer,
-  stdioSession,
-  type TestIssuer,
-} from "./_server_harness.ts";
+import { httpClient, type HttpServer, startHttpServer, stdioSession } from "./_server_harness.ts";
+import { startIssuer, type TestIssuer } from "./_issuer.ts";
+import { fails, ok } from "./_tool_calls.ts";
 import { startRedis } from "./_redis.ts";
 
 const PUBLIC_URL = "https://state.example.com/mcp";

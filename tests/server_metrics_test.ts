@@ -24,16 +24,14 @@ import type { Backend } from "../src/backend.ts";
 import { backendNameOf, StateMetrics, Telemetry } from "../src/server/mod.ts";
 import { BACKEND_OPS, parseMetrics, type Scrape, scrape, waitForMetrics } from "./_metrics.ts";
 import {
-  cleanEnv,
-  fails,
   freePort,
   httpClient,
-  ok,
-  SERVE,
+  runServe,
   startHttpServer,
-  startIssuer,
   stdioSession,
 } from "./_server_harness.ts";
+import { startIssuer } from "./_issuer.ts";
+import { fails, ok } from "./_tool_calls.ts";
 
 const CALLS = "mcpstate_tool_calls_total";
 const TOOL_COUNT = "mcpstate_tool_duration_seconds_count";
@@ -240,15 +238,13 @@ Deno.test("metrics flags: --metrics-port and --metrics-host, their twins, and th
   });
   await t.step("a metrics port already taken: exit code 1 and one line that says so", async () => {
     using taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: [...SERVE, "--backend", "memory://", "--metrics-port", String(taken.addr.port)],
-      env: cleanEnv(),
-      clearEnv: true,
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    const stderr = new TextDecoder().decode(out.stderr);
+    const out = await runServe([
+      "--backend",
+      "memory://",
+      "--metrics-port",
+      String(taken.addr.port),
+    ]);
+    const stderr = out.stderr;
     assert.equal(out.code, 1, stderr);
     assert.match(stderr, /could not listen for metrics on 127\.0\.0\.1:\d+/);
   });

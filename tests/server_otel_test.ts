@@ -12,15 +12,9 @@
 
 import assert from "node:assert/strict";
 import type { Client } from "@modelcontextprotocol/client";
-import {
-  fails,
-  freePort,
-  httpClient,
-  ok,
-  startHttpServer,
-  startIssuer,
-  stdioSession,
-} from "./_server_harness.ts";
+import { freePort, httpClient, startHttpServer, stdioSession } from "./_server_harness.ts";
+import { startIssuer } from "./_issuer.ts";
+import { fails, ok } from "./_tool_calls.ts";
 import { BACKEND_OPS } from "./_metrics.ts";
 
 /** One exported span, attributes flattened. */

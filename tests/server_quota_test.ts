@@ -9,14 +9,9 @@
 import assert from "node:assert/strict";
 import { parseServeArgs } from "../src/cli/serve_config.ts";
 import { scrape } from "./_metrics.ts";
-import {
-  fails,
-  freePort,
-  httpClient,
-  ok,
-  startHttpServer,
-  startIssuer,
-} from "./_server_harness.ts";
+import { freePort, httpClient, startHttpServer } from "./_server_harness.ts";
+import { startIssuer } from "./_issuer.ts";
+import { fails, ok } from "./_tool_calls.ts";
 
 Deno.test("quotas over HTTP: quota_exceeded with its details, per user, held across two instances, counted in /metrics", async () => {
   const dir = await Deno.makeTempDir();

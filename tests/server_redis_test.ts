@@ -4,7 +4,9 @@
  */
 
 import assert from "node:assert/strict";
-import { fails, httpClient, ok, startHttpServer, startIssuer } from "./_server_harness.ts";
+import { httpClient, startHttpServer } from "./_server_harness.ts";
+import { startIssuer } from "./_issuer.ts";
+import { fails, ok } from "./_tool_calls.ts";
 import { startRedis } from "./_redis.ts";
 
 Deno.test("two HTTP instances on one Redis serve one user across devices", async (t) => {

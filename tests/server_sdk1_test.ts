@@ -11,53 +11,17 @@
  */
 
 import assert from "node:assert/strict";
-import { Client as Sdk1Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport as Sdk1StdioTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { StreamableHTTPClientTransport as Sdk1HttpTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { type Backend, HandleStore } from "../mod.ts";
 import { MemoryBackend } from "../src/backends/memory.ts";
 import { ANONYMOUS_USER, createHttpHandler } from "../src/server/mod.ts";
 import { clientLabel } from "../src/server/identity.ts";
-import {
-  cleanEnv,
-  fails,
-  httpClient,
-  ok,
-  SERVE,
-  startHttpServer,
-  startIssuer,
-  stdioSession,
-  type ToolCaller,
-} from "./_server_harness.ts";
+import { httpClient, startHttpServer, stdioSession } from "./_server_harness.ts";
+import { startIssuer } from "./_issuer.ts";
+import { type AnyClient, eachClient, SDK1_NAME, sdk1Http, sdk1Stdio } from "./_sdk1.ts";
+import { fails, ok } from "./_tool_calls.ts";
 
 const HOST = Deno.hostname();
 const LIMIT = 2000;
-const SDK1_NAME = "sdk1-client";
-
-/** A connected client of either SDK, as the matrix drives it. */
-interface AnyClient extends ToolCaller {
-  listTools(): Promise<{ tools: { name: string; outputSchema?: unknown }[] }>;
-  close(): Promise<void>;
-}
-
-async function sdk1Stdio(env: Record<string, string>): Promise<AnyClient> {
-  const client = new Sdk1Client({ name: SDK1_NAME, version: "1.0.0" });
-  await client.connect(
-    new Sdk1StdioTransport({
-      command: Deno.execPath(),
-      args: SERVE,
-      env: cleanEnv(env),
-      stderr: "ignore",
-    }),
-  );
-  return client;
-}
-
-async function sdk1Http(url: URL, headers: Record<string, string> = {}): Promise<AnyClient> {
-  const client = new Sdk1Client({ name: SDK1_NAME, version: "1.0.0" });
-  await client.connect(new Sdk1HttpTransport(url, { requestInit: { headers } }));
-  return client;
-}
 
 /** The error codes each tool is driven into (`unauthenticated`, `backend_error`, `internal_error`: below). */
 const MATRIX: Record<string, string[]> = {
@@ -242,23 +206,6 @@ async function everyToolEveryError(client: AnyClient, writer: string): Promise<v
   assert.deepEqual(got, MATRIX, "every tool was driven into every error it can produce");
 }
 
-/** Runs {@link everyToolEveryError} as a step for each client: its label, how to connect it, its writer. */
-async function eachClient(
-  t: Deno.TestContext,
-  clients: [string, () => Promise<AnyClient>, string][],
-): Promise<void> {
-  for (const [label, connect, writer] of clients) {
-    await t.step(label, async () => {
-      const client = await connect();
-      try {
-        await everyToolEveryError(client, writer);
-      } finally {
-        await client.close();
-      }
-    });
-  }
-}
-
 Deno.test("SDK 1.x and v2 clients over stdio read every tool's every error", async (t) => {
   const dir = await Deno.makeTempDir();
   const env = {
@@ -273,7 +220,7 @@ Deno.test("SDK 1.x and v2 clients over stdio read every tool's every error", asy
       async () => (await stdioSession("2026-07-28", env)).client,
       `${HOST}/test-client`,
     ],
-  ]);
+  ], (_t, client, writer) => everyToolEveryError(client, writer));
   await Deno.remove(dir, { recursive: true });
 });
 
@@ -288,7 +235,7 @@ Deno.test("SDK 1.x and v2 clients over HTTP read every tool's every error", asyn
   await eachClient(t, [
     ["SDK 1.x (2025-11-25)", () => sdk1Http(server.url, headers), `${HOST}/sdk1-agent/1.0`],
     ["v2 (2026-07-28)", () => httpClient(server.url, "2026-07-28", token), `${HOST}/test-client`],
-  ]);
+  ], (_t, client, writer) => everyToolEveryError(client, writer));
   assert.equal((await server.stop()).code, 0, server.stderr());
 });
 

@@ -6,7 +6,9 @@
 
 import assert from "node:assert/strict";
 import { HandleStore } from "../mod.ts";
-import { fails, httpClient, ok, startHttpServer, startIssuer } from "./_server_harness.ts";
+import { httpClient, startHttpServer } from "./_server_harness.ts";
+import { startIssuer } from "./_issuer.ts";
+import { fails, ok } from "./_tool_calls.ts";
 
 const TOOLS = ["--tools", "save,load,list,patch,delete,changes,share"];
 

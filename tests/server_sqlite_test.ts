@@ -5,7 +5,8 @@
  */
 
 import assert from "node:assert/strict";
-import { fails, ok, payloadOf, stdioSession } from "./_server_harness.ts";
+import { stdioSession } from "./_server_harness.ts";
+import { fails, ok, payloadOf } from "./_tool_calls.ts";
 
 Deno.test("two stdio servers on one SQLite file: shared writes, stale writes, users, restarts", async (t) => {
   const dir = await Deno.makeTempDir();

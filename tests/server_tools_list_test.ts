@@ -21,7 +21,8 @@ import {
   STATE_TOOLS,
 } from "../src/server/mod.ts";
 import { ConfigError, parseServeArgs, type ServeConfig } from "../src/cli/serve_config.ts";
-import { call, cleanEnv, ok, SERVE, stdioSession } from "./_server_harness.ts";
+import { runServe, stdioSession } from "./_server_harness.ts";
+import { call, ok } from "./_tool_calls.ts";
 import { rawRequest } from "./_raw_mcp.ts";
 
 /** The budget of the whole `tools/list` result (SPEC §7.8). */
@@ -219,16 +220,9 @@ Deno.test("serve: an unknown tool is exit 2 and one line naming the valid tools"
   for (
     const [args, env] of [[["--tools", "save,nope"], {}], [[], { MCPSTATE_TOOLS: "nope" }]] as const
   ) {
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: [...SERVE, "--backend", "memory://", ...args],
-      env: cleanEnv(env),
-      clearEnv: true,
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
+    const out = await runServe(["--backend", "memory://", ...args], env);
     assert.equal(out.code, 2);
-    const err = new TextDecoder().decode(out.stderr).trim();
+    const err = out.stderr.trim();
     assert.equal(err.split("\n").length, 1, err);
     assert.match(
       err,

@@ -5,17 +5,15 @@
 
 import assert from "node:assert/strict";
 import {
-  cleanEnv,
   ERAS,
-  fails,
   freePort,
   httpClient,
-  ok,
-  SERVE,
+  spawnServe,
   startHttpServer,
-  startIssuer,
   stdioSession,
 } from "./_server_harness.ts";
+import { startIssuer } from "./_issuer.ts";
+import { fails, ok } from "./_tool_calls.ts";
 import { toolScenario } from "./_server_scenario.ts";
 
 const HOST = Deno.hostname();
@@ -100,28 +98,14 @@ Deno.test("stdio honours MCPSTATE_WRITER and MCPSTATE_MAX_STATE_BYTES; flags win
 });
 
 Deno.test("stdio exits 0 when stdin closes or on SIGTERM; HTTP exits 0 on SIGTERM", async () => {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [...SERVE, "--backend", "memory://"],
-    env: cleanEnv(),
-    clearEnv: true,
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
+  const child = spawnServe(["--backend", "memory://"]);
   await new Promise((r) => setTimeout(r, 300));
   await child.stdin.close();
   const out = await child.output();
   assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
   assert.equal(out.stdout.length, 0, "nothing but protocol on stdout");
 
-  const stdio = new Deno.Command(Deno.execPath(), {
-    args: [...SERVE, "--backend", "memory://"],
-    env: cleanEnv(),
-    clearEnv: true,
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
+  const stdio = spawnServe(["--backend", "memory://"]);
   // Wait for the first answer, so the server is up (signal handlers installed).
   const writer = stdio.stdin.getWriter();
   await writer.write(new TextEncoder().encode(
@@ -146,23 +130,10 @@ Deno.test("stdio exits 0 when stdin closes or on SIGTERM; HTTP exits 0 on SIGTER
   assert.equal(term.code, 0, new TextDecoder().decode(term.stderr));
 
   const port = freePort();
-  const http = new Deno.Command(Deno.execPath(), {
-    args: [
-      ...SERVE,
-      "--backend",
-      "memory://",
-      "--transport",
-      "http",
-      "--port",
-      String(port),
-      "--allow-anonymous",
-    ],
-    env: cleanEnv(),
-    clearEnv: true,
-    stdin: "null",
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
+  const http = spawnServe(
+    ["--backend", "memory://", "--transport", "http", "--port", String(port), "--allow-anonymous"],
+    { stdin: "null", stdout: "null" },
+  );
   for (let i = 0; i < 200; i++) {
     try {
       const r = await fetch(`http://127.0.0.1:${port}/healthz`);
