@@ -33,6 +33,21 @@ export function freshUser(tag = "u"): string {
   return `${tag}-${crypto.randomUUID()}`;
 }
 
+/**
+ * Runs `fn` with a new temporary folder, and removes the folder with
+ * everything in it after, however `fn` ends.
+ *
+ * @returns What `fn` resolved to.
+ */
+export async function withTempDir<T>(fn: (dir: string) => Promise<T>): Promise<T> {
+  const dir = await Deno.makeTempDir();
+  try {
+    return await fn(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
 /** Resolves after `ms` milliseconds. */
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));

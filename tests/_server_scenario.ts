@@ -36,6 +36,21 @@ function assertMeta(p: Record<string, unknown>, handle: string, kind: string): v
 }
 
 /** Options of {@link toolScenario}. */
+/** The tools a server lists by default, sorted by name. */
+export const DEFAULT_TOOL_NAMES: readonly string[] = [
+  "state_changes",
+  "state_delete",
+  "state_fork",
+  "state_lease",
+  "state_list",
+  "state_load",
+  "state_merge",
+  "state_patch",
+  "state_restore",
+  "state_save",
+  "state_touch",
+];
+
 export interface ScenarioOptions {
   /** A kind unique to this run, so runs sharing a user don't see each other's handles in lists. */
   kind: string;
@@ -63,19 +78,7 @@ export async function toolScenario(
   await t.step("tools/list: eleven tools, honest annotations, schemas, instructions", async () => {
     const list = await client.listTools();
     const byName = new Map(list.tools.map((tool) => [tool.name, tool]));
-    assert.deepEqual([...byName.keys()].sort(), [
-      "state_changes",
-      "state_delete",
-      "state_fork",
-      "state_lease",
-      "state_list",
-      "state_load",
-      "state_merge",
-      "state_patch",
-      "state_restore",
-      "state_save",
-      "state_touch",
-    ]);
+    assert.deepEqual([...byName.keys()].sort(), DEFAULT_TOOL_NAMES);
     for (const tool of list.tools) {
       assert.ok((tool.description ?? "").length >= 30, `${tool.name} has a real description`);
       assert.equal(tool.inputSchema.type, "object");

@@ -13,6 +13,7 @@ import { httpClient, type HttpServer, startHttpServer, stdioSession } from "./_s
 import { startIssuer, type TestIssuer } from "./_issuer.ts";
 import { fails, ok } from "./_tool_calls.ts";
 import { startRedis } from "./_redis.ts";
+import { withTempDir } from "./_helpers.ts";
 
 const PUBLIC_URL = "https://state.example.com/mcp";
 const BOUND_MS = 10_000;
@@ -141,28 +142,16 @@ async function crossInstance(t: Deno.TestContext, backend: string): Promise<void
   }
 }
 
-Deno.test("live: two HTTP instances on one SQLite file", async (t) => {
-  const dir = await Deno.makeTempDir();
-  try {
-    await crossInstance(t, `sqlite:///${dir}/state.db`);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-});
+Deno.test("live: two HTTP instances on one SQLite file", (t) =>
+  withTempDir((dir) => crossInstance(t, `sqlite:///${dir}/state.db`)));
 
 Deno.test("live: two HTTP instances on one Redis", async (t) => {
   await using redis = await startRedis();
   await crossInstance(t, redis.url);
 });
 
-Deno.test("live: two HTTP instances on one Deno KV file", async (t) => {
-  const dir = await Deno.makeTempDir();
-  try {
-    await crossInstance(t, `denokv:///${dir}/state.kv`);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-});
+Deno.test("live: two HTTP instances on one Deno KV file", (t) =>
+  withTempDir((dir) => crossInstance(t, `denokv:///${dir}/state.kv`)));
 
 Deno.test("live: two HTTP instances on one PostgreSQL schema", async (t) => {
   const base = Deno.env.get("MCPSTATE_TEST_POSTGRES_URL") ??

@@ -105,6 +105,44 @@ async function holdLock(path: string, ms: number): Promise<Child> {
 }
 
 /**
+ * Opens a store on the old database at `path` (of schema version `from`,
+ * when given), which migrates it in place, and asserts what every such
+ * migration keeps: the file ends at the current schema version, and the
+ * `kept` tables keep their root pages, definitions and indexes, and the
+ * `rowTables` their rows (see {@link layoutOf}).
+ *
+ * @returns The layout (read again on each call), as it was before and after,
+ *   and the store.
+ */
+async function migrateInPlace(path: string, kept: string[], rowTables: string[], from?: number) {
+  const layout = () => layoutOf(path, kept, rowTables);
+  const before = layout();
+  if (from !== undefined) assert.equal(before.version, from);
+  const store = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
+  const after = layout();
+  assert.equal(after.version, SQLITE_SCHEMA_VERSION);
+  assert.equal(after.old, before.old);
+  assert.deepEqual(after.rows, before.rows);
+  return { layout, before, after, store };
+}
+
+/** The handles of `user` that a listing with `query` gives, read 4 at a time through `listPage`. */
+async function pagedBy4(
+  store: HandleStore,
+  user: string,
+  query: { kind?: string; includeExpired: boolean },
+): Promise<string[]> {
+  const paged: string[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await store.listPage(user, { ...query, limit: 4, ...(cursor ? { cursor } : {}) });
+    paged.push(...page.handles.map((h) => h.handle));
+    cursor = page.nextCursor ?? undefined;
+  } while (cursor);
+  return paged;
+}
+
+/**
  * What an in-place migration must keep, read from the file: its version and
  * tables, the root pages and definitions of the `kept` tables and their
  * indexes (none rebuilt), the rows of `rowTables`, and the schema cookie.
@@ -686,14 +724,10 @@ Deno.test("sqlite: a schema 2 database gains the changelog and the trash in plac
   ).run(now - 1000, now - 500);
   old.prepare("INSERT INTO idempotency VALUES ('u', '', 'k', 'f', NULL, ?)").run(now + DAY);
   old.close();
-  const layout = () => layoutOf(path, ["handles", "idempotency"], ["handles"]);
-  const before = layout();
-  const store = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
-  const after = layout();
-  assert.equal(after.version, SQLITE_SCHEMA_VERSION);
+  const { layout, after, store } = await migrateInPlace(path, ["handles", "idempotency"], [
+    "handles",
+  ]);
   assert.deepEqual(after.tables, TABLES);
-  assert.equal(after.old, before.old);
-  assert.deepEqual(after.rows, before.rows);
   const h = "note_aaaaaaaa";
   // A handle from before history has no log: asking before its first logged write truncates.
   const first = await store.changesSince(h, 2, { user: "u" });
@@ -1121,17 +1155,10 @@ Deno.test("sqlite: a schema 3 database gains the leases table in place, without 
   old.prepare("INSERT INTO idempotency VALUES ('u', '', 'k', 'f', NULL, ?)").run(now + DAY);
   old.close();
   const v3Tables = ["handles", "changes", "trash", "idempotency"];
-  const layout = () => layoutOf(path, v3Tables, v3Tables);
-  const before = layout();
-  assert.equal(before.version, 3);
-  const store = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
-  const after = layout();
-  assert.equal(after.version, SQLITE_SCHEMA_VERSION);
+  const { layout, before, after, store } = await migrateInPlace(path, v3Tables, v3Tables, 3);
   assert.equal(SQLITE_SCHEMA_VERSION, 6);
   assert.ok(before.indexes.includes(DROPPED_IN_5) && !after.indexes.includes(DROPPED_IN_5));
   assert.deepEqual(after.tables, TABLES);
-  assert.equal(after.old, before.old);
-  assert.deepEqual(after.rows, before.rows);
   // The migrated rows work, leases included; a lease changes no record.
   const h = "note_aaaaaaaa";
   const lease = await store.lease(h, { user: "u", writer: "w2", seconds: 60 });
@@ -1175,31 +1202,14 @@ Deno.test("sqlite: a schema 4 database drops the listing index by kind in place;
   old.prepare("INSERT INTO leases VALUES ('u', 'n_aaaaaaa1', 'w', ?)").run(now + DAY);
   old.close();
   const v4Tables = ["handles", "changes", "trash", "idempotency", "leases"];
-  const layout = () => layoutOf(path, v4Tables, v4Tables);
-  const before = layout();
-  assert.equal(before.version, 4);
-  const store = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
-  const after = layout();
+  const { layout, before, after, store } = await migrateInPlace(path, v4Tables, v4Tables, 4);
   assert.equal(after.version, 6);
   assert.ok(before.indexes.includes(DROPPED_IN_5) && !after.indexes.includes(DROPPED_IN_5));
-  assert.equal(after.old, before.old);
-  assert.deepEqual(after.rows, before.rows);
   // A listing by kind, page by page, is the filtered unpaged listing, newest first.
   for (const kind of ["note", "todo"]) {
     for (const includeExpired of [false, true]) {
       const all = await store.list("u", { kind, includeExpired });
-      const paged: string[] = [];
-      let cursor: string | undefined;
-      do {
-        const page = await store.listPage("u", {
-          kind,
-          includeExpired,
-          limit: 4,
-          ...(cursor ? { cursor } : {}),
-        });
-        paged.push(...page.handles.map((h) => h.handle));
-        cursor = page.nextCursor ?? undefined;
-      } while (cursor);
+      const paged = await pagedBy4(store, "u", { kind, includeExpired });
       assert.deepEqual(paged, all.map((h) => h.handle));
       assert.ok(all.every((h) => h.kind === kind));
       const expected = before.rows[0]!;
@@ -1264,16 +1274,9 @@ Deno.test("sqlite: a schema 5 database gains the row's log tail in place; its ch
   log.run("u", "t_aaaaaaaa", 2, now - 1000, '{"version":2}');
   old.close();
   const v5Tables = ["handles", "changes", "trash", "idempotency", "leases"];
-  const layout = () => layoutOf(path, v5Tables, v5Tables);
-  const before = layout();
-  assert.equal(before.version, 5);
   // The listings before: the unpaged ones, through a connection of the previous layout.
-  const store = await HandleStore.fromUrl(urlOf(path), { reclaimIntervalMs: 0 });
-  const after = layout();
-  assert.equal(after.version, SQLITE_SCHEMA_VERSION);
+  const { layout, before, after, store } = await migrateInPlace(path, v5Tables, v5Tables, 5);
   assert.equal(SQLITE_SCHEMA_VERSION, 6);
-  assert.equal(after.old, before.old);
-  assert.deepEqual(after.rows, before.rows);
   assert.deepEqual(after.tables, TABLES);
   // Listing: newest first, ties by handle, page by page, for every filter.
   const rows = JSON.parse(before.rows[0]!) as {
@@ -1291,18 +1294,7 @@ Deno.test("sqlite: a schema 5 database gains the row's log tail in place; its ch
           (includeExpired || r.expires_ms === null)
         ).sort((a, b) => b.updated_ms - a.updated_ms || byUtf8(a.handle, b.handle))
           .map((r) => r.handle);
-        const paged: string[] = [];
-        let cursor: string | undefined;
-        do {
-          const page = await store.listPage(user, {
-            ...(kind ? { kind } : {}),
-            includeExpired,
-            limit: 4,
-            ...(cursor ? { cursor } : {}),
-          });
-          paged.push(...page.handles.map((h) => h.handle));
-          cursor = page.nextCursor ?? undefined;
-        } while (cursor);
+        const paged = await pagedBy4(store, user, { ...(kind ? { kind } : {}), includeExpired });
         assert.deepEqual(paged, expected);
       }
     }
