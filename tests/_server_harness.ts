@@ -7,6 +7,7 @@
  * @module
  */
 
+import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
@@ -15,6 +16,7 @@ import { DENO_FLAGS } from "../src/cli/permissions.ts";
 // The tool-call checks and the issuer, for the callers that take everything from here.
 export * from "./_tool_calls.ts";
 export * from "./_issuer.ts";
+import { startIssuer, type TestIssuer } from "./_issuer.ts";
 
 /** Path of `cli.ts`. */
 export const CLI = fileURLToPath(new URL("../cli.ts", import.meta.url));
@@ -231,6 +233,52 @@ export async function startHttpServer(
       await stop();
     },
   };
+}
+
+/** Closes `clients`, stops `server`, and asserts that it exited 0 (its stderr as the message). */
+export async function closeAndStop(clients: { close(): Promise<void> }[], server: HttpServer) {
+  for (const c of clients) await c.close();
+  const status = await server.stop();
+  assert.equal(status.code, 0, server.stderr());
+}
+
+/** An HTTP server on a SQLite file of its own that trusts an issuer of its own. */
+export interface IssuedServer extends AsyncDisposable {
+  /** The issuer the server trusts. */
+  issuer: TestIssuer;
+  /** The running server. */
+  server: HttpServer;
+  /** The server's backend URL (`sqlite:///<temp folder>/state.db`), to open beside it. */
+  backend: string;
+}
+
+/**
+ * Starts an issuer and an HTTP server that trusts it, on a SQLite file in a
+ * new temporary folder; disposing stops both and removes the folder.
+ *
+ * @param args Extra `serve` arguments.
+ */
+export async function startIssuedServer(args: string[] = []): Promise<IssuedServer> {
+  const dir = await Deno.makeTempDir();
+  const backend = `sqlite:///${dir}/state.db`;
+  const issuer = await startIssuer();
+  try {
+    const server = await startHttpServer(["--backend", backend, ...issuer.serveArgs, ...args]);
+    return {
+      issuer,
+      server,
+      backend,
+      [Symbol.asyncDispose]: async () => {
+        await server.stop();
+        await issuer.close();
+        await Deno.remove(dir, { recursive: true });
+      },
+    };
+  } catch (e) {
+    await issuer.close();
+    await Deno.remove(dir, { recursive: true });
+    throw e;
+  }
 }
 
 /**

@@ -6,7 +6,13 @@
 import assert from "node:assert/strict";
 import type { JWTPayload } from "jose";
 import { HandleStore } from "../mod.ts";
-import { type Era, httpClient, startHttpServer } from "./_server_harness.ts";
+import {
+  closeAndStop,
+  type Era,
+  httpClient,
+  startHttpServer,
+  startIssuedServer,
+} from "./_server_harness.ts";
 import { startIssuer } from "./_issuer.ts";
 import { fails, ok } from "./_tool_calls.ts";
 import { oddSubjects } from "./_tenants.ts";
@@ -26,16 +32,8 @@ async function postMcp(url: URL, token?: string): Promise<Response> {
 }
 
 Deno.test("HTTP bearer auth: identities, forged tokens, metadata, key rotation", async (t) => {
-  const dir = await Deno.makeTempDir();
-  const backend = `sqlite:///${dir}/state.db`;
-  await using issuer = await startIssuer();
-  await using server = await startHttpServer([
-    "--backend",
-    backend,
-    ...issuer.serveArgs,
-    "--auth-jwks-cooldown-ms",
-    "100",
-  ]);
+  await using issued = await startIssuedServer(["--auth-jwks-cooldown-ms", "100"]);
+  const { issuer, server, backend } = issued;
   const aud = server.url.href;
   const metadataUrl = `${server.origin}/.well-known/oauth-protected-resource/mcp`;
   const clients: Awaited<ReturnType<typeof httpClient>>[] = [];
@@ -219,10 +217,7 @@ Deno.test("HTTP bearer auth: identities, forged tokens, metadata, key rotation",
       assert.equal((list.handles as unknown[]).length, 1);
     });
   } finally {
-    for (const c of clients) await c.close();
-    const status = await server.stop();
-    assert.equal(status.code, 0, server.stderr());
-    await Deno.remove(dir, { recursive: true });
+    await closeAndStop(clients, server);
   }
 });
 

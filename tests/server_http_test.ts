@@ -5,7 +5,14 @@
  */
 
 import assert from "node:assert/strict";
-import { ERAS, freePort, httpClient, runServe, startHttpServer } from "./_server_harness.ts";
+import {
+  closeAndStop,
+  ERAS,
+  freePort,
+  httpClient,
+  runServe,
+  startHttpServer,
+} from "./_server_harness.ts";
 import { startIssuer } from "./_issuer.ts";
 import { fails, ok } from "./_tool_calls.ts";
 import { listenBody, mcpHeaders, MODERN_META, post, type Posted } from "./_tenants.ts";
@@ -282,9 +289,7 @@ Deno.test("anonymous HTTP: loud warning, 130-bit handles, no state_list, defence
       await stillServing();
     });
   } finally {
-    for (const c of clients) await c.close();
-    const status = await server.stop();
-    assert.equal(status.code, 0, server.stderr());
+    await closeAndStop(clients, server);
   }
 });
 

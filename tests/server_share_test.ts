@@ -6,22 +6,15 @@
 
 import assert from "node:assert/strict";
 import { HandleStore } from "../mod.ts";
-import { httpClient, startHttpServer } from "./_server_harness.ts";
+import { httpClient, startHttpServer, startIssuedServer } from "./_server_harness.ts";
 import { startIssuer } from "./_issuer.ts";
 import { fails, ok } from "./_tool_calls.ts";
 
 const TOOLS = ["--tools", "save,load,list,patch,delete,changes,share"];
 
 Deno.test("HTTP: Alice shares read-only then append; Bob reads, is refused a patch, appends; Alice sees via", async () => {
-  const dir = await Deno.makeTempDir();
-  const backend = `sqlite:///${dir}/state.db`;
-  await using issuer = await startIssuer();
-  await using server = await startHttpServer([
-    "--backend",
-    backend,
-    ...issuer.serveArgs,
-    ...TOOLS,
-  ]);
+  await using issued = await startIssuedServer(TOOLS);
+  const { issuer, server, backend } = issued;
   const aud = server.url.href;
   const connect = async (sub: string) =>
     await httpClient(server.url, "2026-07-28", await issuer.token({ sub, aud, scope: "state" }));
