@@ -1,0 +1,892 @@
+/**
+ * The Redis backend's class: its primitives over the Lua scripts, the
+ * connection, the change feed and the grant and move helpers.
+ *
+ * @module
+ */
+import type { Cluster, Redis } from "ioredis";
+import type {
+  AuditStep,
+  Backend,
+  Change,
+  ChangeEntry,
+  ConditionalWrite,
+  GrantRecord,
+  HandleMeta,
+  HandleRecord,
+  InsertOutcome,
+  LeaseOutcome,
+  LeaseRecord,
+  ListQuery,
+  Replayed,
+  SaveOutcome,
+  Step,
+  TransferOutcome,
+  TransferStep,
+  TrashedMeta,
+  TrashQuery,
+  UpdateOutcome,
+  Usage,
+  WriteContext,
+} from "../../backend.ts";
+import { BackendError, type GrantEndReason, InvalidArgument } from "../../errors.ts";
+import { grantEnded } from "../../grants.ts";
+import { ByteCappedCache } from "../_cache.ts";
+import { compareTrashOrder } from "../_shared.ts";
+import { KeyedQueue } from "../_queue.ts";
+import { AGAIN, backoff, optimistic } from "../_retry.ts";
+import { writesAt } from "../_quota.ts";
+import {
+  auditArgs,
+  compareCodePoints,
+  decodeHandle,
+  encodeHandle,
+  expiresText,
+  idemArgs,
+  leaseOf,
+  logArgs,
+  logHead,
+  member,
+  metaOf,
+  metaText,
+  quotaArgs,
+  recordOf,
+  recordOfD,
+  refuseQuota,
+  replayOf,
+  type Reply,
+  ttlOf,
+  writerText,
+  wroteOne,
+} from "./_codec.ts";
+import { closedError, Connection } from "./_connection.ts";
+import { Feed } from "./_feed.ts";
+import { RedisGrants } from "./_grants.ts";
+import { RedisMoves } from "./_move.ts";
+import { type Keys, KeySpace } from "./_keys.ts";
+import { S } from "./_scripts.ts";
+import { DEFAULT_PREFIX, openClient, parseRedisUrl, scopeOf } from "./_url.ts";
+
+/** The lease argument of a write script: `expiresAt`, tab, holder; `""` for none. */
+function leaseArg(ctx: WriteContext): string {
+  const l = ctx.lease;
+  return l ? `${l.expiresAt}\t${l.holder}` : "";
+}
+
+/** The other holder's lease of a `{'L', …, lease}` reply; `undefined` for any other reply. */
+function heldOf(reply: unknown): string | undefined {
+  return Array.isArray(reply) && reply[0] === "L" ? reply[reply.length - 1] as string : undefined;
+}
+
+/** Throws the grant's `handle_not_found` when a write script answered `{'G', reason}`. */
+function refuseGrant(reply: Reply, ctx: WriteContext): void {
+  if (reply[0] === "G" && ctx.grant) throw grantEnded(ctx.grant, reply[1] as GrantEndReason);
+}
+
+/** Whether a write script wrote: `1`, or `{'L', …}` (written, another's lease kept). */
+const wroteLeased = (reply: unknown): boolean => wroteOne(reply) || heldOf(reply) !== undefined;
+
+/**
+ * Adds the outcome of `ctx.lease` to a write's answer: taken (`held` is
+ * `null` or `undefined`), or another holder's lease `held` in force.
+ */
+function withLease<T extends object>(
+  out: T,
+  ctx: WriteContext,
+  held: string | null | undefined,
+): T & { lease?: LeaseOutcome } {
+  const l = ctx.lease;
+  if (!l) return out;
+  return {
+    ...out,
+    lease: typeof held === "string"
+      ? { acquired: false, lease: leaseOf(held) }
+      : { acquired: true, lease: { ...l } },
+  };
+}
+
+/** Options of {@link RedisBackend}. */
+export interface RedisBackendOptions {
+  /** Prefix of every key. Default `mcpstate:`. Must not contain `{` or `}`. */
+  prefix?: string;
+  /**
+   * Replicas that must confirm each write (`WAIT`) before it is
+   * acknowledged. Default 0: acknowledged once the primary applied it.
+   */
+  waitReplicas?: number;
+  /** How long a write waits for those replicas, in ms. Default 1000. */
+  waitTimeoutMs?: number;
+  /**
+   * When calls have waited this long (ms) with no reply at all, drop the
+   * connection so they fail with `backend_error` and the client reconnects.
+   * Default: off for a client you pass in; `fromUrl` sets 5000 (`timeout`).
+   */
+  timeoutMs?: number;
+  /**
+   * Whether {@link RedisBackend.close} closes the client. Default `false`
+   * for a client you pass in (you opened it, you close it); `fromUrl` sets it.
+   */
+  closeClient?: boolean;
+}
+
+/** Per-handle update queues of this process, by Redis and record key. */
+const QUEUES = new KeyedQueue();
+/**
+ * Last records seen, by Redis and record key: guesses that save a read
+ * before a compare-and-set, which alone decides. Only states up to 64 KiB
+ * are kept, 4 MiB in all, oldest out.
+ */
+const GUESSES = new ByteCappedCache<HandleRecord>(65_536, 4_194_304, (r) => r.state.length);
+/** Identities of injected clients (a client is its own Redis for queueing). */
+const CLIENT_IDS = new WeakMap<object, string>();
+const CLIENT_IDS_NEXT = { n: 0 };
+const MAX_ATTEMPTS = 100;
+const BACKOFF_AFTER = 8;
+const LIST_CAP = 1000;
+const SWEEP_BATCH = 500;
+
+/**
+ * A {@link Backend} on Redis, Valkey or Redis Cluster through ioredis.
+ *
+ * @example
+ * ```ts ignore
+ * import { HandleStore } from "@mcpstate/core";
+ * import { RedisBackend } from "@mcpstate/core/redis";
+ * await using store = new HandleStore(await RedisBackend.fromUrl("redis://127.0.0.1:6379"));
+ * ```
+ */
+export class RedisBackend implements Backend {
+  /** Redis expires records itself at `expiresAt` plus the grace period. */
+  readonly reclaimsExpired = true;
+  readonly #conn: Connection;
+  readonly #feed: Feed;
+  readonly #k: KeySpace;
+  readonly #grants: RedisGrants;
+  /** Transfer across hash slots, on a Redis Cluster only. */
+  readonly #moves: RedisMoves | undefined;
+  readonly #closeClient: boolean;
+  /** Which Redis this is, for sharing the per-handle queues of one process. */
+  #scope: string;
+  #users: { at: number; after: string | undefined; names: string[] } | undefined;
+
+  /**
+   * Wraps an ioredis client or cluster client that you opened.
+   *
+   * @param client A `Redis` or `Cluster` from ioredis.
+   * @param options Key prefix, replica wait, whether `close()` closes the client.
+   */
+  constructor(client: Redis | Cluster, options: RedisBackendOptions = {}) {
+    const prefix = options.prefix ?? DEFAULT_PREFIX;
+    if (typeof prefix !== "string" || /[{}]/.test(prefix)) {
+      throw new InvalidArgument("The Redis key prefix must be a string without { or }.", {
+        field: "prefix",
+      });
+    }
+    const wait = options.waitReplicas ?? 0;
+    const waitTimeout = options.waitTimeoutMs ?? 1000;
+    if (!Number.isSafeInteger(wait) || wait < 0) {
+      throw new InvalidArgument("wait must be a whole number of replicas, 0 or more.", {
+        field: "wait",
+      });
+    }
+    if (!Number.isSafeInteger(waitTimeout) || waitTimeout < 1) {
+      throw new InvalidArgument("waitTimeout must be a whole number of milliseconds, at least 1.", {
+        field: "waitTimeout",
+      });
+    }
+    const timeout = options.timeoutMs;
+    if (timeout !== undefined && (!Number.isSafeInteger(timeout) || timeout < 1)) {
+      throw new InvalidArgument("timeout must be a whole number of milliseconds, at least 1.", {
+        field: "timeout",
+      });
+    }
+    let id = CLIENT_IDS.get(client);
+    if (id === undefined) CLIENT_IDS.set(client, id = `client ${CLIENT_IDS_NEXT.n++}`);
+    this.#scope = id;
+    this.#conn = new Connection(client, wait, waitTimeout, timeout);
+    this.#feed = new Feed(this.#conn);
+    this.#k = new KeySpace(prefix);
+    this.#grants = new RedisGrants(this.#conn, this.#k);
+    this.#closeClient = options.closeClient ?? false;
+    if ((client as { isCluster?: boolean }).isCluster) {
+      this.#moves = new RedisMoves(this.#conn, this.#k, this.#grants);
+    }
+  }
+
+  /**
+   * {@inheritDoc Backend.transfer}
+   *
+   * On one server, one script over the keys of both users, which Redis runs
+   * atomically. On a Redis Cluster the two users' keys sit in two hash slots,
+   * which no script can span: there the move is five scripts, each atomic in
+   * one slot, that keep the record live in one place at a time, and that any
+   * miss on the handle of either user finishes after a crash (see
+   * `redis/_move.ts`).
+   */
+  async transfer(
+    user: string,
+    handle: string,
+    to: string,
+    ctx: WriteContext,
+    step: TransferStep = {},
+  ): Promise<TransferOutcome> {
+    const k = this.#k.of(user, handle), t = this.#k.of(to, handle);
+    const keep = step.keep;
+    let out: TransferOutcome | Reply;
+    if (this.#moves) {
+      out = await this.#moves.transfer(user, handle, to, ctx, step.audit, keep);
+    } else {
+      const keys = [k.rec, k.idx, k.exp, k.lease, this.#k.grantsOf(user, handle)];
+      keys.push(t.rec, t.idx, t.exp, t.trash);
+      const names = keep ? await this.#grants.name(keep) : undefined;
+      if (keep) keys.push(this.#k.grantsOf(to, handle), this.#k.grant(to, keep.grant));
+      const reply = await this.#conn.run(
+        S.transfer,
+        keys,
+        [
+          `${ctx.now}\t${ctx.graceMs}\t${keep ? encodeHandle(keep.grant) : ""}\t${
+            keep ? expiresText(keep.expiresAt) : ""
+          }`,
+          ...auditArgs(step.audit, t.enc),
+          keep ? JSON.stringify({ ...keep, endedAt: null }) : "",
+          ...quotaArgs(ctx),
+        ],
+        wroteOne,
+      ) as number | Reply;
+      if (reply !== 1) await names?.unname();
+      out = Array.isArray(reply)
+        ? reply
+        : reply === 1
+        ? "moved"
+        : reply === -1
+        ? "taken"
+        : "absent";
+    }
+    if (Array.isArray(out)) {
+      refuseQuota(out, ctx);
+      throw new BackendError(`Unexpected reply of the transfer script: ${JSON.stringify(out)}`);
+    }
+    if (out !== "moved") return out;
+    this.#guess(k.rec, null);
+    this.#guess(t.rec, null);
+    this.#feed.notify(user, handle);
+    this.#feed.notify(to, handle);
+    return "moved";
+  }
+
+  /**
+   * Opens a backend from a URL and waits until Redis answers.
+   *
+   * `redis://[user:pass@]host:port/db`, `rediss://…` (TLS),
+   * `redis+cluster://[user:pass@]host1:port1,host2:port2` and
+   * `rediss+cluster://…`, with the query options `prefix`, `wait`,
+   * `waitTimeout`, `connectTimeout` and `timeout`.
+   *
+   * @param url The backend URL.
+   * @returns The connected backend; `close()` closes its connection.
+   * @throws {InvalidArgument} for a malformed URL (credentials redacted).
+   * @throws {BackendError} when Redis cannot be reached.
+   */
+  static async fromUrl(url: string): Promise<RedisBackend> {
+    const cfg = parseRedisUrl(url);
+    const client = await openClient(url, cfg);
+    const backend = new RedisBackend(client, {
+      prefix: cfg.prefix,
+      waitReplicas: cfg.wait,
+      waitTimeoutMs: cfg.waitTimeout,
+      timeoutMs: cfg.timeout,
+      closeClient: true,
+    });
+    backend.#scope = scopeOf(cfg);
+    return backend;
+  }
+
+  /**
+   * The Redis key that holds a user's record of `handle`, or, without a
+   * handle, the user's index key. Every key of one user shares its hash slot,
+   * so `CLUSTER KEYSLOT` of this key names the node that holds the user.
+   *
+   * @param user The user.
+   * @param handle A handle.
+   * @returns The key name.
+   */
+  keyOf(user: string, handle?: string): string {
+    const k = this.#k.of(user, handle ?? "");
+    return handle === undefined ? k.idx : k.rec;
+  }
+
+  /** {@inheritDoc Backend.insert} */
+  async insert(
+    user: string,
+    record: HandleRecord,
+    ctx: WriteContext,
+  ): Promise<InsertOutcome | Replayed> {
+    const k = this.#k.of(user, record.handle);
+    const ik = this.#k.idem(k, ctx);
+    const lk = k.lease;
+    const head = `${ctx.now}\t${member(record.updatedAt, k.enc)}\t${
+      expiresText(record.expiresAt)
+    }\t${ttlOf(record.expiresAt, ctx)}\t${idemArgs(ctx, k.enc)}\t${logHead(ctx.entry, ctx)}\t${
+      metaText(record)
+    }`;
+    const args = [record.state, head, leaseArg(ctx), ...logArgs(ctx.entry), ...quotaArgs(ctx)];
+    const reply = await this.#conn.run(
+      S.insert,
+      ik ? [k.rec, k.idx, k.exp, k.trash, lk, ik] : [k.rec, k.idx, k.exp, k.trash, lk],
+      args,
+      wroteLeased,
+    );
+    if (Array.isArray(reply)) refuseQuota(reply as Reply, ctx);
+    const held = heldOf(reply);
+    if (held === undefined && Array.isArray(reply)) return replayOf(reply, record.handle);
+    if (held === undefined && reply !== 1) return { inserted: false };
+    this.#guess(k.rec, { ...record });
+    this.#feed.notify(user, record.handle);
+    return withLease({ inserted: true }, ctx, held);
+  }
+
+  /** {@inheritDoc Backend.trashedUntil} */
+  async trashedUntil(user: string, handle: string): Promise<number | null> {
+    // On a cluster, a miss also finishes a move of the handle that a crash left unfinished.
+    if (this.#moves) return await this.#moves.trashedUntil(user, handle);
+    const key = this.#k.of(user, handle).trash;
+    const client = this.#conn.client;
+    const u = await this.#conn.cmd(() => client.hget(key, "u"));
+    return u == null ? null : Number(u);
+  }
+
+  /** {@inheritDoc Backend.read} */
+  read(user: string, handle: string): Promise<HandleRecord | null> {
+    return this.#read(this.#k.of(user, handle), handle);
+  }
+
+  async #read(k: Keys, handle: string): Promise<HandleRecord | null> {
+    const d = await this.#conn.cmd(() => this.#conn.client.hget(k.rec, "d"));
+    return recordOfD(handle, d);
+  }
+
+  /** {@inheritDoc Backend.save} */
+  async save(
+    user: string,
+    handle: string,
+    write: ConditionalWrite,
+    ctx: WriteContext,
+  ): Promise<SaveOutcome | Replayed> {
+    const k = this.#k.of(user, handle);
+    const ik = this.#k.idem(k, ctx);
+    const lk = k.lease;
+    const e = write.expiresAt === "keep" ? "keep" : expiresText(write.expiresAt);
+    const head = `${ctx.now}\t${ctx.graceMs}\t${write.expectVersion}\t${write.updatedAt}\t${e}\t${
+      member(write.updatedAt, k.enc)
+    }\t${idemArgs(ctx, k.enc)}\t${writerText(write.lastWriter)}\t${
+      write.schemaVersion ?? "keep"
+    }\t${write.preview === undefined ? "keep" : `P${write.preview.replace(/[\t\n]/g, " ")}`}`;
+    const args = [write.state, head, leaseArg(ctx), ...quotaArgs(ctx)];
+    const reply = await this.#conn.run(
+      S.save,
+      this.#withGrant(user, ik ? [k.rec, k.idx, k.exp, lk, ik] : [k.rec, k.idx, k.exp, lk], ctx),
+      args,
+      (r) => typeof r === "string" || (Array.isArray(r) && r[0] === "L"),
+    ) as string | Reply;
+    if (typeof reply === "string" || reply[0] === "L") {
+      const m = typeof reply === "string" ? reply : reply[1]!;
+      const held = typeof reply === "string" ? null : reply[2]!;
+      const record = recordOf(handle, write.state, m);
+      this.#guess(k.rec, record);
+      this.#feed.notify(user, handle);
+      return withLease({ ok: true as const, record: { ...record } }, ctx, held);
+    }
+    if (reply[0] === "R") {
+      this.#guess(k.rec, null);
+      return replayOf(reply, handle);
+    }
+    refuseGrant(reply, ctx);
+    refuseQuota(reply, ctx);
+    const current = this.#guess(k.rec, recordOfD(handle, reply[1]));
+    return { ok: false, current: current && { ...current } };
+  }
+
+  /** {@inheritDoc Backend.update} */
+  async update(
+    user: string,
+    handle: string,
+    change: Change,
+    ctx: WriteContext,
+  ): Promise<UpdateOutcome | Replayed> {
+    const k = this.#k.of(user, handle);
+    const out = await this.#serial(k.rec, () => this.#update(user, k, handle, change, ctx));
+    if ("written" in out && out.written) this.#feed.notify(user, handle);
+    return out;
+  }
+
+  async #update(
+    user: string,
+    k: Keys,
+    handle: string,
+    change: Change,
+    ctx: WriteContext,
+  ): Promise<UpdateOutcome | Replayed> {
+    const ik = this.#k.idem(k, ctx);
+    let current: HandleRecord | null;
+    let confirmed: boolean;
+    const guess = GUESSES.get(`${this.#scope}\n${k.rec}`);
+    if (guess !== undefined) {
+      current = guess;
+      confirmed = false;
+    } else {
+      const first = await this.#readForUpdate(k, handle, ik, ctx);
+      if ("replayed" in first) return first;
+      current = this.#guess(k.rec, first.record);
+      confirmed = true;
+    }
+    return await optimistic(async () => {
+      let step: Step | null | undefined;
+      try {
+        step = change(current === null ? null : { ...current });
+      } catch (e) {
+        if (confirmed) throw e;
+        step = undefined; // decided below, on a fresh read
+      }
+      // The step's entry was made from `current`, which the compare-and-set
+      // checks: it is appended exactly when this record is written.
+      const next = step && step.record;
+      const entry = step ? step.entry : undefined;
+      if (!confirmed && (next === undefined || (next === null && !ik))) {
+        // The guess may be stale: decide on a fresh read.
+        const fresh = await this.#readForUpdate(k, handle, ik, ctx);
+        if ("replayed" in fresh) return fresh;
+        current = this.#guess(k.rec, fresh.record);
+        confirmed = true;
+        return AGAIN;
+      }
+      if (next === undefined) return AGAIN; // unreachable: a throw on a confirmed record rethrows
+      if (next === null && !ik) return { record: current && { ...current }, written: false };
+      const expect = current === null ? "\t" : `${current.version}\t${current.createdAt}`;
+      const write = next === null
+        ? "N\t" + expect + "\t\t\t"
+        : `W\t${expect}\t${member(next.updatedAt, k.enc)}\t${expiresText(next.expiresAt)}\t${
+          ttlOf(next.expiresAt, ctx)
+        }`;
+      const head = `${ctx.now}\t${write}\t${idemArgs(ctx, k.enc)}\t${logHead(entry, ctx)}\t${
+        next === null ? "" : metaText(next)
+      }`;
+      const lease = next === null ? "" : leaseArg(ctx);
+      const args = [
+        next === null ? "" : next.state,
+        head,
+        lease,
+        ...logArgs(entry),
+        ...(next === null ? [] : quotaArgs(ctx)),
+      ];
+      const lk = k.lease;
+      const answer = await this.#conn.run(
+        S.cas,
+        this.#withGrant(user, ik ? [k.rec, k.idx, k.exp, lk, ik] : [k.rec, k.idx, k.exp, lk], ctx),
+        args,
+        wroteLeased,
+      );
+      const held = heldOf(answer);
+      if (answer === 1 || held !== undefined) {
+        const record = next ?? current;
+        this.#guess(k.rec, record && { ...record });
+        const out = { record: record && { ...record }, written: next !== null };
+        return next === null ? out : withLease(out, ctx, held ?? null);
+      }
+      const reply = answer as Reply;
+      if (reply[0] === "R") {
+        this.#guess(k.rec, null);
+        return replayOf(reply, handle);
+      }
+      refuseGrant(reply, ctx);
+      refuseQuota(reply, ctx);
+      current = this.#guess(k.rec, recordOfD(handle, reply[1]));
+      confirmed = true;
+      return AGAIN;
+    }, (n) => {
+      const attempt = n + 1;
+      if (attempt >= MAX_ATTEMPTS) {
+        throw new BackendError(
+          `Handle "${handle}" is changing too fast: ${attempt} attempts to apply this change each lost to another writer. Nothing was applied; retry shortly.`,
+        );
+      }
+      // A conflict returns the current record, so an immediate retry is
+      // cheap and usually wins; only a long losing streak backs off, with
+      // jitter (timers are too coarse to help earlier).
+      return attempt >= BACKOFF_AFTER ? backoff(attempt - BACKOFF_AFTER, 1, 20) : undefined;
+    });
+  }
+
+  async #readForUpdate(
+    k: Keys,
+    handle: string,
+    ik: string | undefined,
+    ctx: WriteContext,
+  ): Promise<{ record: HandleRecord | null } | Replayed> {
+    if (!ik) return { record: await this.#read(k, handle) };
+    const res = await this.#conn.cmd(() =>
+      this.#conn.client.pipeline()
+        .hmget(ik, "f", "t", "n", "h", "d")
+        .hget(k.rec, "d")
+        .exec()
+    );
+    if (!res) throw new BackendError("Redis discarded a read; retry.");
+    const [[e1, idem] = [null, null], [e2, rec] = [null, null]] = res;
+    if (e1 || e2) throw this.#conn.fail(e1 ?? e2);
+    const i = idem as Reply;
+    if (i[0] !== null && Number(i[1]) > ctx.now) {
+      return replayOf(["R", i[0] ?? null, i[2] ?? null, ...i.slice(3)], handle);
+    }
+    return { record: recordOfD(handle, rec as string | null) };
+  }
+
+  /** A write's keys, with the grant hash last when it goes through a grant. */
+  #withGrant(owner: string, keys: string[], ctx: WriteContext): string[] {
+    return ctx.grant ? [...keys, this.#k.grant(owner, ctx.grant.grant)] : keys;
+  }
+
+  /** {@inheritDoc Backend.putGrant} */
+  async putGrant(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent"> {
+    const res = await this.#grants.put(grant, now, audit);
+    if (audit && res !== "absent") this.#audited(grant.owner, grant.handle);
+    return res;
+  }
+
+  /** {@inheritDoc Backend.readGrant} */
+  readGrant(idOrAlias: string): Promise<GrantRecord | null> {
+    return this.#grants.read(idOrAlias);
+  }
+
+  /** {@inheritDoc Backend.endGrant} */
+  async endGrant(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]> {
+    const res = await this.#grants.end(grant, now, audit);
+    const root = res.find((g) => g.grant === grant);
+    if (audit && root) this.#audited(root.owner, root.handle);
+    return res;
+  }
+
+  /** A grant change left an entry on `(owner, handle)`: the guess goes, listeners hear. */
+  #audited(owner: string, handle: string): void {
+    this.#guess(this.#k.of(owner, handle).rec, null);
+    this.#feed.notify(owner, handle);
+  }
+
+  /** {@inheritDoc Backend.grantsOf} */
+  grantsOf(owner: string, handle: string): Promise<GrantRecord[]> {
+    return this.#grants.of(owner, handle);
+  }
+
+  /** {@inheritDoc Backend.grantsTo} */
+  grantsTo(to: string): Promise<GrantRecord[]> {
+    return this.#grants.to(to);
+  }
+
+  /**
+   * Queues calls on one key in this process (shared by every backend on the
+   * same Redis), so they do not race each other's compare-and-set.
+   */
+  #serial<T>(rec: string, fn: () => Promise<T>): Promise<T> {
+    return QUEUES.run(`${this.#scope}\n${rec}`, fn);
+  }
+
+  /**
+   * Remembers (or, with `null`, forgets) the last record seen for a key and
+   * returns it. Shared by the backends of this process on the same Redis.
+   */
+  #guess(rec: string, record: HandleRecord | null): HandleRecord | null {
+    return GUESSES.set(`${this.#scope}\n${rec}`, record);
+  }
+
+  /** {@inheritDoc Backend.remove} */
+  async remove(
+    user: string,
+    handle: string,
+    ctx: WriteContext,
+  ): Promise<{ removed: boolean } | Replayed> {
+    const k = this.#k.of(user, handle);
+    const ik = this.#k.idem(k, ctx);
+    const args = [`${ctx.now}\t${idemArgs(ctx, "")}\t${ctx.trashUntil ?? ""}`];
+    const reply = await this.#conn.run(
+      S.remove,
+      ik ? [k.rec, k.idx, k.exp, k.trash, ik] : [k.rec, k.idx, k.exp, k.trash],
+      args,
+      wroteOne,
+    );
+    this.#guess(k.rec, null);
+    if (Array.isArray(reply)) return replayOf(reply, handle);
+    if (reply === 1) this.#feed.notify(user, handle);
+    return { removed: reply === 1 };
+  }
+
+  /** {@inheritDoc Backend.untrash} */
+  async untrash(user: string, handle: string, ctx: WriteContext): Promise<HandleRecord | null> {
+    const k = this.#k.of(user, handle);
+    const reply = await this.#conn.run(
+      S.untrash,
+      [k.rec, k.idx, k.exp, k.trash, k.lease],
+      [`${ctx.now}\t${ctx.graceMs}`, ...quotaArgs(ctx)],
+      (r) => typeof r === "string",
+    ) as string | Reply | null;
+    if (Array.isArray(reply)) refuseQuota(reply, ctx);
+    const d = reply as string | null;
+    const record = recordOfD(handle, d);
+    if (record !== null) {
+      this.#guess(k.rec, { ...record });
+      this.#feed.notify(user, handle);
+    }
+    return record;
+  }
+
+  /** {@inheritDoc Backend.changes} */
+  async changes(user: string, handle: string, afterVersion: number): Promise<ChangeEntry[]> {
+    const k = this.#k.of(user, handle);
+    if (Number.isNaN(afterVersion) || afterVersion === Infinity) return [];
+    const after = Math.max(Math.floor(afterVersion), -1);
+    const reply = await this.#conn.run(S.changes, [k.rec], [String(after)]) as Reply;
+    const out: ChangeEntry[] = [];
+    const first = Number(reply[0]);
+    for (let i = 1; i < reply.length; i++) {
+      const e = reply[i];
+      if (typeof e !== "string") break; // cannot happen: entries lo..hi all exist
+      const tab = e.indexOf("\t");
+      out.push({ version: first + i - 1, at: Number(e.slice(0, tab)), text: e.slice(tab + 1) });
+    }
+    return out;
+  }
+
+  /** {@inheritDoc Backend.list} */
+  async list(user: string, q: ListQuery): Promise<HandleMeta[]> {
+    const base = this.#k.base(user);
+    const rows: HandleMeta[] = [];
+    let start = q.after ? "(" + member(q.after.updatedAt, encodeHandle(q.after.handle)) : "-";
+    while (rows.length < q.limit) {
+      const [next, got] = await this.#conn.run(S.list, [`${base}i`, `${base}x`], [
+        start,
+        String(q.limit - rows.length),
+        q.kind ?? "",
+        q.liveAt === undefined ? "" : String(q.liveAt),
+        `${base}r:`,
+        String(LIST_CAP),
+      ]) as [string, Reply[]];
+      for (const [x, m] of got) {
+        const meta = metaOf(decodeHandle((x ?? "").slice(14)), m ?? "");
+        // `m` holds the preview: a listing without previews leaves it out.
+        if (!q.previews) delete meta.preview;
+        rows.push(meta);
+      }
+      if (next === "") break;
+      start = next;
+    }
+    return rows;
+  }
+
+  /**
+   * Deletes records whose `expiresAt <= expiredAtOrBefore`, with their
+   * changelogs (of one user, or of every user when `user` is `null`), and
+   * returns how many. Trashed records and idempotency records need no sweep:
+   * Redis drops them at their expiry.
+   *
+   * @param user The user, or `null` for all.
+   * @param expiredAtOrBefore The expiry cutoff, epoch ms.
+   * @param _now Unused: the trash and idempotency records expire natively.
+   * @returns How many records were deleted.
+   */
+  async sweep(user: string | null, expiredAtOrBefore: number, _now: number): Promise<number> {
+    if (user !== null) return await this.#sweepBase(this.#k.base(user), expiredAtOrBefore);
+    let n = 0;
+    for (const key of await this.#conn.scanKeys(this.#k.pattern("x"))) {
+      n += await this.#sweepBase(key.slice(0, -1), expiredAtOrBefore);
+    }
+    return n;
+  }
+
+  async #sweepBase(base: string, cutoff: number): Promise<number> {
+    let n = 0;
+    while (true) {
+      const [deleted, examined] = await this.#conn.run(S.sweep, [`${base}i`, `${base}x`], [
+        String(cutoff),
+        `${base}r:`,
+        String(SWEEP_BATCH),
+      ], (r) => Array.isArray(r) && r[0] > 0) as [number, number];
+      n += deleted;
+      if (examined < SWEEP_BATCH) return n;
+    }
+  }
+
+  /**
+   * {@inheritDoc Backend.listTrash}
+   *
+   * Trashed records are not indexed, so a call scans the keyspace for the
+   * user's trash keys (`SCAN … MATCH`; on a cluster, on every master), then
+   * reads each one's metadata and `trashUntil` in one pipeline (never the
+   * state) and sorts them: its cost grows with the whole keyspace, which
+   * suits an inspector, not a hot path.
+   *
+   * @param user The user.
+   * @param q Page size and position.
+   * @returns The page.
+   */
+  async listTrash(user: string, q: TrashQuery): Promise<TrashedMeta[]> {
+    const keys = await this.#conn.scanKeys(this.#k.trashPattern(user));
+    if (keys.length === 0) return [];
+    const client = this.#conn.client;
+    // Every key of the user sits in one hash slot: one pipeline, also on a cluster.
+    const replies = await this.#conn.cmd(async () => {
+      const got = await client.pipeline(keys.map((key) => ["hmget", key, "m", "u"])).exec();
+      return (got ?? []).map(([err, fields]) => {
+        if (err) throw err;
+        return fields as (string | null)[];
+      });
+    });
+    const skip = this.#k.base(user).length + 2;
+    const out: TrashedMeta[] = [];
+    for (const [i, [m, u]] of replies.entries()) {
+      if (typeof m !== "string" || typeof u !== "string") continue; // dropped meanwhile
+      const row = { ...metaOf(decodeHandle(keys[i]!.slice(skip)), m), trashUntil: Number(u) };
+      if (!q.after || compareTrashOrder(row, q.after) > 0) out.push(row);
+    }
+    return out.sort(compareTrashOrder).slice(0, q.limit);
+  }
+
+  /**
+   * Users with at least one record, in Unicode code point order (the byte
+   * order of their UTF-8). One page scans the keyspace once; the next page
+   * reuses that scan for a minute.
+   *
+   * @param query Start strictly after `after`; at most `limit` users.
+   * @returns The page.
+   */
+  async listUsers(query: { after?: string; limit: number }): Promise<string[]> {
+    let names: string[];
+    const cached = this.#users;
+    if (cached && cached.after === query.after && Date.now() - cached.at < 60_000) {
+      names = cached.names;
+    } else {
+      names = (await this.#conn.scanKeys(this.#k.pattern("i"))).map((k) => this.#k.userOfIndex(k));
+      names.sort(compareCodePoints);
+    }
+    const after = query.after;
+    const rest = after === undefined ? names : names.filter((n) => compareCodePoints(n, after) > 0);
+    const page: string[] = [];
+    let i = 0;
+    for (; i < rest.length && page.length < query.limit; i++) {
+      const user = rest[i]!;
+      if ((await this.list(user, { limit: 1 })).length > 0) page.push(user);
+    }
+    const last = page[page.length - 1];
+    this.#users = last === undefined ? undefined : { at: Date.now(), after: last, names: rest };
+    return page;
+  }
+
+  /**
+   * {@inheritDoc Backend.usage}
+   *
+   * One script: the usage hash, counted from the user's index when absent
+   * (and kept from then on).
+   */
+  async usage(user: string, now: number): Promise<Usage> {
+    const [h, b, w] = await this.#conn.run(S.usage, [this.#k.of(user, "").idx], []) as Reply;
+    const [minute, writes] = (w ?? "0\t0").split("\t").map(Number);
+    return {
+      handles: Number(h),
+      bytes: Number(b),
+      writesThisMinute: writesAt(minute ?? 0, writes ?? 0, now),
+    };
+  }
+
+  /** {@inheritDoc Backend.importRecord} */
+  async importRecord(
+    user: string,
+    record: HandleRecord,
+    ctx: WriteContext,
+  ): Promise<"inserted" | "replaced" | "kept"> {
+    const k = this.#k.of(user, record.handle);
+    const args = [
+      record.state,
+      `${member(record.updatedAt, k.enc)}\t${expiresText(record.expiresAt)}\t${record.version}\t${
+        ttlOf(record.expiresAt, ctx)
+      }\t${metaText(record)}`,
+    ];
+    const outcome = await this.#conn.run(
+      S.importRecord,
+      [k.rec, k.idx, k.exp, k.lease],
+      args,
+      (r) => r !== "kept",
+    ) as
+      | "inserted"
+      | "replaced"
+      | "kept";
+    if (outcome !== "kept") this.#feed.notify(user, record.handle);
+    return outcome;
+  }
+
+  /** {@inheritDoc Backend.acquireLease} */
+  async acquireLease(
+    user: string,
+    handle: string,
+    lease: LeaseRecord,
+    now: number,
+  ): Promise<LeaseOutcome> {
+    const ttl = Math.max(Math.ceil(lease.expiresAt - now), 1);
+    const k = this.#k.of(user, handle);
+    const reply = await this.#conn.run(S.acquire, [k.lease, k.rec], [
+      String(now),
+      String(ttl),
+      String(lease.expiresAt),
+      lease.holder,
+    ], wroteOne);
+    if (reply === 1) return { acquired: true, lease: { ...lease } };
+    return { acquired: false, lease: leaseOf(reply as string) };
+  }
+
+  /** {@inheritDoc Backend.releaseLease} */
+  async releaseLease(user: string, handle: string, holder: string, now: number): Promise<boolean> {
+    const k = this.#k.of(user, handle);
+    return await this.#conn.run(S.release, [k.lease, k.rec], [String(now), holder], wroteOne) === 1;
+  }
+
+  /** {@inheritDoc Backend.readLeased} */
+  async readLeased(
+    user: string,
+    handle: string,
+    now: number,
+  ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }> {
+    // One plain command: the record hash holds a copy of its lease.
+    const rec = this.#k.record(user, handle);
+    const [d, l] = await this.#conn.cmd(() => this.#conn.client.hmget(rec, "d", "L"));
+    const lease = typeof l === "string" ? leaseOf(l) : null;
+    return {
+      record: recordOfD(handle, d as string | null),
+      lease: lease && lease.expiresAt > now ? lease : null,
+    };
+  }
+
+  /** {@inheritDoc Backend.leases} */
+  async leases(
+    user: string,
+    handles: readonly string[],
+    now: number,
+  ): Promise<Map<string, LeaseRecord>> {
+    const out = new Map<string, LeaseRecord>();
+    if (handles.length === 0) return out;
+    const keys = handles.map((h) => this.#k.lease(user, h));
+    const values = await this.#conn.cmd(() => this.#conn.client.mget(...keys));
+    for (const [i, v] of values.entries()) {
+      const lease = typeof v === "string" ? leaseOf(v) : null;
+      if (lease && lease.expiresAt > now) out.set(handles[i]!, lease);
+    }
+    return out;
+  }
+
+  /** {@inheritDoc Backend.subscribe} */
+  subscribe(user: string, handle: string, listener: () => void): Promise<() => void> {
+    if (this.#conn.closed) return Promise.reject(closedError());
+    return this.#feed.subscribe(this.#k.channel(user), user, handle, listener);
+  }
+
+  /** Closes the connection if this backend opened it (see {@link RedisBackendOptions.closeClient}). Idempotent. */
+  async close(): Promise<void> {
+    if (!this.#conn.shut()) return;
+    await this.#feed.close();
+    if (this.#closeClient) await this.#conn.quit();
+  }
+}
