@@ -1,0 +1,965 @@
+/**
+ * The PostgreSQL backend's class: its primitives over the prepared
+ * statements, the pool and the change feed.
+ *
+ * @module
+ */
+import type postgres from "postgres";
+import type {
+  AuditStep,
+  Backend,
+  Change,
+  ChangeEntry,
+  ConditionalWrite,
+  GrantRecord,
+  HandleMeta,
+  HandleRecord,
+  InsertOutcome,
+  LeaseOutcome,
+  LeaseRecord,
+  ListQuery,
+  Replayed,
+  SaveOutcome,
+  TransferOutcome,
+  TransferStep,
+  TrashedMeta,
+  TrashQuery,
+  UpdateOutcome,
+  Usage,
+  WriteContext,
+} from "../../backend.ts";
+import { AGAIN, optimistic } from "../_retry.ts";
+import { type ListDialect, listFilters, listSql } from "../_sql.ts";
+import { closedError } from "./_errors.ts";
+import { Feed } from "./_feed.ts";
+import { idempotent } from "./_idempotency.ts";
+import { Pool, type Queryable, Rollback } from "./_pool.ts";
+import {
+  channelOf,
+  entryParams,
+  forkedFromText,
+  leaseOf,
+  metaOf,
+  payloadOf,
+  recordOf,
+  recordParams,
+} from "./_rows.ts";
+import { migrate } from "./_schema.ts";
+import {
+  applyUsage,
+  prepareUsage,
+  readUsage,
+  type UsageStatements,
+  usageStatements,
+} from "./_usage.ts";
+import { GrantStatements, prepareGrants } from "./_grants.ts";
+import type { UsageDelta } from "../_quota.ts";
+import { utf8Length } from "../../json.ts";
+import { ByteCappedCache } from "../_cache.ts";
+import { listDialect, type Statements, statements } from "./_statements.ts";
+import { checkSchema, DEFAULT_POSTGRES_SCHEMA, openClient } from "./_url.ts";
+
+/**
+ * Adds the outcome of `ctx.lease` to a write's answer from the four lease
+ * columns of a leased statement: the lease taken, or else the one in force
+ * (left out when neither is there: another holder's lease lapsed or went
+ * between the statement's snapshot and its upsert, and the store then takes
+ * the lease by itself).
+ */
+function leasedOutcome<T extends object>(
+  out: T,
+  ctx: WriteContext,
+  cols: readonly unknown[],
+): T & { lease?: LeaseOutcome } {
+  if (!ctx.lease) return out;
+  if (cols[0] != null) return { ...out, lease: { acquired: true, lease: leaseOf(cols) } };
+  if (cols[2] != null && Number(cols[3]) > ctx.now) {
+    return { ...out, lease: { acquired: false, lease: leaseOf(cols.slice(2)) } };
+  }
+  return out;
+}
+
+/**
+ * How long after a guess of a handle missed (another process wrote it) its
+ * steps skip the guess, in ms: a handle that several processes write in turn
+ * would otherwise pay a statement that finds the row moved on every write.
+ */
+const CONTENDED_MS = 10_000;
+
+/** The key of `(user, handle)` among the guesses: the user's length first, so that no two meet. */
+function guessKey(user: string, handle: string): string {
+  return `${user.length}:${user}${handle}`;
+}
+
+/** Options of {@link PostgresBackend}. */
+export interface PostgresBackendOptions {
+  /**
+   * The PostgreSQL schema that holds the tables (created when absent): letters,
+   * digits and `_`, at most 63 characters. Default `mcpstate`.
+   */
+  schema?: string;
+  /**
+   * Whether {@link PostgresBackend.close} also ends the client. Default
+   * `false`: a client you pass in stays yours. {@link PostgresBackend.fromUrl}
+   * sets it, since it opened the client.
+   */
+  closeClient?: boolean;
+}
+
+/**
+ * Stores handles in PostgreSQL through the `postgres` driver (postgres.js),
+ * with pooled connections.
+ *
+ * The `state` column is `text`, not `jsonb`. The store hands over compact
+ * JSON text that must come back byte for byte, and `jsonb` keeps a parsed
+ * form instead: it re-orders keys (shorter first), keeps only the last of
+ * duplicate keys, rewrites numbers (`1e308` comes back as 1 followed by 308
+ * zeros, `1.0E+2` as `100`), adds spaces, and refuses `\u0000` and lone
+ * surrogate escapes such as `\ud800` outright. `json` would keep the text,
+ * but the server parses it on every write and the driver parses it again on
+ * every read. `text` stores exactly what it is given at no cost; the store
+ * has validated the JSON already. Changelog entries are `text` for the same
+ * reason.
+ *
+ * Times are `bigint` epoch milliseconds and versions `bigint`; both are read
+ * back as JavaScript numbers whatever type parsers the client has.
+ *
+ * @example
+ * ```ts ignore
+ * import { HandleStore } from "@mcpstate/core";
+ * import { PostgresBackend } from "@mcpstate/core/postgres";
+ *
+ * const backend = await PostgresBackend.fromUrl("postgres://app@db.internal/app?schema=agents");
+ * await using store = new HandleStore(backend);
+ * ```
+ */
+export class PostgresBackend implements Backend {
+  /**
+   * Always `false`: PostgreSQL has no native TTL, so the store's periodic
+   * sweep deletes rows (with their changelogs) once `expiresAt` plus the grace
+   * period has passed, and trashed rows once their undo window has closed.
+   */
+  readonly reclaimsExpired = false;
+
+  readonly #pool: Pool;
+  readonly #schema: string;
+  readonly #closeClient: boolean;
+  readonly #q: Statements;
+  readonly #u: UsageStatements;
+  readonly #g: GrantStatements;
+  readonly #dialect: ListDialect;
+  readonly #lists = new Map<number, string>();
+  readonly #feed: Feed;
+  /**
+   * Records this backend last read or wrote, by user and handle: guesses
+   * that let a read-modify-write step skip its locked read (see
+   * {@link PostgresBackend.update}). States up to 64 KiB, 4 MiB in all.
+   */
+  readonly #guesses = new ByteCappedCache<HandleRecord>(65_536, 4_194_304, (r) => r.state.length);
+  /**
+   * When a guess of each handle last missed (another process wrote it): for
+   * {@link CONTENDED_MS} after, its steps go straight to the transaction
+   * rather than pay a statement that finds the row moved again.
+   */
+  readonly #missed = new Map<string, number>();
+
+  /**
+   * Wraps a postgres.js client. Nothing is sent until the first call (or
+   * {@link PostgresBackend.initialize}), which creates or migrates the tables.
+   * The client is used as it is; a pool that {@link PostgresBackend.fromUrl}
+   * opens is also replaced by a fresh one after a connection failure, which
+   * works around postgres.js 3.4.9 leaving a connection whose socket closed
+   * mid-write unable to send again.
+   *
+   * @param sql A `postgres()` client; its pool is shared by every call.
+   * @param options The schema; whether `close()` also ends the client.
+   * @throws {InvalidArgument} when the schema name is not valid.
+   */
+  constructor(sql: postgres.Sql, options: PostgresBackendOptions = {}) {
+    const schema = options.schema ?? DEFAULT_POSTGRES_SCHEMA;
+    checkSchema(schema);
+    this.#schema = schema;
+    this.#closeClient = options.closeClient ?? false;
+    const channel = channelOf(schema);
+    this.#q = statements(`"${schema}"`, channel);
+    this.#u = usageStatements(`"${schema}"`);
+    this.#g = new GrantStatements(`"${schema}"`);
+    this.#dialect = listDialect(`"${schema}"`);
+    this.#feed = new Feed(channel);
+    this.#pool = new Pool(sql, async (tx) => {
+      await migrate(tx, schema);
+      await prepareUsage(tx, `"${schema}"`);
+      await prepareGrants(tx, `"${schema}"`);
+    });
+    // The old pool's LISTEN ends with it: the feed moves to the new pool.
+    this.#pool.onReplace = (fresh) => this.#feed.moveTo(fresh);
+  }
+
+  /**
+   * Opens a pooled client from a URL, creates or migrates the tables, and
+   * returns the backend. `?schema=name` picks the PostgreSQL schema (default
+   * `mcpstate`); every other query parameter goes to the driver. Unless the URL
+   * says otherwise, connecting gives up after 10 seconds and reconnection
+   * attempts back off to at most one per second, so calls made while the
+   * server is away fail within a bounded time and calls after it returns
+   * succeed.
+   *
+   * @param url `postgres://…` or `postgresql://…`.
+   * @returns The open backend; its `close()` ends the pool.
+   * @throws {InvalidArgument} for a malformed URL or schema (credentials redacted).
+   * @throws {BackendError} when PostgreSQL cannot be reached or refuses the schema.
+   */
+  static async fromUrl(url: string): Promise<PostgresBackend> {
+    const { sql, open, schema } = openClient(url);
+    const backend = new PostgresBackend(sql, { schema, closeClient: true });
+    backend.#pool.reopen = open;
+    try {
+      await backend.initialize();
+    } catch (e) {
+      await backend.close().catch(() => {});
+      throw e;
+    }
+    return backend;
+  }
+
+  /** The PostgreSQL schema that holds this backend's tables. */
+  get schema(): string {
+    return this.#schema;
+  }
+
+  /**
+   * Creates the schema and tables when absent and brings an older layout up
+   * to {@link POSTGRES_SCHEMA_VERSION}, in one transaction under an advisory
+   * lock: instances that start together wait for each other, and all of them
+   * succeed. Calls run it by themselves the first time; call it to fail early.
+   *
+   * @throws {BackendError} when PostgreSQL is unreachable, the database is not
+   * UTF-8, or the schema was written by a newer version of mcpstate.
+   */
+  initialize(): Promise<void> {
+    return this.#pool.initialize();
+  }
+
+  /** {@inheritDoc Backend.insert} */
+  insert(
+    user: string,
+    record: HandleRecord,
+    ctx: WriteContext,
+  ): Promise<InsertOutcome | Replayed> {
+    const params: unknown[] = [user, ...recordParams(record)];
+    // With an entry, one statement inserts the row and, only when it went in,
+    // the entry: both or neither. So with the lease.
+    const lease = ctx.lease;
+    const q = this.#q;
+    const text = ctx.entry
+      ? (lease ? q.insertLoggedLeased : q.insertLogged)
+      : (lease ? q.insertLeased : q.insert);
+    if (ctx.entry) params.push(ctx.entry.version, ctx.entry.at, ctx.entry.text);
+    params.push(payloadOf(user, record.handle));
+    if (lease) params.push(lease.holder, lease.expiresAt, ctx.now);
+    // Always the last three parameters.
+    params.push(record.schemaVersion ?? null, record.preview ?? null, forkedFromText(record));
+    const insert = async (sql: Queryable): Promise<InsertOutcome | undefined> => {
+      const [row] = await sql.unsafe(text, params as never[]).values();
+      if (!row) return undefined;
+      return leasedOutcome({ inserted: true }, ctx, row.slice(1));
+    };
+    if (ctx.quota) {
+      return this.#guarded(user, ctx, async (tx, remember) => {
+        const out = await insert(tx);
+        if (!out) throw new Rollback({ inserted: false });
+        if (remember) await remember(record);
+        return { out, delta: { handles: 1, bytes: utf8Length(record.state) } };
+      });
+    }
+    if (!ctx.idempotency) {
+      return this.#pool.op(async (sql) => {
+        const out = await insert(sql);
+        if (out) this.#guess(user, record.handle, record);
+        return out ?? { inserted: false };
+      });
+    }
+    return this.#idempotent(user, ctx, async (tx, remember) => {
+      const out = await insert(tx);
+      // A collision is not remembered: the store retries with a new handle.
+      if (!out) throw new Rollback({ inserted: false });
+      await remember(record);
+      return out;
+    });
+  }
+
+  /** {@inheritDoc Backend.read} */
+  read(user: string, handle: string): Promise<HandleRecord | null> {
+    return this.#pool.read(async (sql) => {
+      const [row] = await sql.unsafe(this.#q.read, [user, handle]).values();
+      const record = row ? recordOf(row) : null;
+      this.#guess(user, handle, record);
+      return record;
+    });
+  }
+
+  /** {@inheritDoc Backend.readLeased} */
+  readLeased(
+    user: string,
+    handle: string,
+    now: number,
+  ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }> {
+    return this.#pool.read(async (sql) => {
+      const [row] = await sql.unsafe(this.#q.readLeased, [user, handle, now]).values();
+      const record = row ? recordOf(row) : null;
+      this.#guess(user, handle, record);
+      if (!row) return { record: null, lease: null };
+      return { record, lease: row[11] == null ? null : leaseOf(row.slice(11)) };
+    });
+  }
+
+  /** {@inheritDoc Backend.save} */
+  save(
+    user: string,
+    handle: string,
+    write: ConditionalWrite,
+    ctx: WriteContext,
+  ): Promise<SaveOutcome | Replayed> {
+    const keep = write.expiresAt === "keep";
+    const params = [
+      user,
+      handle,
+      write.state,
+      write.updatedAt,
+      keep,
+      keep ? null : write.expiresAt,
+      write.lastWriter,
+      write.expectVersion,
+      ctx.now,
+      payloadOf(user, handle),
+    ];
+    const lease = ctx.lease;
+    if (lease) params.push(lease.holder, lease.expiresAt, ctx.now);
+    // Always the last two parameters.
+    params.push(write.schemaVersion ?? null, write.preview ?? null);
+    const text = lease ? this.#q.saveLeased : this.#q.save;
+    const saved = (row: readonly unknown[]): SaveOutcome =>
+      leasedOutcome({ ok: true as const, record: recordOf(row) }, ctx, row.slice(12));
+    if (ctx.quota) {
+      return this.#guarded(user, ctx, async (tx, remember) => {
+        // The old size, then the save (the size is the state it replaces when
+        // the version matches), then the grant's lock, after the row's (see
+        // postgres/_grants.ts).
+        const [[size], [row]] = await Promise.all([
+          tx.unsafe(this.#u.size, [user, handle]).values().execute(),
+          tx.unsafe(text, params).values().execute(),
+          this.#g.check(tx, ctx),
+        ]);
+        if (!row) {
+          const [cur] = await tx.unsafe(this.#q.read, [user, handle]).values();
+          throw new Rollback<SaveOutcome>({ ok: false, current: cur ? recordOf(cur) : null });
+        }
+        const out = saved(row);
+        if (remember) await remember(out.ok ? out.record : null);
+        const bytes = utf8Length(write.state) - Number(size?.[0] ?? 0);
+        return { out, delta: { handles: 0, bytes } };
+      });
+    }
+    if (!ctx.idempotency && ctx.grant) {
+      // Through a grant: the conditional UPDATE and the check in one
+      // transaction, the grant's lock after the row's (see postgres/_grants.ts).
+      return this.#pool.op((sql) =>
+        this.#pool.begin(sql, async (tx) => {
+          const [[row]] = await Promise.all([
+            tx.unsafe(text, params).values().execute(),
+            this.#g.check(tx, ctx),
+          ]);
+          if (row) return saved(row);
+          const [cur] = await tx.unsafe(this.#q.read, [user, handle]).values();
+          return { ok: false as const, current: cur ? recordOf(cur) : null };
+        })
+      );
+    }
+    if (!ctx.idempotency) {
+      return this.#pool.op(async (sql) => {
+        const [row] = await sql.unsafe(text, params).values();
+        if (row) {
+          const out = saved(row);
+          if (out.ok) this.#guess(user, handle, out.record);
+          return out;
+        }
+        // The conditional UPDATE changed nothing, so this read needs no
+        // transaction around it: as a new statement it sees the latest
+        // committed row, including the winner's write it may have waited for.
+        const [cur] = await sql.unsafe(this.#q.read, [user, handle]).values();
+        const current = cur ? recordOf(cur) : null;
+        this.#guess(user, handle, current);
+        return { ok: false, current };
+      });
+    }
+    return this.#idempotent(user, ctx, async (tx, remember) => {
+      const [[row]] = await Promise.all([
+        tx.unsafe(text, params).values().execute(),
+        this.#g.check(tx, ctx),
+      ]);
+      if (!row) {
+        const [cur] = await tx.unsafe(this.#q.read, [user, handle]).values();
+        throw new Rollback<SaveOutcome>({ ok: false, current: cur ? recordOf(cur) : null });
+      }
+      const out = saved(row);
+      await remember(out.ok ? out.record : null);
+      return out;
+    });
+  }
+
+  /**
+   * {@inheritDoc Backend.update}
+   *
+   * With a record of the handle seen by this backend (read or written last),
+   * no idempotency key, quota or grant: the step is first computed from that
+   * record and written in one statement, one round trip, while the row is
+   * still that record; otherwise (or when it is not) in a transaction that
+   * locks the row, reads it and writes the step.
+   */
+  async update(
+    user: string,
+    handle: string,
+    change: Change,
+    ctx: WriteContext,
+  ): Promise<UpdateOutcome | Replayed> {
+    if (!ctx.quota && !ctx.idempotency && !ctx.grant) {
+      const key = guessKey(user, handle);
+      const guess = this.#guesses.get(key);
+      const missed = this.#missed.get(key);
+      const contended = missed !== undefined && Date.now() - missed < CONTENDED_MS;
+      if (missed !== undefined && !contended) this.#missed.delete(key);
+      if (guess && !contended) {
+        const out = await this.#guessed(user, handle, guess, change, ctx);
+        if (out) return out;
+      }
+    }
+    const out = await this.#locked(user, handle, change, ctx);
+    if (!("replayed" in out)) this.#guess(user, handle, out.record);
+    return out;
+  }
+
+  /**
+   * A step computed from `guess`, a record this backend saw, and written in
+   * one statement only while the row is still that record (`writeGuessed`):
+   * one round trip. `undefined` when the guess is stale or the step needs the
+   * locked read (`change` threw on it, or writes nothing).
+   */
+  async #guessed(
+    user: string,
+    handle: string,
+    guess: HandleRecord,
+    change: Change,
+    ctx: WriteContext,
+  ): Promise<UpdateOutcome | undefined> {
+    let next: ReturnType<Change>;
+    try {
+      next = change({ ...guess });
+    } catch {
+      return undefined; // decided on the locked row
+    }
+    const record = next?.record;
+    if (!next || !record) return undefined;
+    const lease = ctx.lease;
+    const entry = next.entry;
+    const params: unknown[] = [
+      user,
+      ...recordParams(record),
+      ...(entry ? entryParams(entry, ctx) : [record.version, ctx.now, "", 0, 0]),
+      record.schemaVersion ?? null,
+      record.preview ?? null,
+      forkedFromText(record),
+      guess.version,
+      guess.createdAt,
+      guess.updatedAt,
+      guess.expiresAt,
+      payloadOf(user, handle),
+      entry !== undefined,
+      ...(lease ? [lease.holder, lease.expiresAt, ctx.now] : []),
+    ];
+    const text = lease ? this.#q.writeGuessedLeased : this.#q.writeGuessed;
+    const [row] = await this.#pool.op((sql) => sql.unsafe(text, params as never[]).values());
+    if (!row) {
+      // Stale: the locked step decides, and the next ones for a while (see #missed).
+      const key = guessKey(user, handle);
+      if (this.#missed.size >= 1024) this.#missed.clear();
+      this.#missed.set(key, Date.now());
+      return void this.#guess(user, handle, null);
+    }
+    this.#guess(user, handle, record);
+    const out = { record: { ...record }, written: true };
+    return lease ? leasedOutcome(out, ctx, row.slice(1)) : out;
+  }
+
+  /** Remembers `record` as the last seen of `(user, handle)` (`null`: forgets it). */
+  #guess(user: string, handle: string, record: HandleRecord | null): void {
+    this.#guesses.set(guessKey(user, handle), record && { ...record });
+  }
+
+  /** {@link PostgresBackend.update} in a transaction that locks the row first. */
+  #locked(
+    user: string,
+    handle: string,
+    change: Change,
+    ctx: WriteContext,
+  ): Promise<UpdateOutcome | Replayed> {
+    let prior: HandleRecord | null = null;
+    const step = async (
+      tx: Queryable,
+      remember?: (r: HandleRecord | null) => Promise<void>,
+    ): Promise<UpdateOutcome> => {
+      // The row lock is held until the transaction ends: concurrent updaters
+      // queue here and each one reads the row its predecessor committed. Then
+      // the grant's lock, held as long (see postgres/_grants.ts).
+      const [[row]] = await Promise.all([
+        tx.unsafe(this.#q.lock, [user, handle]).values().execute(),
+        this.#g.check(tx, ctx),
+      ]);
+      const current = row ? recordOf(row) : null;
+      prior = current;
+      // A change that throws ends the transaction here: nothing is written.
+      const next = change(current ? { ...current } : null);
+      const record = next?.record ?? null;
+      const writes: Promise<unknown>[] = [];
+      if (next && record && current) {
+        const params: unknown[] = [user, ...recordParams(record)];
+        if (next.entry) params.push(...entryParams(next.entry, ctx));
+        params.push(record.schemaVersion ?? null, record.preview ?? null, forkedFromText(record));
+        writes.push(tx.unsafe(next.entry ? this.#q.writeLogged : this.#q.write, params as never[]));
+        writes.push(tx.unsafe(this.#q.notify, [payloadOf(user, handle)]));
+      } else if (next && record) {
+        // No live row to change: the step creates one, unless the handle is
+        // taken (by a trashed row).
+        const params: unknown[] = [user, ...recordParams(record)];
+        if (next.entry) params.push(next.entry.version, next.entry.at, next.entry.text);
+        params.push(
+          payloadOf(user, handle),
+          record.schemaVersion ?? null,
+          record.preview ?? null,
+          forkedFromText(record),
+        );
+        const res = await tx.unsafe(
+          next.entry ? this.#q.insertLogged : this.#q.insert,
+          params as never[],
+        );
+        if (res.count !== 1) throw new Rollback<UpdateOutcome>({ record: null, written: false });
+      }
+      if (remember) writes.push(remember(record ?? current));
+      // The lease goes with the write, in the same transaction.
+      const lease = record !== null ? ctx.lease : undefined;
+      const held = lease &&
+        tx.unsafe(this.#q.acquireHeld, [user, handle, lease.holder, lease.expiresAt, ctx.now])
+          .values();
+      // Pipelined on the transaction's connection.
+      const [, [cols]] = await Promise.all([Promise.all(writes), held ?? Promise.resolve([])]);
+      const out = { record: record ?? current, written: record !== null };
+      return cols ? leasedOutcome(out, ctx, cols as unknown as unknown[]) : out;
+    };
+    if (ctx.quota) {
+      return this.#guarded(user, ctx, async (tx, remember) => {
+        const out = await step(tx, remember);
+        if (!out.written || !out.record) return { out, delta: null };
+        const before = prior as HandleRecord | null;
+        const bytes = utf8Length(out.record.state) - (before ? utf8Length(before.state) : 0);
+        return { out, delta: { handles: before ? 0 : 1, bytes } };
+      });
+    }
+    if (!ctx.idempotency) return this.#pool.op((sql) => this.#pool.begin(sql, (tx) => step(tx)));
+    return this.#idempotent(user, ctx, step);
+  }
+
+  /** {@inheritDoc Backend.remove} */
+  remove(
+    user: string,
+    handle: string,
+    ctx: WriteContext,
+  ): Promise<{ removed: boolean } | Replayed> {
+    const key = [user, handle];
+    const payload = payloadOf(user, handle);
+    this.#guess(user, handle, null);
+    if (ctx.trashUntil !== undefined) {
+      // Into the trash: the row stays, its changelog with it; one statement.
+      const params = [user, handle, ctx.trashUntil, payload];
+      if (!ctx.idempotency) {
+        return this.#pool.op(async (sql) => {
+          const res = await sql.unsafe(this.#q.trash, params);
+          return { removed: res.count > 0 };
+        });
+      }
+      return this.#idempotent(user, ctx, async (tx) => {
+        const res = await tx.unsafe(this.#q.trash, params);
+        // The claim already holds a null result, which is what a removal returns.
+        if (res.count === 0) throw new Rollback({ removed: false });
+        return { removed: true };
+      });
+    }
+    // The changelog goes in a second statement of the same transaction: its
+    // snapshot is taken after the row's deletion waited for any writer that
+    // held the row, so that writer's entry goes too.
+    const drop = async (tx: Queryable): Promise<{ removed: boolean }> => {
+      const [res] = await Promise.all([
+        tx.unsafe(this.#q.remove, [...key, payload]),
+        tx.unsafe(this.#q.removeLog, key),
+      ]);
+      return { removed: res.count > 0 };
+    };
+    if (!ctx.idempotency) return this.#pool.op((sql) => this.#pool.begin(sql, drop));
+    return this.#idempotent(user, ctx, async (tx) => {
+      const res = await drop(tx);
+      if (!res.removed) throw new Rollback(res);
+      return res;
+    });
+  }
+
+  /** {@inheritDoc Backend.untrash} */
+  untrash(user: string, handle: string, ctx: WriteContext): Promise<HandleRecord | null> {
+    if (ctx.quota) {
+      // The store passes no idempotency claim with a restore.
+      return this.#guarded(user, ctx, async (tx) => {
+        const params = [user, handle, ctx.now, payloadOf(user, handle)];
+        const [row] = await tx.unsafe(this.#q.untrash, params).values();
+        if (!row) return { out: null, delta: null };
+        const record = recordOf(row);
+        return { out: record, delta: { handles: 1, bytes: utf8Length(record.state) } };
+      }) as Promise<HandleRecord | null>;
+    }
+    return this.#pool.op(async (sql) => {
+      const params = [user, handle, ctx.now, payloadOf(user, handle)];
+      const [row] = await sql.unsafe(this.#q.untrash, params).values();
+      return row ? recordOf(row) : null;
+    });
+  }
+
+  /**
+   * {@inheritDoc Backend.transfer}
+   *
+   * One transaction, locking as `postgres/_grants.ts` says: the grant locks
+   * of both keys, then both records' rows, the old owner's first; then the
+   * row and its changelog move, the entry is written under the new owner,
+   * and the old owner's grants end (their rows locked last).
+   */
+  transfer(
+    user: string,
+    handle: string,
+    to: string,
+    ctx: WriteContext,
+    step: TransferStep = {},
+  ): Promise<TransferOutcome> {
+    const { audit, keep } = step;
+    const move = async (
+      tx: Queryable,
+    ): Promise<{ out: TransferOutcome; delta: UsageDelta | null }> => {
+      // A second transfer of the same row waits here and then finds it gone.
+      const [, [row], [taken]] = await Promise.all([
+        this.#g.lock(tx, [user, handle], [to, handle]),
+        tx.unsafe(this.#q.lock, [user, handle]).values().execute(),
+        tx.unsafe(this.#q.lockAny, [to, handle]).values().execute(),
+      ]);
+      if (!row) return { out: "absent", delta: null };
+      if (taken) return { out: "taken", delta: null };
+      const record = recordOf(row);
+      // Entries left under the new owner's key by a row deleted long ago are orphans.
+      await tx.unsafe(this.#q.dropLog, [to, handle]);
+      // A row of the new owner inserted after the lock check meets the primary key.
+      await tx.unsafe(this.#q.moveRecord, [user, handle, to]).catch((e) => {
+        if ((e as { code?: unknown })?.code === "23505") {
+          throw new Rollback<TransferOutcome>("taken");
+        }
+        throw e;
+      });
+      // Sent in this order: the entry (after the log it trims) before the grants.
+      await Promise.all([
+        tx.unsafe(this.#q.moveLog, [user, handle, to]).execute(),
+        tx.unsafe(this.#q.dropLease, [user, handle]).execute(),
+        tx.unsafe(this.#q.notify, [payloadOf(user, handle)]).execute(),
+        // The entry's statement notifies the new owner's key itself.
+        audit
+          ? tx.unsafe(this.#q.audit, this.#auditParams(to, handle, audit)).execute()
+          : tx.unsafe(this.#q.notify, [payloadOf(to, handle)]).execute(),
+        this.#g.endOf(tx, user, handle, ctx.now),
+        keep && this.#g.put(tx, keep, ctx.now),
+      ]);
+      return { out: "moved", delta: { handles: 1, bytes: utf8Length(record.state) } };
+    };
+    return ctx.quota
+      ? this.#guarded(to, ctx, move) as Promise<TransferOutcome>
+      : this.#pool.op((sql) => this.#pool.begin(sql, async (tx) => (await move(tx)).out));
+  }
+
+  /** {@inheritDoc Backend.changes} */
+  changes(user: string, handle: string, afterVersion: number): Promise<ChangeEntry[]> {
+    return this.#pool.read(async (sql) => {
+      const rows = await sql.unsafe(this.#q.changes, [user, handle, afterVersion]).values();
+      return rows.map((r) => ({ version: Number(r[0]), at: Number(r[1]), text: String(r[2]) }));
+    });
+  }
+
+  /** {@inheritDoc Backend.list} */
+  list(user: string, q: ListQuery): Promise<HandleMeta[]> {
+    const { shape, values } = listFilters(q);
+    const key = q.previews ? -1 - shape : shape;
+    let text = this.#lists.get(key);
+    if (text === undefined) {
+      const dialect = q.previews ? listDialect(`"${this.#schema}"`, true) : this.#dialect;
+      this.#lists.set(key, text = listSql(shape, dialect));
+    }
+    return this.#pool.read(async (sql) => {
+      const rows = await sql.unsafe(text, [user, q.limit, ...values]).values();
+      if (!q.previews) return rows.map(metaOf);
+      return rows.map((r) => r[7] == null ? metaOf(r) : { ...metaOf(r), preview: String(r[7]) });
+    });
+  }
+
+  /** {@inheritDoc Backend.trashedUntil} */
+  trashedUntil(user: string, handle: string): Promise<number | null> {
+    return this.#pool.read(async (sql) => {
+      const [row] = await sql.unsafe(this.#q.trashedUntil, [user, handle]).values();
+      return row ? Number(row[0]) : null;
+    });
+  }
+
+  /** {@inheritDoc Backend.sweep} */
+  sweep(user: string | null, expiredAtOrBefore: number, now: number): Promise<number> {
+    return this.#pool.op(async (sql) => {
+      const [row] = user === null
+        ? await sql.unsafe(this.#q.sweepAll, [expiredAtOrBefore, now]).values()
+        : await sql.unsafe(this.#q.sweepUser, [expiredAtOrBefore, now, user]).values();
+      return Number(row?.[0] ?? 0);
+    });
+  }
+
+  /** {@inheritDoc Backend.listTrash} */
+  listTrash(user: string, q: TrashQuery): Promise<TrashedMeta[]> {
+    const a = q.after;
+    return this.#pool.read(async (sql) => {
+      const params = [user, a?.trashUntil ?? null, a?.handle ?? "", q.limit];
+      const rows = await sql.unsafe(this.#q.listTrash, params).values();
+      return rows.map((r) => ({ ...metaOf(r), trashUntil: Number(r[7]) }));
+    });
+  }
+
+  /** {@inheritDoc Backend.listUsers} */
+  listUsers(query: { after?: string; limit: number }): Promise<string[]> {
+    return this.#pool.read(async (sql) => {
+      const rows = await sql.unsafe(this.#q.users, [query.after ?? "", query.limit]).values();
+      return rows.map((r) => String(r[0]));
+    });
+  }
+
+  /** {@inheritDoc Backend.importRecord} */
+  importRecord(
+    user: string,
+    record: HandleRecord,
+    _ctx: WriteContext,
+  ): Promise<"inserted" | "replaced" | "kept"> {
+    const key = [user, record.handle];
+    return this.#pool.op((sql) =>
+      this.#pool.begin(sql, async (tx) => {
+        // The lock tells a trashed row (overwritten as if absent) from a live
+        // one, and keeps writers off the handle until the changelog is gone.
+        const [[prev], [row]] = await Promise.all([
+          tx.unsafe(this.#q.lockAny, key).values(),
+          tx.unsafe(this.#q.importRecord, [
+            user,
+            ...recordParams(record),
+            record.schemaVersion ?? null,
+            record.preview ?? null,
+            forkedFromText(record),
+          ]).values(),
+        ]);
+        if (row === undefined) return "kept";
+        // A new statement: it sees every entry committed before the lock.
+        await Promise.all([
+          tx.unsafe(this.#q.dropLog, key),
+          tx.unsafe(this.#q.notify, [payloadOf(user, record.handle)]),
+        ]);
+        return row[0] === true || prev?.[0] === true ? "inserted" : "replaced";
+      })
+    );
+  }
+
+  /**
+   * {@inheritDoc Backend.putGrant}
+   *
+   * One transaction, locking as `postgres/_grants.ts` says: the handle's
+   * grant lock, the record's version step and entry, then the parent's row
+   * and the grant's.
+   */
+  putGrant(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent"> {
+    const { owner, handle } = grant;
+    return this.#pool.op((sql) =>
+      this.#pool.begin(sql, async (tx): Promise<void | "absent"> => {
+        const [, stepped] = await Promise.all([
+          this.#g.lock(tx, [owner, handle]),
+          audit && tx.unsafe(this.#q.audit, this.#auditParams(owner, handle, audit)).execute(),
+          this.#g.put(tx, grant, now),
+        ]);
+        // No live record (deleted or moved since the store looked): nothing stored.
+        if (stepped && stepped.count !== 1) throw new Rollback<"absent">("absent");
+      })
+    );
+  }
+
+  /** {@inheritDoc Backend.readGrant} */
+  readGrant(idOrAlias: string): Promise<GrantRecord | null> {
+    return this.#pool.read((sql) => this.#g.read(sql, idOrAlias));
+  }
+
+  /**
+   * {@inheritDoc Backend.endGrant}
+   *
+   * One transaction, locking as `postgres/_grants.ts` says: the handle's
+   * grant lock, the record's version step and entry, then the grants' rows.
+   * An `unshare` that ends nothing (the grants had ended already) leaves no
+   * entry.
+   */
+  endGrant(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]> {
+    return this.#pool.op((sql) =>
+      this.#pool.begin(sql, async (tx): Promise<GrantRecord[]> => {
+        // A grant's owner and handle never change: read before its lock.
+        const root = await this.#g.rootOf(tx, grant);
+        if (!root) return [];
+        const { owner, handle } = root;
+        const [, stepped, ended] = await Promise.all([
+          this.#g.lock(tx, [owner, handle]),
+          audit && !root.ended &&
+          tx.unsafe(this.#q.audit, this.#auditParams(owner, handle, audit)).execute(),
+          this.#g.end(tx, grant, now),
+        ]);
+        // Ended meanwhile by another call: no entry for nothing. (A record
+        // deleted, trashed or moved away got none: no live row to step.)
+        if (stepped && stepped.count === 1 && ended.length === 0) {
+          throw new Rollback<GrantRecord[]>([]);
+        }
+        return ended;
+      })
+    );
+  }
+
+  /** {@inheritDoc Backend.grantsOf} */
+  grantsOf(owner: string, handle: string): Promise<GrantRecord[]> {
+    return this.#pool.read((sql) => this.#g.of(sql, owner, handle));
+  }
+
+  /** {@inheritDoc Backend.grantsTo} */
+  grantsTo(to: string): Promise<GrantRecord[]> {
+    return this.#pool.read((sql) => this.#g.to(sql, to));
+  }
+
+  /**
+   * {@inheritDoc Backend.usage}
+   *
+   * One row read; a user without a row yet is counted from the records.
+   */
+  usage(user: string, now: number): Promise<Usage> {
+    return this.#pool.op((sql) => readUsage(sql, this.#u, user, now));
+  }
+
+  /** {@inheritDoc Backend.acquireLease} */
+  acquireLease(
+    user: string,
+    handle: string,
+    lease: LeaseRecord,
+    now: number,
+  ): Promise<LeaseOutcome> {
+    const params = [user, handle, lease.holder, lease.expiresAt, now];
+    return this.#pool.op((sql) =>
+      optimistic(async () => {
+        const [taken] = await sql.unsafe(this.#q.acquire, params).values();
+        if (taken) return { acquired: true, lease: leaseOf(taken) };
+        // Another holder's lease was in force. A new statement sees it even
+        // when it was committed after the upsert's snapshot; when it has been
+        // released or lapsed since, the upsert is tried again at once.
+        const [held] = await sql.unsafe(this.#q.leaseOf, [user, handle]).values();
+        if (held && Number(held[1]) > now) return { acquired: false, lease: leaseOf(held) };
+        return AGAIN;
+      }, () => {})
+    );
+  }
+
+  /** {@inheritDoc Backend.releaseLease} */
+  releaseLease(user: string, handle: string, holder: string, now: number): Promise<boolean> {
+    return this.#pool.op(async (sql) => {
+      const [row] = await sql.unsafe(this.#q.release, [user, handle, holder, now]).values();
+      return row?.[0] === true;
+    });
+  }
+
+  /** {@inheritDoc Backend.leases} */
+  leases(user: string, handles: readonly string[], now: number): Promise<Map<string, LeaseRecord>> {
+    return this.#pool.read(async (sql) => {
+      const out = new Map<string, LeaseRecord>();
+      if (handles.length === 0) return out;
+      const rows = await sql.unsafe(this.#q.leases, [user, JSON.stringify(handles), now]).values();
+      for (const r of rows) out.set(String(r[0]), leaseOf(r.slice(1)));
+      return out;
+    });
+  }
+
+  /**
+   * {@inheritDoc Backend.subscribe}
+   *
+   * The first call starts a `LISTEN` on the schema's channel, on a connection
+   * postgres.js keeps for it and re-opens after a failure; every listener is
+   * called each time it listens again, since events may have been missed
+   * meanwhile. After an outage the feed moves to the fresh pool with the calls.
+   * Behind a transaction-mode pooler (PgBouncer) `LISTEN` hears nothing, and
+   * a watch relies on its `pollMs` re-reads.
+   */
+  async subscribe(user: string, handle: string, listener: () => void): Promise<() => void> {
+    if (this.#pool.closed) throw closedError();
+    return await this.#feed.subscribe(this.#pool.sql, user, handle, listener);
+  }
+
+  /** {@inheritDoc Backend.close} */
+  async close(): Promise<void> {
+    if (this.#pool.closed) return;
+    this.#feed.close(!this.#closeClient);
+    await this.#pool.close(this.#closeClient);
+  }
+
+  /** The parameters of the `audit` statement: `audit` on `(user, handle)`. */
+  #auditParams(user: string, handle: string, audit: AuditStep): never[] {
+    const { at, tail, retention } = audit;
+    return [
+      user,
+      handle,
+      at,
+      tail,
+      retention.maxEntries,
+      at - retention.maxAgeMs,
+      payloadOf(user, handle),
+    ] as never[];
+  }
+
+  /**
+   * A write under quotas: one transaction that first takes the user's usage
+   * lock (after the idempotency claim, when there is one), runs `fn`, and
+   * checks and counts the write by the delta it reports (`null`: nothing written).
+   */
+  #guarded<T>(
+    user: string,
+    ctx: WriteContext,
+    fn: (
+      tx: Queryable,
+      remember?: (r: HandleRecord | null) => Promise<void>,
+    ) => Promise<{ out: T; delta: UsageDelta | null }>,
+  ): Promise<T | Replayed> {
+    const body = async (tx: Queryable, remember?: (r: HandleRecord | null) => Promise<void>) => {
+      await tx.unsafe(this.#u.lock, [user]);
+      const { out, delta } = await fn(tx, remember);
+      if (delta) await applyUsage(tx, this.#u, user, ctx, delta);
+      return out;
+    };
+    if (ctx.idempotency) return this.#idempotent(user, ctx, body);
+    return this.#pool.op((sql) => this.#pool.begin(sql, (tx) => body(tx)));
+  }
+
+  /** A write that carries an idempotency key: see {@link idempotent}. */
+  #idempotent<T>(
+    user: string,
+    ctx: WriteContext,
+    fn: (tx: Queryable, remember: (r: HandleRecord | null) => Promise<void>) => Promise<T>,
+  ): Promise<T | Replayed> {
+    return idempotent(this.#pool, this.#q, user, ctx, fn);
+  }
+}
