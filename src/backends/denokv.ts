@@ -122,4 +122,5 @@
 
 export type * from "./_types.ts";
 export { type DenoKvTarget, parseDenoKvUrl } from "./denokv/_url.ts";
-export { DenoKvBackend, type DenoKvBackendOptions } from "./denokv/_backend.ts";
+export { DenoKvBackend } from "./denokv/_backend.ts";
+export type { DenoKvBackendOptions } from "./denokv/_options.ts";

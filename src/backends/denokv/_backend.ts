@@ -50,7 +50,7 @@ import {
   recordOf,
   type Trashed,
 } from "./_codec.ts";
-import { Feed, GET_MANY_MAX } from "./_feed.ts";
+import { Feed } from "./_feed.ts";
 import { dropRecord, landed, putHead } from "./_heads.ts";
 import {
   dropCopy,
@@ -62,40 +62,15 @@ import {
 } from "./_idempotency.ts";
 import { KvGrants } from "./_grants.ts";
 import { KvIo } from "./_io.ts";
-import { Keys, sameKey } from "./_keys.ts";
+import { Keys } from "./_keys.ts";
+import { acquireLease, leaseEntry, leasesOf, releaseLease, takeLease } from "./_leases.ts";
+import { checkMs, type DenoKvBackendOptions } from "./_options.ts";
 import { sweep } from "./_sweep.ts";
 import { transfer } from "./_transfer.ts";
 import { openDenoKv } from "./_url.ts";
+import { listUsers } from "./_users.ts";
 import { planUsage, readUsageEntries, staleUsage, usageOf } from "./_usage.ts";
 import { utf8Length } from "../../json.ts";
-
-/** Options of {@link DenoKvBackend}. */
-export interface DenoKvBackendOptions {
-  /**
-   * Key prefix under which every key of this backend lives, so one Deno KV
-   * can hold other data too. At most 4 parts of at most 64 characters or
-   * bytes each. Default `["mcpstate"]`.
-   */
-  prefix?: Deno.KvKey;
-  /**
-   * Age (ms of wall-clock time) after which `sweep` collects the chunks of a
-   * write that never swapped its head in (a crashed writer's). Default
-   * 300,000 (5 minutes).
-   */
-  orphanAgeMs?: number;
-  /**
-   * How long (ms) one call keeps retrying when other writers keep winning
-   * the same record, or another process keeps the KV file locked, before it
-   * gives up with `backend_error`. Default 30,000.
-   */
-  contentionTimeoutMs?: number;
-  /**
-   * Whether {@link DenoKvBackend.close} also closes the `Deno.Kv`. Default
-   * `false`: an injected `Deno.Kv` stays the caller's;
-   * {@link DenoKvBackend.fromUrl} sets it.
-   */
-  closeKv?: boolean;
-}
 
 /**
  * Stores handle records in Deno KV with atomic, versionstamp-checked commits.
@@ -193,7 +168,7 @@ export class DenoKvBackend implements Backend {
     return await optimistic(async () => {
       const [[head, idem, trash], lz] = await Promise.all([
         readHeadsAndTrash(this.#db, u, h, ctx),
-        this.#leaseEntry(user, record.handle, ctx),
+        leaseEntry(this.#db, user, record.handle, ctx),
       ]);
       const replay = await replayOf(this.#db, u, idem, ctx);
       if (replay) return replay;
@@ -220,7 +195,7 @@ export class DenoKvBackend implements Backend {
             if (usage) usage(op);
             else staleUsage(this.#db, op, u);
             idemPart?.add(op);
-            lease = this.#takeLease(op, user, record.handle, lz, ctx);
+            lease = takeLease(this.#k, op, user, record.handle, lz, ctx);
           });
           ok = res.ok || await landed(this.#db, u, h, w);
           if (ok) this.#feed.changed(user, record.handle, res);
@@ -274,7 +249,7 @@ export class DenoKvBackend implements Backend {
         return await optimistic(async () => {
           const [[first, idem], lz, gz] = await Promise.all([
             readHeads(this.#db, u, h, ctx),
-            this.#leaseEntry(user, handle, ctx),
+            leaseEntry(this.#db, user, handle, ctx),
             this.#grants.entry(ctx.grant),
           ]);
           const replay = await replayOf(this.#db, u, idem, ctx);
@@ -322,7 +297,7 @@ export class DenoKvBackend implements Backend {
             if (usage) usage(op);
             else staleUsage(this.#db, op, u);
             idemPart.add(op);
-            lease = this.#takeLease(op, user, handle, lz, ctx);
+            lease = takeLease(this.#k, op, user, handle, lz, ctx);
           });
           if (res.ok || await landed(this.#db, u, h, w)) {
             body = null;
@@ -359,7 +334,7 @@ export class DenoKvBackend implements Backend {
       return await optimistic(async () => {
         const [[read, idem], lz, gz] = await Promise.all([
           readHeads(this.#db, u, h, ctx),
-          this.#leaseEntry(user, handle, ctx),
+          leaseEntry(this.#db, user, handle, ctx),
           this.#grants.entry(ctx.grant),
         ]);
         const replay = await replayOf(this.#db, u, idem, ctx);
@@ -408,7 +383,7 @@ export class DenoKvBackend implements Backend {
                 after = putHead(this.#db, op, u, h, first.value, next, body!, w, log!);
                 if (usage) usage(op);
                 else staleUsage(this.#db, op, u);
-                lease = this.#takeLease(op, user, handle, lz, ctx);
+                lease = takeLease(this.#k, op, user, handle, lz, ctx);
               }
               idemPart.add(op);
             });
@@ -630,31 +605,8 @@ export class DenoKvBackend implements Backend {
    * @param query `after`: the last user of the previous page; `limit`: page size.
    * @returns Up to `limit` user names.
    */
-  async listUsers(query: { after?: string; limit: number }): Promise<string[]> {
-    const prefix: Deno.KvKey = [...this.#k.p, "n"];
-    const startKey = query.after === undefined ? undefined : [...prefix, this.#k.user(query.after)];
-    const out: string[] = [];
-    let cursor: Deno.KvKey | undefined = startKey;
-    let skipFirst = startKey !== undefined;
-    while (out.length < query.limit) {
-      const rows: Deno.KvEntry<string>[] = await this.#db.range<string>(
-        cursor ? { prefix, start: cursor } : { prefix },
-        { limit: Math.min(1000, query.limit - out.length + 1), batchSize: 1000 },
-      );
-      let progressed = false;
-      for (const row of rows) {
-        if (skipFirst && cursor && sameKey(row.key, cursor)) continue;
-        progressed = true;
-        cursor = row.key;
-        const u = row.key[this.#k.p.length + 1]!;
-        const any = await this.#db.range({ prefix: [...this.#k.p, "u", u, "h"] }, { limit: 1 });
-        if (any.length > 0 && typeof row.value === "string") out.push(row.value);
-        if (out.length >= query.limit) break;
-      }
-      skipFirst = true;
-      if (!progressed) break;
-    }
-    return out;
+  listUsers(query: { after?: string; limit: number }): Promise<string[]> {
+    return listUsers(this.#db, query);
   }
 
   /** {@inheritDoc Backend.importRecord} */
@@ -704,99 +656,24 @@ export class DenoKvBackend implements Backend {
     return usageOf(this.#db, this.#k.user(user), now);
   }
 
-  /** The lease entry a write reads when it takes `ctx.lease` (`null`: none asked). */
-  #leaseEntry(
-    user: string,
-    handle: string,
-    ctx: WriteContext,
-  ): Promise<Deno.KvEntryMaybe<LeaseRecord> | null> {
-    if (!ctx.lease) return Promise.resolve(null);
-    return this.#db.get<LeaseRecord>(this.#k.lease(user, handle));
-  }
-
-  /**
-   * Adds `ctx.lease` to a write's commit when it can be taken (the rule of
-   * {@link DenoKvBackend.acquireLease}, checked against the entry `lz` read
-   * before), and answers its outcome; `undefined` when none was asked.
-   */
-  #takeLease(
-    op: Deno.AtomicOperation,
-    user: string,
-    handle: string,
-    lz: Deno.KvEntryMaybe<LeaseRecord> | null,
-    ctx: WriteContext,
-  ): LeaseOutcome | undefined {
-    const lease = ctx.lease;
-    if (!lease || !lz) return undefined;
-    const l = lz.value;
-    // Checked either way, so the answer is the lease as the write committed it.
-    op.check(lz);
-    if (l && l.holder !== lease.holder && l.expiresAt > ctx.now) {
-      return { acquired: false, lease: { holder: l.holder, expiresAt: l.expiresAt } };
-    }
-    const value: LeaseRecord = { holder: lease.holder, expiresAt: lease.expiresAt };
-    op.set(this.#k.lease(user, handle), value, {
-      expireIn: Math.max(1, Math.round(value.expiresAt - ctx.now)),
-    });
-    return { acquired: true, lease: { ...value } };
-  }
-
   /** {@inheritDoc Backend.acquireLease} */
-  async acquireLease(
+  acquireLease(
     user: string,
     handle: string,
     lease: LeaseRecord,
     now: number,
   ): Promise<LeaseOutcome> {
-    const key = this.#k.lease(user, handle);
-    const value: LeaseRecord = { holder: lease.holder, expiresAt: lease.expiresAt };
-    return await optimistic(async () => {
-      const cur = await this.#db.get<LeaseRecord>(key);
-      const l = cur.value;
-      if (l && l.holder !== value.holder && l.expiresAt > now) {
-        return { acquired: false, lease: { holder: l.holder, expiresAt: l.expiresAt } };
-      }
-      const res = await this.#db.commit((op) => {
-        op.check(cur).set(key, value, { expireIn: Math.max(1, Math.round(value.expiresAt - now)) });
-      });
-      if (res.ok) return { acquired: true, lease: { ...value } };
-      return AGAIN;
-    }, this.#db.contended(handle));
+    return acquireLease(this.#db, user, handle, lease, now);
   }
 
   /** {@inheritDoc Backend.releaseLease} */
-  async releaseLease(user: string, handle: string, holder: string, now: number): Promise<boolean> {
-    const key = this.#k.lease(user, handle);
-    return await optimistic(async () => {
-      const cur = await this.#db.get<LeaseRecord>(key);
-      if (cur.value?.holder !== holder) return false;
-      const res = await this.#db.commit((op) => op.check(cur).delete(key));
-      if (res.ok) return cur.value.expiresAt > now;
-      return AGAIN;
-    }, this.#db.contended(handle));
+  releaseLease(user: string, handle: string, holder: string, now: number): Promise<boolean> {
+    return releaseLease(this.#db, user, handle, holder, now);
   }
 
   /** {@inheritDoc Backend.leases} */
-  async leases(
-    user: string,
-    handles: readonly string[],
-    now: number,
-  ): Promise<Map<string, LeaseRecord>> {
-    const batches: string[][] = [];
-    for (let i = 0; i < handles.length; i += GET_MANY_MAX) {
-      batches.push(handles.slice(i, i + GET_MANY_MAX));
-    }
-    const out = new Map<string, LeaseRecord>();
-    await Promise.all(batches.map(async (batch) => {
-      const keys = batch.map((h) => this.#k.lease(user, h));
-      const rows = await this.#db.io(() => this.#db.kv.getMany<LeaseRecord[]>(keys));
-      rows.forEach(({ value: l }, i) => {
-        if (l && l.expiresAt > now) {
-          out.set(batch[i]!, { holder: l.holder, expiresAt: l.expiresAt });
-        }
-      });
-    }));
-    return out;
+  leases(user: string, handles: readonly string[], now: number): Promise<Map<string, LeaseRecord>> {
+    return leasesOf(this.#db, user, handles, now);
   }
 
   /**
@@ -901,11 +778,4 @@ export class DenoKvBackend implements Backend {
       } catch { /* already closed */ }
     }
   }
-}
-
-function checkMs(ms: number, field: string): number {
-  if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0) {
-    throw new InvalidArgument(`${field} must be a number of milliseconds, 0 or more.`, { field });
-  }
-  return ms;
 }
