@@ -10,7 +10,7 @@
 import { Cluster, type Redis } from "ioredis";
 import { BackendError, McpStateError } from "../../errors.ts";
 import { messageOf } from "../_shared.ts";
-import type { Script } from "./_scripts.ts";
+import type { Script } from "./_prelude.ts";
 
 /** A client of one Redis or of a Redis Cluster. */
 export type RedisClient = Redis | Cluster;
