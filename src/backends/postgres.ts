@@ -83,4 +83,5 @@
 export type * from "./_types.ts";
 export { POSTGRES_SCHEMA_VERSION } from "./postgres/_schema.ts";
 export { DEFAULT_POSTGRES_SCHEMA } from "./postgres/_url.ts";
-export { PostgresBackend, type PostgresBackendOptions } from "./postgres/_backend.ts";
+export { PostgresBackend } from "./postgres/_backend.ts";
+export type { PostgresBackendOptions } from "./postgres/_options.ts";

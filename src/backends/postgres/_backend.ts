@@ -28,16 +28,17 @@ import type {
   Usage,
   WriteContext,
 } from "../../backend.ts";
-import { AGAIN, optimistic } from "../_retry.ts";
 import { type ListDialect, listFilters, listSql } from "../_sql.ts";
 import { closedError } from "./_errors.ts";
 import { Feed } from "./_feed.ts";
 import { idempotent } from "./_idempotency.ts";
 import { Pool, type Queryable, Rollback } from "./_pool.ts";
 import {
+  auditParams,
   channelOf,
   entryParams,
   forkedFromText,
+  leasedOutcome,
   leaseOf,
   metaOf,
   payloadOf,
@@ -52,59 +53,14 @@ import {
   type UsageStatements,
   usageStatements,
 } from "./_usage.ts";
-import { GrantStatements, prepareGrants } from "./_grants.ts";
+import { endGrant, GrantStatements, prepareGrants, putGrant } from "./_grants.ts";
+import { acquireLease, leasesOf, releaseLease } from "./_leases.ts";
+import type { PostgresBackendOptions } from "./_options.ts";
 import type { UsageDelta } from "../_quota.ts";
 import { utf8Length } from "../../json.ts";
-import { ByteCappedCache } from "../_cache.ts";
+import { Guesses } from "./_guesses.ts";
 import { listDialect, type Statements, statements } from "./_statements.ts";
 import { checkSchema, DEFAULT_POSTGRES_SCHEMA, openClient } from "./_url.ts";
-
-/**
- * Adds the outcome of `ctx.lease` to a write's answer from the four lease
- * columns of a leased statement: the lease taken, or else the one in force
- * (left out when neither is there: another holder's lease lapsed or went
- * between the statement's snapshot and its upsert, and the store then takes
- * the lease by itself).
- */
-function leasedOutcome<T extends object>(
-  out: T,
-  ctx: WriteContext,
-  cols: readonly unknown[],
-): T & { lease?: LeaseOutcome } {
-  if (!ctx.lease) return out;
-  if (cols[0] != null) return { ...out, lease: { acquired: true, lease: leaseOf(cols) } };
-  if (cols[2] != null && Number(cols[3]) > ctx.now) {
-    return { ...out, lease: { acquired: false, lease: leaseOf(cols.slice(2)) } };
-  }
-  return out;
-}
-
-/**
- * How long after a guess of a handle missed (another process wrote it) its
- * steps skip the guess, in ms: a handle that several processes write in turn
- * would otherwise pay a statement that finds the row moved on every write.
- */
-const CONTENDED_MS = 10_000;
-
-/** The key of `(user, handle)` among the guesses: the user's length first, so that no two meet. */
-function guessKey(user: string, handle: string): string {
-  return `${user.length}:${user}${handle}`;
-}
-
-/** Options of {@link PostgresBackend}. */
-export interface PostgresBackendOptions {
-  /**
-   * The PostgreSQL schema that holds the tables (created when absent): letters,
-   * digits and `_`, at most 63 characters. Default `mcpstate`.
-   */
-  schema?: string;
-  /**
-   * Whether {@link PostgresBackend.close} also ends the client. Default
-   * `false`: a client you pass in stays yours. {@link PostgresBackend.fromUrl}
-   * sets it, since it opened the client.
-   */
-  closeClient?: boolean;
-}
 
 /**
  * Stores handles in PostgreSQL through the `postgres` driver (postgres.js),
@@ -150,18 +106,8 @@ export class PostgresBackend implements Backend {
   readonly #dialect: ListDialect;
   readonly #lists = new Map<number, string>();
   readonly #feed: Feed;
-  /**
-   * Records this backend last read or wrote, by user and handle: guesses
-   * that let a read-modify-write step skip its locked read (see
-   * {@link PostgresBackend.update}). States up to 64 KiB, 4 MiB in all.
-   */
-  readonly #guesses = new ByteCappedCache<HandleRecord>(65_536, 4_194_304, (r) => r.state.length);
-  /**
-   * When a guess of each handle last missed (another process wrote it): for
-   * {@link CONTENDED_MS} after, its steps go straight to the transaction
-   * rather than pay a statement that finds the row moved again.
-   */
-  readonly #missed = new Map<string, number>();
+  /** Records this backend last read or wrote: see `postgres/_guesses.ts`. */
+  readonly #guesses = new Guesses();
 
   /**
    * Wraps a postgres.js client. Nothing is sent until the first call (or
@@ -275,7 +221,7 @@ export class PostgresBackend implements Backend {
     if (!ctx.idempotency) {
       return this.#pool.op(async (sql) => {
         const out = await insert(sql);
-        if (out) this.#guess(user, record.handle, record);
+        if (out) this.#guesses.set(user, record.handle, record);
         return out ?? { inserted: false };
       });
     }
@@ -293,7 +239,7 @@ export class PostgresBackend implements Backend {
     return this.#pool.read(async (sql) => {
       const [row] = await sql.unsafe(this.#q.read, [user, handle]).values();
       const record = row ? recordOf(row) : null;
-      this.#guess(user, handle, record);
+      this.#guesses.set(user, handle, record);
       return record;
     });
   }
@@ -307,7 +253,7 @@ export class PostgresBackend implements Backend {
     return this.#pool.read(async (sql) => {
       const [row] = await sql.unsafe(this.#q.readLeased, [user, handle, now]).values();
       const record = row ? recordOf(row) : null;
-      this.#guess(user, handle, record);
+      this.#guesses.set(user, handle, record);
       if (!row) return { record: null, lease: null };
       return { record, lease: row[11] == null ? null : leaseOf(row.slice(11)) };
     });
@@ -380,7 +326,7 @@ export class PostgresBackend implements Backend {
         const [row] = await sql.unsafe(text, params).values();
         if (row) {
           const out = saved(row);
-          if (out.ok) this.#guess(user, handle, out.record);
+          if (out.ok) this.#guesses.set(user, handle, out.record);
           return out;
         }
         // The conditional UPDATE changed nothing, so this read needs no
@@ -388,7 +334,7 @@ export class PostgresBackend implements Backend {
         // committed row, including the winner's write it may have waited for.
         const [cur] = await sql.unsafe(this.#q.read, [user, handle]).values();
         const current = cur ? recordOf(cur) : null;
-        this.#guess(user, handle, current);
+        this.#guesses.set(user, handle, current);
         return { ok: false, current };
       });
     }
@@ -423,76 +369,23 @@ export class PostgresBackend implements Backend {
     ctx: WriteContext,
   ): Promise<UpdateOutcome | Replayed> {
     if (!ctx.quota && !ctx.idempotency && !ctx.grant) {
-      const key = guessKey(user, handle);
-      const guess = this.#guesses.get(key);
-      const missed = this.#missed.get(key);
-      const contended = missed !== undefined && Date.now() - missed < CONTENDED_MS;
-      if (missed !== undefined && !contended) this.#missed.delete(key);
-      if (guess && !contended) {
-        const out = await this.#guessed(user, handle, guess, change, ctx);
+      const guess = this.#guesses.get(user, handle);
+      if (guess) {
+        const out = await this.#guesses.write(
+          this.#pool,
+          this.#q,
+          user,
+          handle,
+          guess,
+          change,
+          ctx,
+        );
         if (out) return out;
       }
     }
     const out = await this.#locked(user, handle, change, ctx);
-    if (!("replayed" in out)) this.#guess(user, handle, out.record);
+    if (!("replayed" in out)) this.#guesses.set(user, handle, out.record);
     return out;
-  }
-
-  /**
-   * A step computed from `guess`, a record this backend saw, and written in
-   * one statement only while the row is still that record (`writeGuessed`):
-   * one round trip. `undefined` when the guess is stale or the step needs the
-   * locked read (`change` threw on it, or writes nothing).
-   */
-  async #guessed(
-    user: string,
-    handle: string,
-    guess: HandleRecord,
-    change: Change,
-    ctx: WriteContext,
-  ): Promise<UpdateOutcome | undefined> {
-    let next: ReturnType<Change>;
-    try {
-      next = change({ ...guess });
-    } catch {
-      return undefined; // decided on the locked row
-    }
-    const record = next?.record;
-    if (!next || !record) return undefined;
-    const lease = ctx.lease;
-    const entry = next.entry;
-    const params: unknown[] = [
-      user,
-      ...recordParams(record),
-      ...(entry ? entryParams(entry, ctx) : [record.version, ctx.now, "", 0, 0]),
-      record.schemaVersion ?? null,
-      record.preview ?? null,
-      forkedFromText(record),
-      guess.version,
-      guess.createdAt,
-      guess.updatedAt,
-      guess.expiresAt,
-      payloadOf(user, handle),
-      entry !== undefined,
-      ...(lease ? [lease.holder, lease.expiresAt, ctx.now] : []),
-    ];
-    const text = lease ? this.#q.writeGuessedLeased : this.#q.writeGuessed;
-    const [row] = await this.#pool.op((sql) => sql.unsafe(text, params as never[]).values());
-    if (!row) {
-      // Stale: the locked step decides, and the next ones for a while (see #missed).
-      const key = guessKey(user, handle);
-      if (this.#missed.size >= 1024) this.#missed.clear();
-      this.#missed.set(key, Date.now());
-      return void this.#guess(user, handle, null);
-    }
-    this.#guess(user, handle, record);
-    const out = { record: { ...record }, written: true };
-    return lease ? leasedOutcome(out, ctx, row.slice(1)) : out;
-  }
-
-  /** Remembers `record` as the last seen of `(user, handle)` (`null`: forgets it). */
-  #guess(user: string, handle: string, record: HandleRecord | null): void {
-    this.#guesses.set(guessKey(user, handle), record && { ...record });
   }
 
   /** {@link PostgresBackend.update} in a transaction that locks the row first. */
@@ -575,7 +468,7 @@ export class PostgresBackend implements Backend {
   ): Promise<{ removed: boolean } | Replayed> {
     const key = [user, handle];
     const payload = payloadOf(user, handle);
-    this.#guess(user, handle, null);
+    this.#guesses.set(user, handle, null);
     if (ctx.trashUntil !== undefined) {
       // Into the trash: the row stays, its changelog with it; one statement.
       const params = [user, handle, ctx.trashUntil, payload];
@@ -673,7 +566,7 @@ export class PostgresBackend implements Backend {
         tx.unsafe(this.#q.notify, [payloadOf(user, handle)]).execute(),
         // The entry's statement notifies the new owner's key itself.
         audit
-          ? tx.unsafe(this.#q.audit, this.#auditParams(to, handle, audit)).execute()
+          ? tx.unsafe(this.#q.audit, auditParams(to, handle, audit)).execute()
           : tx.unsafe(this.#q.notify, [payloadOf(to, handle)]).execute(),
         this.#g.endOf(tx, user, handle, ctx.now),
         keep && this.#g.put(tx, keep, ctx.now),
@@ -785,18 +678,7 @@ export class PostgresBackend implements Backend {
    * and the grant's.
    */
   putGrant(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent"> {
-    const { owner, handle } = grant;
-    return this.#pool.op((sql) =>
-      this.#pool.begin(sql, async (tx): Promise<void | "absent"> => {
-        const [, stepped] = await Promise.all([
-          this.#g.lock(tx, [owner, handle]),
-          audit && tx.unsafe(this.#q.audit, this.#auditParams(owner, handle, audit)).execute(),
-          this.#g.put(tx, grant, now),
-        ]);
-        // No live record (deleted or moved since the store looked): nothing stored.
-        if (stepped && stepped.count !== 1) throw new Rollback<"absent">("absent");
-      })
-    );
+    return putGrant(this.#pool, this.#q, this.#g, grant, now, audit);
   }
 
   /** {@inheritDoc Backend.readGrant} */
@@ -813,26 +695,7 @@ export class PostgresBackend implements Backend {
    * entry.
    */
   endGrant(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]> {
-    return this.#pool.op((sql) =>
-      this.#pool.begin(sql, async (tx): Promise<GrantRecord[]> => {
-        // A grant's owner and handle never change: read before its lock.
-        const root = await this.#g.rootOf(tx, grant);
-        if (!root) return [];
-        const { owner, handle } = root;
-        const [, stepped, ended] = await Promise.all([
-          this.#g.lock(tx, [owner, handle]),
-          audit && !root.ended &&
-          tx.unsafe(this.#q.audit, this.#auditParams(owner, handle, audit)).execute(),
-          this.#g.end(tx, grant, now),
-        ]);
-        // Ended meanwhile by another call: no entry for nothing. (A record
-        // deleted, trashed or moved away got none: no live row to step.)
-        if (stepped && stepped.count === 1 && ended.length === 0) {
-          throw new Rollback<GrantRecord[]>([]);
-        }
-        return ended;
-      })
-    );
+    return endGrant(this.#pool, this.#q, this.#g, grant, now, audit);
   }
 
   /** {@inheritDoc Backend.grantsOf} */
@@ -861,38 +724,17 @@ export class PostgresBackend implements Backend {
     lease: LeaseRecord,
     now: number,
   ): Promise<LeaseOutcome> {
-    const params = [user, handle, lease.holder, lease.expiresAt, now];
-    return this.#pool.op((sql) =>
-      optimistic(async () => {
-        const [taken] = await sql.unsafe(this.#q.acquire, params).values();
-        if (taken) return { acquired: true, lease: leaseOf(taken) };
-        // Another holder's lease was in force. A new statement sees it even
-        // when it was committed after the upsert's snapshot; when it has been
-        // released or lapsed since, the upsert is tried again at once.
-        const [held] = await sql.unsafe(this.#q.leaseOf, [user, handle]).values();
-        if (held && Number(held[1]) > now) return { acquired: false, lease: leaseOf(held) };
-        return AGAIN;
-      }, () => {})
-    );
+    return acquireLease(this.#pool, this.#q, user, handle, lease, now);
   }
 
   /** {@inheritDoc Backend.releaseLease} */
   releaseLease(user: string, handle: string, holder: string, now: number): Promise<boolean> {
-    return this.#pool.op(async (sql) => {
-      const [row] = await sql.unsafe(this.#q.release, [user, handle, holder, now]).values();
-      return row?.[0] === true;
-    });
+    return releaseLease(this.#pool, this.#q, user, handle, holder, now);
   }
 
   /** {@inheritDoc Backend.leases} */
   leases(user: string, handles: readonly string[], now: number): Promise<Map<string, LeaseRecord>> {
-    return this.#pool.read(async (sql) => {
-      const out = new Map<string, LeaseRecord>();
-      if (handles.length === 0) return out;
-      const rows = await sql.unsafe(this.#q.leases, [user, JSON.stringify(handles), now]).values();
-      for (const r of rows) out.set(String(r[0]), leaseOf(r.slice(1)));
-      return out;
-    });
+    return leasesOf(this.#pool, this.#q, user, handles, now);
   }
 
   /**
@@ -915,20 +757,6 @@ export class PostgresBackend implements Backend {
     if (this.#pool.closed) return;
     this.#feed.close(!this.#closeClient);
     await this.#pool.close(this.#closeClient);
-  }
-
-  /** The parameters of the `audit` statement: `audit` on `(user, handle)`. */
-  #auditParams(user: string, handle: string, audit: AuditStep): never[] {
-    const { at, tail, retention } = audit;
-    return [
-      user,
-      handle,
-      at,
-      tail,
-      retention.maxEntries,
-      at - retention.maxAgeMs,
-      payloadOf(user, handle),
-    ] as never[];
   }
 
   /**

@@ -27,11 +27,12 @@
  * @module
  */
 
-import type { Queryable } from "./_pool.ts";
-import type { GrantRecord, WriteContext } from "../../backend.ts";
+import { type Pool, type Queryable, Rollback } from "./_pool.ts";
+import type { AuditStep, GrantRecord, WriteContext } from "../../backend.ts";
 import { grantEnded, grantGone } from "../../grants.ts";
 import { GRANT_COLUMNS, grantSchema, grantSql, grantValues } from "../_sql.ts";
-import { hash32 } from "./_rows.ts";
+import { auditParams, hash32 } from "./_rows.ts";
+import type { Statements } from "./_statements.ts";
 
 /** First half of the advisory lock key of one handle's grants ("mcgr"). */
 const GRANTS_LOCK_CLASS = 0x6d636772;
@@ -220,4 +221,58 @@ export class GrantStatements {
     const rows = await sql.unsafe(this.#sql.to, [to]).values();
     return rows.map(grantOf);
   }
+}
+
+/** {@inheritDoc Backend.putGrant} */
+export function putGrant(
+  pool: Pool,
+  q: Statements,
+  g: GrantStatements,
+  grant: GrantRecord,
+  now: number,
+  audit?: AuditStep,
+): Promise<void | "absent"> {
+  const { owner, handle } = grant;
+  return pool.op((sql) =>
+    pool.begin(sql, async (tx): Promise<void | "absent"> => {
+      const [, stepped] = await Promise.all([
+        g.lock(tx, [owner, handle]),
+        audit && tx.unsafe(q.audit, auditParams(owner, handle, audit)).execute(),
+        g.put(tx, grant, now),
+      ]);
+      // No live record (deleted or moved since the store looked): nothing stored.
+      if (stepped && stepped.count !== 1) throw new Rollback<"absent">("absent");
+    })
+  );
+}
+
+/** {@inheritDoc Backend.endGrant} */
+export function endGrant(
+  pool: Pool,
+  q: Statements,
+  g: GrantStatements,
+  grant: string,
+  now: number,
+  audit?: AuditStep,
+): Promise<GrantRecord[]> {
+  return pool.op((sql) =>
+    pool.begin(sql, async (tx): Promise<GrantRecord[]> => {
+      // A grant's owner and handle never change: read before its lock.
+      const root = await g.rootOf(tx, grant);
+      if (!root) return [];
+      const { owner, handle } = root;
+      const [, stepped, ended] = await Promise.all([
+        g.lock(tx, [owner, handle]),
+        audit && !root.ended &&
+        tx.unsafe(q.audit, auditParams(owner, handle, audit)).execute(),
+        g.end(tx, grant, now),
+      ]);
+      // Ended meanwhile by another call: no entry for nothing. (A record
+      // deleted, trashed or moved away got none: no live row to step.)
+      if (stepped && stepped.count === 1 && ended.length === 0) {
+        throw new Rollback<GrantRecord[]>([]);
+      }
+      return ended;
+    })
+  );
 }

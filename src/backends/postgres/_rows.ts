@@ -6,10 +6,12 @@
  */
 
 import type {
+  AuditStep,
   ChangeEntry,
   ForkPoint,
   HandleMeta,
   HandleRecord,
+  LeaseOutcome,
   LeaseRecord,
   WriteContext,
 } from "../../backend.ts";
@@ -114,4 +116,38 @@ export function hash32(text: string): number {
   let h = 0x811c9dc5;
   for (const byte of encoder.encode(text)) h = Math.imul(h ^ byte, 0x01000193);
   return h | 0;
+}
+
+/**
+ * Adds the outcome of `ctx.lease` to a write's answer from the four lease
+ * columns of a leased statement: the lease taken, or else the one in force
+ * (left out when neither is there: another holder's lease lapsed or went
+ * between the statement's snapshot and its upsert, and the store then takes
+ * the lease by itself).
+ */
+export function leasedOutcome<T extends object>(
+  out: T,
+  ctx: WriteContext,
+  cols: readonly unknown[],
+): T & { lease?: LeaseOutcome } {
+  if (!ctx.lease) return out;
+  if (cols[0] != null) return { ...out, lease: { acquired: true, lease: leaseOf(cols) } };
+  if (cols[2] != null && Number(cols[3]) > ctx.now) {
+    return { ...out, lease: { acquired: false, lease: leaseOf(cols.slice(2)) } };
+  }
+  return out;
+}
+
+/** The parameters of the `audit` statement: `audit` on `(user, handle)`. */
+export function auditParams(user: string, handle: string, audit: AuditStep): never[] {
+  const { at, tail, retention } = audit;
+  return [
+    user,
+    handle,
+    at,
+    tail,
+    retention.maxEntries,
+    at - retention.maxAgeMs,
+    payloadOf(user, handle),
+  ] as never[];
 }

@@ -15,12 +15,8 @@ export const RECORD_COLUMNS =
 export const META_COLUMNS =
   "handle, kind, version, created_at, updated_at, expires_at, last_writer";
 
-/**
- * The SQL texts of one schema. Every statement that writes a record also
- * notifies `channel` with its last parameter, the payload, once per written
- * row; inside `update` and `importRecord` the `notify` statement does it.
- */
-export function statements(s: string, channel: string) {
+/** The names every statement of one schema is built from. */
+function parts(s: string, channel: string) {
   const h = `${s}.handles`, c = `${s}.changes`, i = `${s}.idempotency`, l = `${s}.leases`;
   const live = "trashed_until IS NULL";
   const notify = (param: string) => `pg_notify('${channel}', ${param})`;
@@ -40,6 +36,14 @@ export function statements(s: string, channel: string) {
   const leaseCols = `(SELECT holder FROM lz), (SELECT expires_at FROM lz),
     (SELECT holder FROM ${l} WHERE user_id = $1 AND handle = $2),
     (SELECT expires_at FROM ${l} WHERE user_id = $1 AND handle = $2)`;
+  return { h, c, i, l, live, notify, leaseCte, leaseCols };
+}
+
+type Parts = ReturnType<typeof parts>;
+
+/** The statements that insert a record, with its first entry and the writer's lease. */
+function inserts(p: Parts) {
+  const { h, c, notify, leaseCte, leaseCols } = p;
   // A record's schema version, preview and fork point are always the
   // statement's last three parameters (after the lease's, when it takes one).
   const insert = (leased: boolean) =>
@@ -66,6 +70,20 @@ export function statements(s: string, channel: string) {
          SET at = EXCLUDED.at, text = EXCLUDED.text
      )${leased ? leaseCte("ins", 14) : ""}
      SELECT ${notify("$13")}${leased ? `, ${leaseCols}` : ""} FROM ins`;
+  return {
+    // A trashed row holds its handle too: the primary key stops the insert.
+    insert: insert(false),
+    insertLeased: insert(true),
+    // The entry goes in only with the row. An entry left by an older instance
+    // that deleted a row without its changelog is overwritten, never in the way.
+    insertLogged: insertLogged(false),
+    insertLoggedLeased: insertLogged(true),
+  };
+}
+
+/** The statements of `save` and `update`: the compare-and-set, the steps of a locked transaction and the one-statement step from a guess. */
+function updates(p: Parts) {
+  const { h, c, live, notify, leaseCte, leaseCols } = p;
   const save = (leased: boolean) =>
     `WITH s AS (
        UPDATE ${h}
@@ -116,35 +134,7 @@ export function statements(s: string, channel: string) {
      ${gated.cut},
      log AS (${gated.insert})${leased ? leaseCte("w", 24) : ""}
      SELECT ${notify("$22")}${leased ? `, ${leaseCols}` : ""} FROM w`;
-  const sweep = (byUser: string) =>
-    `WITH idem AS (DELETE FROM ${i} WHERE expires_at <= $2::bigint),
-     expired AS (DELETE FROM ${h} WHERE expires_at <= $1::bigint AND ${live}${byUser}
-                 RETURNING user_id, handle),
-     trashed AS (DELETE FROM ${h} WHERE trashed_until <= $2::bigint${byUser}
-                 RETURNING user_id, handle),
-     gone AS (SELECT user_id, handle FROM expired UNION ALL SELECT user_id, handle FROM trashed),
-     log AS (DELETE FROM ${c} AS e USING gone
-             WHERE e.user_id = gone.user_id AND e.handle = gone.handle),
-     lapsed AS (DELETE FROM ${l} WHERE expires_at <= $2::bigint)
-     SELECT count(*)::int, CASE WHEN count(*) > 0 THEN ${notify("'*'")} END FROM expired`;
   return {
-    read: `SELECT ${RECORD_COLUMNS} FROM ${h} WHERE user_id = $1 AND handle = $2 AND ${live}`,
-    readLeased: `SELECT ${RECORD_COLUMNS.split(", ").map((c) => `r.${c}`).join(", ")},
-                 l.holder, l.expires_at
-                 FROM ${h} AS r LEFT JOIN ${l} AS l ON l.user_id = r.user_id
-                   AND l.handle = r.handle AND l.expires_at > $3::bigint
-                 WHERE r.user_id = $1 AND r.handle = $2 AND r.${live}`,
-    lock: `SELECT ${RECORD_COLUMNS} FROM ${h} WHERE user_id = $1 AND handle = $2 AND ${live}
-           FOR UPDATE`,
-    lockAny: `SELECT trashed_until IS NOT NULL FROM ${h} WHERE user_id = $1 AND handle = $2
-              FOR UPDATE`,
-    // A trashed row holds its handle too: the primary key stops the insert.
-    insert: insert(false),
-    insertLeased: insert(true),
-    // The entry goes in only with the row. An entry left by an older instance
-    // that deleted a row without its changelog is overwritten, never in the way.
-    insertLogged: insertLogged(false),
-    insertLoggedLeased: insertLogged(true),
     save: save(false),
     saveLeased: save(true),
     write: `UPDATE ${h}
@@ -174,30 +164,34 @@ export function statements(s: string, channel: string) {
     // entry's parameters are then placeholders) and, with the lease, $24–$26.
     writeGuessed: guessed(false),
     writeGuessedLeased: guessed(true),
-    // The entry of a share, an unshare or a transfer (an `AuditStep`): the
-    // live row steps to its next version and time $3, its state and
-    // everything else kept, with the entry numbered there ('{"version":' v ','
-    // and the tail $4, see `auditEntry`) and the trim of a write (versions
-    // up to v - $5 and entries before $6 go); the payload is $7. No row back:
-    // no live record, and nothing changed.
-    audit: `WITH w AS (
-              UPDATE ${h} SET version = version + 1, updated_at = $3::bigint
-              WHERE user_id = $1 AND handle = $2 AND ${live}
-              RETURNING version
-            ),
-            cut AS (
-              DELETE FROM ${c} AS e USING w
-              WHERE e.user_id = $1 AND e.handle = $2 AND e.version < w.version
-                AND (e.version <= w.version - $5::bigint OR e.at < $6::bigint)
-            ),
-            log AS (
-              INSERT INTO ${c} (user_id, handle, version, at, text)
-              SELECT $1, $2, w.version, $3::bigint, '{"version":' || w.version || ',' || $4::text
-              FROM w
-              ON CONFLICT (user_id, handle, version) DO UPDATE
-                SET at = EXCLUDED.at, text = EXCLUDED.text
-            )
-            SELECT ${notify("$7")} FROM w`,
+  };
+}
+
+/** The statements that read, remove, trash and sweep records, and read their changelogs. */
+function records(p: Parts) {
+  const { h, c, i, l, live, notify } = p;
+  const sweep = (byUser: string) =>
+    `WITH idem AS (DELETE FROM ${i} WHERE expires_at <= $2::bigint),
+     expired AS (DELETE FROM ${h} WHERE expires_at <= $1::bigint AND ${live}${byUser}
+                 RETURNING user_id, handle),
+     trashed AS (DELETE FROM ${h} WHERE trashed_until <= $2::bigint${byUser}
+                 RETURNING user_id, handle),
+     gone AS (SELECT user_id, handle FROM expired UNION ALL SELECT user_id, handle FROM trashed),
+     log AS (DELETE FROM ${c} AS e USING gone
+             WHERE e.user_id = gone.user_id AND e.handle = gone.handle),
+     lapsed AS (DELETE FROM ${l} WHERE expires_at <= $2::bigint)
+     SELECT count(*)::int, CASE WHEN count(*) > 0 THEN ${notify("'*'")} END FROM expired`;
+  return {
+    read: `SELECT ${RECORD_COLUMNS} FROM ${h} WHERE user_id = $1 AND handle = $2 AND ${live}`,
+    readLeased: `SELECT ${RECORD_COLUMNS.split(", ").map((c) => `r.${c}`).join(", ")},
+                 l.holder, l.expires_at
+                 FROM ${h} AS r LEFT JOIN ${l} AS l ON l.user_id = r.user_id
+                   AND l.handle = r.handle AND l.expires_at > $3::bigint
+                 WHERE r.user_id = $1 AND r.handle = $2 AND r.${live}`,
+    lock: `SELECT ${RECORD_COLUMNS} FROM ${h} WHERE user_id = $1 AND handle = $2 AND ${live}
+           FOR UPDATE`,
+    lockAny: `SELECT trashed_until IS NOT NULL FROM ${h} WHERE user_id = $1 AND handle = $2
+              FOR UPDATE`,
     remove: `WITH d AS (
                DELETE FROM ${h} WHERE user_id = $1 AND handle = $2 AND ${live}
                RETURNING 1
@@ -226,6 +220,57 @@ export function statements(s: string, channel: string) {
               ORDER BY version`,
     sweepAll: sweep(""),
     sweepUser: sweep(" AND user_id = $3"),
+    // `xmax = 0` tells a fresh insert from an update of a conflicting row. A
+    // trashed row gives way to any version and leaves the trash.
+    importRecord: `INSERT INTO ${h} AS old (user_id, ${RECORD_COLUMNS})
+              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint, $11::text, $12::text)
+              ON CONFLICT (user_id, handle) DO UPDATE
+                SET kind = EXCLUDED.kind, state = EXCLUDED.state, version = EXCLUDED.version,
+                    created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
+                    expires_at = EXCLUDED.expires_at, last_writer = EXCLUDED.last_writer,
+                    schema_version = EXCLUDED.schema_version, preview = EXCLUDED.preview,
+                    forked_from = EXCLUDED.forked_from, trashed_until = NULL
+                WHERE old.version < EXCLUDED.version OR old.trashed_until IS NOT NULL
+              RETURNING old.xmax = 0`,
+    notify: `SELECT ${notify("$1")}`,
+    trashedUntil: `SELECT trashed_until FROM ${h}
+                   WHERE user_id = $1 AND handle = $2 AND trashed_until IS NOT NULL`,
+  };
+}
+
+/** The statements of the idempotency claims, the user and trash listings, the audit entries and transfers, and the leases. */
+function others(p: Parts) {
+  const { h, c, i, l, live, notify, leaseCte, leaseCols } = p;
+  return {
+    // The entry of a share, an unshare or a transfer (an `AuditStep`): the
+    // live row steps to its next version and time $3, its state and
+    // everything else kept, with the entry numbered there ('{"version":' v ','
+    // and the tail $4, see `auditEntry`) and the trim of a write (versions
+    // up to v - $5 and entries before $6 go); the payload is $7. No row back:
+    // no live record, and nothing changed.
+    audit: `WITH w AS (
+              UPDATE ${h} SET version = version + 1, updated_at = $3::bigint
+              WHERE user_id = $1 AND handle = $2 AND ${live}
+              RETURNING version
+            ),
+            cut AS (
+              DELETE FROM ${c} AS e USING w
+              WHERE e.user_id = $1 AND e.handle = $2 AND e.version < w.version
+                AND (e.version <= w.version - $5::bigint OR e.at < $6::bigint)
+            ),
+            log AS (
+              INSERT INTO ${c} (user_id, handle, version, at, text)
+              SELECT $1, $2, w.version, $3::bigint, '{"version":' || w.version || ',' || $4::text
+              FROM w
+              ON CONFLICT (user_id, handle, version) DO UPDATE
+                SET at = EXCLUDED.at, text = EXCLUDED.text
+            )
+            SELECT ${notify("$7")} FROM w`,
+    // A transfer: the live row and its changelog change owner; the old
+    // owner's lease goes. Run after both keys are locked.
+    moveRecord: `UPDATE ${h} SET user_id = $3 WHERE user_id = $1 AND handle = $2 AND ${live}`,
+    moveLog: `UPDATE ${c} SET user_id = $3 WHERE user_id = $1 AND handle = $2`,
+    dropLease: `DELETE FROM ${l} WHERE user_id = $1 AND handle = $2`,
     // A live record stops the claim (and is then read by `replay`); an expired
     // one that no sweep has removed yet is taken over.
     claim: `INSERT INTO ${i} AS old (user_id, scope, key, fingerprint, result, expires_at)
@@ -249,26 +294,6 @@ export function statements(s: string, channel: string) {
             WHERE user_id IS NOT NULL
               AND EXISTS (SELECT 1 FROM ${h} l WHERE l.user_id = u.user_id AND l.${live})
             LIMIT $2::int`,
-    // `xmax = 0` tells a fresh insert from an update of a conflicting row. A
-    // trashed row gives way to any version and leaves the trash.
-    importRecord: `INSERT INTO ${h} AS old (user_id, ${RECORD_COLUMNS})
-              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint, $11::text, $12::text)
-              ON CONFLICT (user_id, handle) DO UPDATE
-                SET kind = EXCLUDED.kind, state = EXCLUDED.state, version = EXCLUDED.version,
-                    created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
-                    expires_at = EXCLUDED.expires_at, last_writer = EXCLUDED.last_writer,
-                    schema_version = EXCLUDED.schema_version, preview = EXCLUDED.preview,
-                    forked_from = EXCLUDED.forked_from, trashed_until = NULL
-                WHERE old.version < EXCLUDED.version OR old.trashed_until IS NOT NULL
-              RETURNING old.xmax = 0`,
-    notify: `SELECT ${notify("$1")}`,
-    trashedUntil: `SELECT trashed_until FROM ${h}
-                   WHERE user_id = $1 AND handle = $2 AND trashed_until IS NOT NULL`,
-    // A transfer: the live row and its changelog change owner; the old
-    // owner's lease goes. Run after both keys are locked.
-    moveRecord: `UPDATE ${h} SET user_id = $3 WHERE user_id = $1 AND handle = $2 AND ${live}`,
-    moveLog: `UPDATE ${c} SET user_id = $3 WHERE user_id = $1 AND handle = $2`,
-    dropLease: `DELETE FROM ${l} WHERE user_id = $1 AND handle = $2`,
     // One user's trashed rows through the primary key, sorted: a trash is small.
     listTrash: `SELECT ${META_COLUMNS}, trashed_until FROM ${h}
               WHERE user_id = $1 AND trashed_until IS NOT NULL AND ($2::bigint IS NULL
@@ -290,6 +315,16 @@ export function statements(s: string, channel: string) {
              WHERE user_id = $1 AND handle IN (SELECT json_array_elements_text($2::text::json))
                AND expires_at > $3::bigint`,
   };
+}
+
+/**
+ * The SQL texts of one schema. Every statement that writes a record also
+ * notifies `channel` with its last parameter, the payload, once per written
+ * row; inside `update` and `importRecord` the `notify` statement does it.
+ */
+export function statements(s: string, channel: string) {
+  const p = parts(s, channel);
+  return { ...inserts(p), ...updates(p), ...records(p), ...others(p) };
 }
 
 /** The SQL texts of one schema, by name. */
