@@ -185,19 +185,13 @@ export class Statements {
         "AND NOT EXISTS (SELECT 1 FROM handles WHERE user = ?1 AND handle = ?2)",
     );
     this.log = new ChangeLog(db);
-    this.inTrash = p("SELECT 1 AS x FROM trash WHERE user = ? AND handle = ?");
-    this.trashedUntil = p("SELECT trashed_until FROM trash WHERE user = ? AND handle = ?");
-    this.toTrash = p(
-      "INSERT OR REPLACE INTO trash (user, handle, kind, state, version, created_ms, " +
-        "updated_ms, expires_ms, last_writer, schema_version, preview, forked_from, " +
-        "trashed_until) SELECT user, handle, kind, state, version, created_ms, updated_ms, " +
-        "expires_ms, last_writer, schema_version, preview, forked_from, ? FROM handles " +
-        "WHERE user = ? AND handle = ?",
-    );
-    this.fromTrash = returnArrays(p(
-      `SELECT ${RECORD} FROM trash WHERE user = ? AND handle = ? AND trashed_until > ?`,
-    ));
-    this.trashDelete = p("DELETE FROM trash WHERE user = ? AND handle = ?");
+    ({
+      inTrash: this.inTrash,
+      trashedUntil: this.trashedUntil,
+      toTrash: this.toTrash,
+      fromTrash: this.fromTrash,
+      trashDelete: this.trashDelete,
+    } = prepareTrash(p));
     this.versionOf = p("SELECT version FROM handles WHERE user = ? AND handle = ?");
     // A transfer: the row and its changelog change owner (the usage triggers follow).
     this.moveRecord = p("UPDATE handles SET user = ?3 WHERE user = ?1 AND handle = ?2");
@@ -217,47 +211,16 @@ export class Statements {
       "DELETE FROM idempotency WHERE rowid IN (SELECT rowid FROM idempotency " +
         `WHERE expires_ms <= ? LIMIT ${SWEEP_BATCH})`,
     );
-    // Stores the lease unless another holder's is still in force.
-    this.leaseTake = p(
-      "INSERT INTO leases (user, handle, holder, expires_at) VALUES (?1, ?2, ?3, ?4) " +
-        "ON CONFLICT (user, handle) DO UPDATE SET holder = excluded.holder, " +
-        "expires_at = excluded.expires_at " +
-        "WHERE leases.holder = excluded.holder OR leases.expires_at <= ?5 " +
-        "RETURNING holder, expires_at",
-    );
-    this.leaseOf = p("SELECT holder, expires_at FROM leases WHERE user = ? AND handle = ?");
-    this.leaseDrop = p(
-      "DELETE FROM leases WHERE user = ? AND handle = ? AND holder = ? RETURNING expires_at",
-    );
-    this.leasesIn = returnArrays(p(
-      "SELECT handle, holder, expires_at FROM leases WHERE user = ? " +
-        "AND handle IN (SELECT value FROM json_each(?)) AND expires_at > ?",
-    ));
-    // A get: the record and its lease in force, in one statement.
-    this.readLeased = returnArrays(p(
-      "SELECT h.kind, h.state, h.version, h.created_ms, h.updated_ms, h.expires_ms, " +
-        "h.last_writer, h.schema_version, h.preview, h.forked_from, l.holder, l.expires_at " +
-        "FROM handles h " +
-        "LEFT JOIN leases l " +
-        "ON l.user = h.user AND l.handle = h.handle AND l.expires_at > ?3 " +
-        "WHERE h.user = ?1 AND h.handle = ?2",
-    ));
-    // A page of handles: the user's leases in force are few (they lapse within
-    // minutes, and sweeps drop them), so one range scan of the primary key
-    // beats a lookup per handle; past LEASE_SCAN_MAX rows, the lookups win.
-    this.leasesOfUser = returnArrays(p(
-      "SELECT handle, holder, expires_at FROM leases WHERE user = ? AND expires_at > ? " +
-        `LIMIT ${LEASE_SCAN_MAX + 1}`,
-    ));
-    // One handle: a primary-key lookup, without json_each.
-    this.leaseOne = returnArrays(p(
-      "SELECT handle, holder, expires_at FROM leases " +
-        "WHERE user = ? AND handle = ? AND expires_at > ?",
-    ));
-    this.sweepLeases = p(
-      "DELETE FROM leases WHERE rowid IN (SELECT rowid FROM leases " +
-        `WHERE expires_at <= ? LIMIT ${SWEEP_BATCH})`,
-    );
+    ({
+      leaseTake: this.leaseTake,
+      leaseOf: this.leaseOf,
+      leaseDrop: this.leaseDrop,
+      leasesIn: this.leasesIn,
+      readLeased: this.readLeased,
+      leasesOfUser: this.leasesOfUser,
+      leaseOne: this.leaseOne,
+      sweepLeases: this.sweepLeases,
+    } = prepareLeases(p));
     this.dataVersion = p("PRAGMA data_version");
   }
 
@@ -328,4 +291,77 @@ export class Statements {
   ): void {
     this.log.append(user, handle, entry, ctx.retention, ctx.now, stateBytes);
   }
+}
+
+/** The lease statements, prepared with `p`. */
+function prepareLeases(p: (sql: string) => StatementSync) {
+  // Stores the lease unless another holder's is still in force.
+  const leaseTake = p(
+    "INSERT INTO leases (user, handle, holder, expires_at) VALUES (?1, ?2, ?3, ?4) " +
+      "ON CONFLICT (user, handle) DO UPDATE SET holder = excluded.holder, " +
+      "expires_at = excluded.expires_at " +
+      "WHERE leases.holder = excluded.holder OR leases.expires_at <= ?5 " +
+      "RETURNING holder, expires_at",
+  );
+  const leaseOf = p("SELECT holder, expires_at FROM leases WHERE user = ? AND handle = ?");
+  const leaseDrop = p(
+    "DELETE FROM leases WHERE user = ? AND handle = ? AND holder = ? RETURNING expires_at",
+  );
+  const leasesIn = returnArrays(p(
+    "SELECT handle, holder, expires_at FROM leases WHERE user = ? " +
+      "AND handle IN (SELECT value FROM json_each(?)) AND expires_at > ?",
+  ));
+  // A get: the record and its lease in force, in one statement.
+  const readLeased = returnArrays(p(
+    "SELECT h.kind, h.state, h.version, h.created_ms, h.updated_ms, h.expires_ms, " +
+      "h.last_writer, h.schema_version, h.preview, h.forked_from, l.holder, l.expires_at " +
+      "FROM handles h " +
+      "LEFT JOIN leases l " +
+      "ON l.user = h.user AND l.handle = h.handle AND l.expires_at > ?3 " +
+      "WHERE h.user = ?1 AND h.handle = ?2",
+  ));
+  // A page of handles: the user's leases in force are few (they lapse within
+  // minutes, and sweeps drop them), so one range scan of the primary key
+  // beats a lookup per handle; past LEASE_SCAN_MAX rows, the lookups win.
+  const leasesOfUser = returnArrays(p(
+    "SELECT handle, holder, expires_at FROM leases WHERE user = ? AND expires_at > ? " +
+      `LIMIT ${LEASE_SCAN_MAX + 1}`,
+  ));
+  // One handle: a primary-key lookup, without json_each.
+  const leaseOne = returnArrays(p(
+    "SELECT handle, holder, expires_at FROM leases " +
+      "WHERE user = ? AND handle = ? AND expires_at > ?",
+  ));
+  const sweepLeases = p(
+    "DELETE FROM leases WHERE rowid IN (SELECT rowid FROM leases " +
+      `WHERE expires_at <= ? LIMIT ${SWEEP_BATCH})`,
+  );
+  return {
+    leaseTake,
+    leaseOf,
+    leaseDrop,
+    leasesIn,
+    readLeased,
+    leasesOfUser,
+    leaseOne,
+    sweepLeases,
+  };
+}
+
+/** The statements of the trash table, prepared with `p`. */
+function prepareTrash(p: (sql: string) => StatementSync) {
+  const inTrash = p("SELECT 1 AS x FROM trash WHERE user = ? AND handle = ?");
+  const trashedUntil = p("SELECT trashed_until FROM trash WHERE user = ? AND handle = ?");
+  const toTrash = p(
+    "INSERT OR REPLACE INTO trash (user, handle, kind, state, version, created_ms, " +
+      "updated_ms, expires_ms, last_writer, schema_version, preview, forked_from, " +
+      "trashed_until) SELECT user, handle, kind, state, version, created_ms, updated_ms, " +
+      "expires_ms, last_writer, schema_version, preview, forked_from, ? FROM handles " +
+      "WHERE user = ? AND handle = ?",
+  );
+  const fromTrash = returnArrays(p(
+    `SELECT ${RECORD} FROM trash WHERE user = ? AND handle = ? AND trashed_until > ?`,
+  ));
+  const trashDelete = p("DELETE FROM trash WHERE user = ? AND handle = ?");
+  return { inTrash, trashedUntil, toTrash, fromTrash, trashDelete };
 }
