@@ -68,4 +68,5 @@
  */
 
 export type * from "./_types.ts";
-export { RedisBackend, type RedisBackendOptions } from "./redis/_backend.ts";
+export { RedisBackend } from "./redis/_backend.ts";
+export type { RedisBackendOptions } from "./redis/_options.ts";

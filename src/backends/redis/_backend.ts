@@ -29,8 +29,7 @@ import type {
   Usage,
   WriteContext,
 } from "../../backend.ts";
-import { BackendError, type GrantEndReason, InvalidArgument } from "../../errors.ts";
-import { grantEnded } from "../../grants.ts";
+import { BackendError } from "../../errors.ts";
 import { ByteCappedCache } from "../_cache.ts";
 import { compareTrashOrder } from "../_shared.ts";
 import { KeyedQueue } from "../_queue.ts";
@@ -38,7 +37,6 @@ import { AGAIN, backoff, optimistic } from "../_retry.ts";
 import { writesAt } from "../_quota.ts";
 import {
   auditArgs,
-  compareCodePoints,
   decodeHandle,
   encodeHandle,
   expiresText,
@@ -64,70 +62,11 @@ import { Feed } from "./_feed.ts";
 import { RedisGrants } from "./_grants.ts";
 import { RedisMoves } from "./_move.ts";
 import { type Keys, KeySpace } from "./_keys.ts";
+import { checkOptions, type RedisBackendOptions } from "./_options.ts";
+import { heldOf, leaseArg, refuseGrant, withLease, wroteLeased } from "./_replies.ts";
 import { S } from "./_scripts.ts";
-import { DEFAULT_PREFIX, openClient, parseRedisUrl, scopeOf } from "./_url.ts";
-
-/** The lease argument of a write script: `expiresAt`, tab, holder; `""` for none. */
-function leaseArg(ctx: WriteContext): string {
-  const l = ctx.lease;
-  return l ? `${l.expiresAt}\t${l.holder}` : "";
-}
-
-/** The other holder's lease of a `{'L', …, lease}` reply; `undefined` for any other reply. */
-function heldOf(reply: unknown): string | undefined {
-  return Array.isArray(reply) && reply[0] === "L" ? reply[reply.length - 1] as string : undefined;
-}
-
-/** Throws the grant's `handle_not_found` when a write script answered `{'G', reason}`. */
-function refuseGrant(reply: Reply, ctx: WriteContext): void {
-  if (reply[0] === "G" && ctx.grant) throw grantEnded(ctx.grant, reply[1] as GrantEndReason);
-}
-
-/** Whether a write script wrote: `1`, or `{'L', …}` (written, another's lease kept). */
-const wroteLeased = (reply: unknown): boolean => wroteOne(reply) || heldOf(reply) !== undefined;
-
-/**
- * Adds the outcome of `ctx.lease` to a write's answer: taken (`held` is
- * `null` or `undefined`), or another holder's lease `held` in force.
- */
-function withLease<T extends object>(
-  out: T,
-  ctx: WriteContext,
-  held: string | null | undefined,
-): T & { lease?: LeaseOutcome } {
-  const l = ctx.lease;
-  if (!l) return out;
-  return {
-    ...out,
-    lease: typeof held === "string"
-      ? { acquired: false, lease: leaseOf(held) }
-      : { acquired: true, lease: { ...l } },
-  };
-}
-
-/** Options of {@link RedisBackend}. */
-export interface RedisBackendOptions {
-  /** Prefix of every key. Default `mcpstate:`. Must not contain `{` or `}`. */
-  prefix?: string;
-  /**
-   * Replicas that must confirm each write (`WAIT`) before it is
-   * acknowledged. Default 0: acknowledged once the primary applied it.
-   */
-  waitReplicas?: number;
-  /** How long a write waits for those replicas, in ms. Default 1000. */
-  waitTimeoutMs?: number;
-  /**
-   * When calls have waited this long (ms) with no reply at all, drop the
-   * connection so they fail with `backend_error` and the client reconnects.
-   * Default: off for a client you pass in; `fromUrl` sets 5000 (`timeout`).
-   */
-  timeoutMs?: number;
-  /**
-   * Whether {@link RedisBackend.close} closes the client. Default `false`
-   * for a client you pass in (you opened it, you close it); `fromUrl` sets it.
-   */
-  closeClient?: boolean;
-}
+import { listUsers, type UsersScan } from "./_users.ts";
+import { openClient, parseRedisUrl, scopeOf } from "./_url.ts";
 
 /** Per-handle update queues of this process, by Redis and record key. */
 const QUEUES = new KeyedQueue();
@@ -167,7 +106,7 @@ export class RedisBackend implements Backend {
   readonly #closeClient: boolean;
   /** Which Redis this is, for sharing the per-handle queues of one process. */
   #scope: string;
-  #users: { at: number; after: string | undefined; names: string[] } | undefined;
+  #users: UsersScan | undefined;
 
   /**
    * Wraps an ioredis client or cluster client that you opened.
@@ -176,30 +115,7 @@ export class RedisBackend implements Backend {
    * @param options Key prefix, replica wait, whether `close()` closes the client.
    */
   constructor(client: Redis | Cluster, options: RedisBackendOptions = {}) {
-    const prefix = options.prefix ?? DEFAULT_PREFIX;
-    if (typeof prefix !== "string" || /[{}]/.test(prefix)) {
-      throw new InvalidArgument("The Redis key prefix must be a string without { or }.", {
-        field: "prefix",
-      });
-    }
-    const wait = options.waitReplicas ?? 0;
-    const waitTimeout = options.waitTimeoutMs ?? 1000;
-    if (!Number.isSafeInteger(wait) || wait < 0) {
-      throw new InvalidArgument("wait must be a whole number of replicas, 0 or more.", {
-        field: "wait",
-      });
-    }
-    if (!Number.isSafeInteger(waitTimeout) || waitTimeout < 1) {
-      throw new InvalidArgument("waitTimeout must be a whole number of milliseconds, at least 1.", {
-        field: "waitTimeout",
-      });
-    }
-    const timeout = options.timeoutMs;
-    if (timeout !== undefined && (!Number.isSafeInteger(timeout) || timeout < 1)) {
-      throw new InvalidArgument("timeout must be a whole number of milliseconds, at least 1.", {
-        field: "timeout",
-      });
-    }
+    const { prefix, wait, waitTimeout, timeout } = checkOptions(options);
     let id = CLIENT_IDS.get(client);
     if (id === undefined) CLIENT_IDS.set(client, id = `client ${CLIENT_IDS_NEXT.n++}`);
     this.#scope = id;
@@ -756,24 +672,9 @@ export class RedisBackend implements Backend {
    * @returns The page.
    */
   async listUsers(query: { after?: string; limit: number }): Promise<string[]> {
-    let names: string[];
-    const cached = this.#users;
-    if (cached && cached.after === query.after && Date.now() - cached.at < 60_000) {
-      names = cached.names;
-    } else {
-      names = (await this.#conn.scanKeys(this.#k.pattern("i"))).map((k) => this.#k.userOfIndex(k));
-      names.sort(compareCodePoints);
-    }
-    const after = query.after;
-    const rest = after === undefined ? names : names.filter((n) => compareCodePoints(n, after) > 0);
-    const page: string[] = [];
-    let i = 0;
-    for (; i < rest.length && page.length < query.limit; i++) {
-      const user = rest[i]!;
-      if ((await this.list(user, { limit: 1 })).length > 0) page.push(user);
-    }
-    const last = page[page.length - 1];
-    this.#users = last === undefined ? undefined : { at: Date.now(), after: last, names: rest };
+    const live = async (u: string) => (await this.list(u, { limit: 1 })).length > 0;
+    const { page, scan } = await listUsers(this.#conn, this.#k, this.#users, query, live);
+    this.#users = scan;
     return page;
   }
 
