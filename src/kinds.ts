@@ -38,7 +38,7 @@ import {
   type StandardSchemaV1,
 } from "./standard_schema.ts";
 import type {
-  HandleStore,
+  KindStore,
   MintOptions,
   PatchOptions,
   PathsReadResult,
@@ -49,7 +49,7 @@ import type {
   Snapshot,
   StateRead,
   UserOption,
-} from "./store.ts";
+} from "./types.ts";
 
 const KIND_RE = /^[a-z][a-z0-9-]{0,31}$/;
 /** The JSON Schema dialect asked of a schema's converter. */
@@ -235,7 +235,7 @@ export class Kind<S = JsonObject, I = S> {
   /** The steps from older schema versions (see {@link KindOptions.upcast}). */
   readonly upcast: { readonly [fromVersion: number]: Upcast };
   readonly #jsonSchema: Record<string, unknown> | undefined;
-  readonly #store: HandleStore | undefined;
+  readonly #store: KindStore | undefined;
   readonly #rule: KindRule;
   readonly #rules: KindRules;
 
@@ -252,7 +252,7 @@ export class Kind<S = JsonObject, I = S> {
     name: string,
     schema: StandardSchemaV1<I, S>,
     options: KindOptions = {},
-    store?: HandleStore,
+    store?: KindStore,
   ) {
     if (typeof name !== "string" || !KIND_RE.test(name)) {
       throw new InvalidArgument(
@@ -320,7 +320,7 @@ export class Kind<S = JsonObject, I = S> {
    * @param store The store its methods use.
    * @returns A new view.
    */
-  bind(store: HandleStore): Kind<S, I> {
+  bind(store: KindStore): Kind<S, I> {
     return new Kind(this.name, this.schema, this.#options(), store);
   }
 
@@ -449,7 +449,7 @@ export class Kind<S = JsonObject, I = S> {
     }
   }
 
-  #bound(): HandleStore {
+  #bound(): KindStore {
     if (this.#store === undefined) {
       throw new InvalidArgument(
         `The kind "${this.name}" is not bound to a store: use store.kind(...) or kind.bind(store).`,

@@ -31,9 +31,9 @@ const LAYERS: readonly { name: string; files: RegExp; what: string }[] = [
   },
   {
     name: "store",
-    files: /^(store|url|kinds)\.ts$/,
+    files: /^(store|url|kinds|types|wire)\.ts$|^store\//,
     what:
-      "every rule (store.ts); typed views over it (kinds.ts); url.ts, which the store loads lazily, opens backends",
+      "the store (store.ts, a façade over store/); its types (types.ts) and wire form (wire.ts); typed views over it (kinds.ts); url.ts, which the store loads lazily, opens backends",
   },
   {
     name: "backends",
@@ -52,7 +52,7 @@ const LAYERS: readonly { name: string; files: RegExp; what: string }[] = [
 const PURE = /^(ops|json|errors|outline|preview|history|merge|standard_schema|_patch_cost)\.ts$/;
 
 /** The library: it knows no protocol and no terminal. */
-const LIBRARY = /^(store\.ts|url\.ts|ops\.ts|backends\/)/;
+const LIBRARY = /^(store\.ts|store\/|types\.ts|wire\.ts|url\.ts|ops\.ts|backends\/)/;
 /** What the library never imports. */
 const NOT_FOR_THE_LIBRARY = /^(server|cli)\//;
 
