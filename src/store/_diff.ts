@@ -1,0 +1,99 @@
+/**
+ * The diffs a changelog entry keeps: an RFC 6902 patch from the previous
+ * state (bounded in time and stack for long arrays) and the undo back to it.
+ *
+ * @module
+ */
+
+import { createPatch, type Operation } from "rfc6902";
+import { undoOf } from "../history.ts";
+import type { JsonObject } from "../json.ts";
+import type { JsonPatchOp } from "../ops.ts";
+
+/** rfc6902's diff hook. */
+export type Diff = NonNullable<Parameters<typeof createPatch>[2]>;
+
+/**
+ * rfc6902 diffs two arrays by edit distance: O(n·m) time and memory, and
+ * n + m frames deep (a few thousand elements overflow the stack). Past this
+ * many cells {@link boundedDiff} takes over.
+ */
+export const ARRAY_DIFF_CELLS = 4_096;
+
+/**
+ * What a save's changelog entry keeps: its forward `patch`, and `undo`, the
+ * patch back to `before` (left out when the forward patch does not replay on
+ * `before`: the entry then ends the way back, never the write).
+ */
+export function withUndo(before: JsonObject, patch: Operation[]): Record<string, unknown> {
+  const undo = undoOf(before, patch as JsonPatchOp[]);
+  return undo === undefined ? { patch } : { patch, undo };
+}
+
+/** An RFC 6902 patch from `before` to `after`, bounded in time and stack for long arrays. */
+export function diffOf(before: unknown, after: unknown): Operation[] {
+  return createPatch(before, after, boundedDiff);
+}
+
+/**
+ * Whether two JSON values (valid, as a stored or a checked state holds them)
+ * have the same JSON text, keys in the same order: what comparing their
+ * `JSON.stringify` says, without writing either.
+ */
+export function sameJson(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
+  if (Array.isArray(a)) {
+    if (!Array.isArray(b) || a.length !== b.length) return false;
+    for (let i = 0; i < a.length; i++) if (!sameJson(a[i], b[i])) return false;
+    return true;
+  }
+  if (Array.isArray(b)) return false;
+  const ka = Object.keys(a), kb = Object.keys(b);
+  if (ka.length !== kb.length) return false;
+  for (let i = 0; i < ka.length; i++) {
+    const k = ka[i]!;
+    if (k !== kb[i] || !sameJson((a as JsonObject)[k], (b as JsonObject)[k])) return false;
+  }
+  return true;
+}
+
+/**
+ * For two long arrays: keeps the common prefix and suffix and writes the
+ * middle as adds, removes, element-wise diffs (same length, up to 64), or
+ * one `replace` of the array. Anything else goes to rfc6902's own diff.
+ */
+export const boundedDiff: Diff = (input: unknown, output: unknown, ptr): Operation[] | void => {
+  if (!Array.isArray(input) || !Array.isArray(output)) return;
+  if (input.length * output.length <= ARRAY_DIFF_CELLS) {
+    // rfc6902 finds two equal arrays equal only after diffing every element
+    // pair on its way through the edit-distance table; its answer is [].
+    return input.length === output.length && sameJson(input, output) ? [] : undefined;
+  }
+  const n = Math.min(input.length, output.length);
+  let p = 0;
+  while (p < n && sameJson(input[p], output[p])) p++;
+  let s = 0;
+  while (s < n - p && sameJson(input[input.length - 1 - s], output[output.length - 1 - s])) s++;
+  const removed = input.length - p - s, added = output.length - p - s;
+  const at = (i: number) => ptr.add(String(i)).toString();
+  if (removed === 0) {
+    return output.slice(p, p + added).map((value, i) => ({
+      op: "add" as const,
+      path: s === 0 ? ptr.add("-").toString() : at(p + i),
+      value,
+    }));
+  }
+  if (added === 0) {
+    return Array.from({ length: removed }, () => ({ op: "remove" as const, path: at(p) }));
+  }
+  if (removed === added && removed <= 64) {
+    return Array.from(
+      { length: removed },
+      (_, i) =>
+        createPatch(input[p + i], output[p + i], boundedDiff)
+          .map((op) => ({ ...op, path: at(p + i) + op.path })),
+    ).flat();
+  }
+  return [{ op: "replace", path: ptr.toString(), value: output }];
+};

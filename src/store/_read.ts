@@ -1,0 +1,82 @@
+/**
+ * Reads: `get` (the snapshot, upcast and checked for a typed kind) and
+ * `read` (within a byte budget: the state, its outline, or some paths).
+ *
+ * @module
+ */
+
+import type { HandleRecord, LeaseRecord } from "../backend.ts";
+import type { JsonObject } from "../json.ts";
+import { rulesIn, withRules } from "../kinds.ts";
+import { checkReadArgs, jsonSize, outline, readPaths } from "../outline.ts";
+import type { ReadOptions, ReadResult, Snapshot, UserOption } from "../types.ts";
+import { checkHandle, checkUser } from "./_check.ts";
+import {
+  alive,
+  call,
+  type Core,
+  leasesOf,
+  missing,
+  snapshotOf,
+  type Via,
+  withLease,
+} from "./_core.ts";
+import { asAlias, routed } from "./_share.ts";
+
+/** Reads a handle's snapshot (see {@link HandleStore.get}), through an alias too. */
+export function get<S>(core: Core, handle: string, options: UserOption): Promise<Snapshot<S>> {
+  return routed(core, handle, options, "read", (h, o, via) => getAs<S>(core, h, o, via), asAlias);
+}
+
+async function getAs<S>(
+  core: Core,
+  handle: string,
+  options: UserOption,
+  via: Via,
+): Promise<Snapshot<S>> {
+  const user = checkUser(options);
+  checkHandle(handle);
+  const now = core.clock();
+  const b = core.backend;
+  let r: HandleRecord | null, leases: Map<string, LeaseRecord> | undefined;
+  if (b.readLeased) {
+    const { record, lease } = await call(core, () => b.readLeased!(user, handle, now));
+    r = record;
+    if (lease) leases = new Map([[handle, lease]]);
+  } else {
+    [r, leases] = await call(
+      core,
+      () => Promise.all([b.read(user, handle), leasesOf(core, user, [handle], now)]),
+    );
+  }
+  if (!r) throw await missing(core, user, handle, via);
+  const snap = snapshotOf<S>(alive(r, handle, now));
+  const rule = rulesIn(options)?.(snap.kind);
+  if (rule) {
+    let state = rule.upcast(snap.state as JsonObject, snap.schemaVersion ?? 1);
+    if (rule.checkOnRead) state = await rule.check(state) as JsonObject;
+    snap.state = state as S;
+  }
+  return withLease(snap, leases);
+}
+
+/** Reads a handle within a budget (see {@link HandleStore.read}). */
+export async function read<S>(
+  core: Core,
+  handle: string,
+  options: ReadOptions,
+): Promise<ReadResult<S>> {
+  const user = checkUser(options);
+  checkHandle(handle);
+  const { maxBytes, paths } = options;
+  checkReadArgs(maxBytes, paths);
+  const { state, ...info } = await get<S>(core, handle, withRules({ user }, rulesIn(options)));
+  if (paths !== undefined) return { ...info, ...readPaths(state, paths, maxBytes) };
+  if (maxBytes === undefined) {
+    return { ...info, state, truncated: false, sizeBytes: jsonSize(state) };
+  }
+  const b = outline(state, maxBytes);
+  return b.truncated
+    ? { ...info, outline: b.outline, truncated: true, sizeBytes: b.sizeBytes }
+    : { ...info, state, truncated: false, sizeBytes: b.sizeBytes };
+}

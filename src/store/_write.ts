@@ -1,0 +1,596 @@
+/**
+ * Writes: `mint`, `save`, `patch` and `touch`, with the two loops other
+ * writes share — the unique-handle loop of `mint` and `fork`, and the one
+ * update / stale / re-read / merge loop of `save` and `mergeBack`.
+ *
+ * @module
+ */
+
+import type {
+  ForkPoint,
+  HandleRecord,
+  InsertOutcome,
+  Replayed,
+  Step,
+  UpdateOutcome,
+  WriteContext,
+} from "../backend.ts";
+import { isReplayed } from "../backend.ts";
+import { BackendError, InvalidArgument } from "../errors.ts";
+import { rightsForOps } from "../grants.ts";
+import { type EntryInfo, EVENT_OPS, rewind } from "../history.ts";
+import { assertJson, decodeState, encodeParsed, encodeState, type JsonObject } from "../json.ts";
+import { checkNow, kindOfHandle, type KindRule, rulesIn } from "../kinds.ts";
+import { mergeStates } from "../merge.ts";
+import { applyOpsWithUndo, type JsonPatchOp, opsFromJson, type PatchOp } from "../ops.ts";
+import { previewOf } from "../preview.ts";
+import type {
+  MintOptions,
+  PatchOptions,
+  SaveOptions,
+  SaveResult,
+  Snapshot,
+  TouchOptions,
+} from "../types.ts";
+import {
+  checkHandle,
+  checkOnConflict,
+  checkTtl,
+  checkUser,
+  checkWriter,
+  KIND_RE,
+  safeString,
+  writeLease,
+} from "./_check.ts";
+import {
+  alive,
+  call,
+  callOn,
+  context,
+  type Core,
+  entries,
+  entry,
+  infoOf,
+  leaseAfter,
+  log,
+  missing,
+  replayed,
+  snapshotOf,
+  stale,
+  StaleVersion,
+  step,
+  UNAVAILABLE,
+  update,
+  type Via,
+  written,
+} from "./_core.ts";
+import { diffOf, withUndo } from "./_diff.ts";
+import { asAlias, routed } from "./_share.ts";
+
+/**
+ * How many times a merging save reads the changelog again and retries when
+ * other writes keep landing between its read and its write. Every retry
+ * means another writer's write landed, so the store as a whole progresses;
+ * the bound only keeps one save from chasing a stream of writes for ever
+ * (it then fails as a plain stale write, with the current state).
+ */
+const MERGE_ATTEMPTS = 64;
+const ALPHABET = "abcdefghijklmnopqrstuvwxyz234567";
+
+/** `n` random characters of the handle alphabet. */
+function randomChars(n: number): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(n));
+  let out = "";
+  for (const b of bytes) out += ALPHABET[b & 31];
+  return out;
+}
+
+/**
+ * Inserts the record `make` builds for a fresh random handle of `kind`,
+ * drawing another handle while the drawn one is taken (at most 8 draws).
+ * With `replays`, a replayed answer ends the loop as well.
+ *
+ * @returns The record tried last and the backend's answer.
+ * @throws {BackendError} when 8 draws were all taken.
+ */
+export async function insertUnique(
+  core: Core,
+  user: string,
+  ctx: WriteContext,
+  kind: string,
+  chars: number,
+  make: (handle: string) => HandleRecord,
+  replays: boolean,
+): Promise<{ record: HandleRecord; res: InsertOutcome | Replayed }> {
+  for (let attempt = 0; attempt < 8; attempt++) {
+    const record = make(`${kind}_${randomChars(chars)}`);
+    const res = await call(core, () => core.backend.insert(user, record, ctx));
+    if (isReplayed(res) ? replays : res.inserted) return { record, res };
+  }
+  throw new BackendError("Could not mint a unique handle after 8 attempts; try again.");
+}
+
+/** Mints a handle (see {@link HandleStore.mint}). */
+export async function mint(
+  core: Core,
+  kind: string,
+  state: JsonObject,
+  options: MintOptions,
+): Promise<string> {
+  const user = checkUser(options);
+  if (typeof kind !== "string" || !KIND_RE.test(kind)) {
+    throw new InvalidArgument(
+      `The kind ${
+        JSON.stringify(safeString(kind)).slice(0, 80)
+      } is not valid: use 1-32 characters of lowercase letters, digits and "-", starting with a letter (e.g. "research").`,
+      { field: "kind" },
+    );
+  }
+  const ttl = checkTtl(options.ttlDays, true);
+  const writer = checkWriter(options.writer);
+  const chars = options.randomChars ?? 8;
+  if (!Number.isInteger(chars) || chars < 8 || chars > 64) {
+    throw new InvalidArgument("randomChars must be a whole number from 8 to 64.");
+  }
+  const rule = rulesIn(options)?.(kind);
+  if (rule) state = await rule.check(state) as JsonObject;
+  const text = encodeState(state, core.maxBytes);
+  const now = core.clock();
+  const lease = writeLease(options.lease, writer, now);
+  const ctx = await context(core, options.idempotencyKey, "", [
+    "mint",
+    kind,
+    text,
+    ttl ?? null,
+    writer,
+  ]);
+  if (lease) ctx.lease = lease;
+  if (core.retention) {
+    ctx.entry = entry(core, 1, now, writer, "mint", { patch: diffOf({}, state) });
+    ctx.retention = core.retention;
+  }
+  const { record, res } = await insertUnique(core, user, ctx, kind, chars, (handle) => ({
+    handle,
+    kind,
+    state: text,
+    version: 1,
+    createdAt: now,
+    updatedAt: now,
+    expiresAt: ttl == null ? null : now + ttl,
+    lastWriter: writer,
+    ...(rule ? { schemaVersion: rule.version } : {}),
+    preview: previewOf(state),
+  }), true);
+  if (isReplayed(res)) {
+    const handle = replayed(res, ctx).handle;
+    await leaseAfter(core, user, handle, ctx, undefined, true);
+    return handle;
+  }
+  await leaseAfter(core, user, record.handle, ctx, res.lease, false);
+  return record.handle;
+}
+
+/** Saves a state on the version read (see {@link HandleStore.save}), through an alias too. */
+export function save<S extends JsonObject>(
+  core: Core,
+  handle: string,
+  state: S,
+  options: SaveOptions,
+): Promise<SaveResult<S>> {
+  return routed(
+    core,
+    handle,
+    options,
+    "write",
+    (h, o, via) => saveAs(core, h, state, o, via),
+    asAlias,
+  );
+}
+
+async function saveAs<S extends JsonObject>(
+  core: Core,
+  handle: string,
+  state: S,
+  options: SaveOptions,
+  via: Via,
+): Promise<SaveResult<S>> {
+  const user = checkUser(options);
+  checkHandle(handle);
+  const expect = options.expectVersion;
+  if (typeof expect !== "number" || !Number.isSafeInteger(expect) || expect < 0) {
+    throw new InvalidArgument(
+      "expectVersion must be the whole version number you read (from get or state_load).",
+      { field: "expect_version" },
+    );
+  }
+  const merge = checkOnConflict(options.onConflict) === "merge";
+  const ttl = checkTtl(options.ttlDays, true);
+  const writer = checkWriter(options.writer);
+  // A handle's kind is its prefix: the rule is known before the record is read.
+  const rule = rulesIn(options)?.(kindOfHandle(handle));
+  if (rule) state = await rule.check(state) as S;
+  const stamp = rule ? { schemaVersion: rule.version } : {};
+  const text = encodeState(state, core.maxBytes);
+  const now = core.clock();
+  const lease = writeLease(options.lease, writer, now);
+  const ctx = await context(core, options.idempotencyKey, via?.alias ?? handle, [
+    "save",
+    text,
+    expect,
+    ttl === undefined ? "keep" : ttl,
+    writer,
+    // A merging save is another call than a failing one (the fingerprint of a failing one is unchanged).
+    ...(merge ? ["merge"] : []),
+  ]);
+  if (lease) ctx.lease = lease;
+  if (via) ctx.grant = { grant: via.grant, alias: via.alias };
+  const expiresAt = (cur: HandleRecord) =>
+    ttl === undefined ? cur.expiresAt : ttl === null ? null : now + ttl;
+  if (core.retention) {
+    // With history the write needs the previous state for its diff: one
+    // read-modify-write step that also checks the version.
+    ctx.retention = core.retention;
+    const { res, merged } = await mergeLoop(core, {
+      user,
+      handle,
+      expect,
+      merge,
+      mine: state,
+      rule,
+      now,
+      head: (live) => ({ updatedAt: now, expiresAt: expiresAt(live), lastWriter: writer }),
+      run: (change) =>
+        callOn(core, user, handle, () => update(core, user, handle, change, ctx), via),
+      plain: (live) => {
+        const version = live.version + 1;
+        const before = decodeState(live.state);
+        const patch = diffOf(before, state);
+        return {
+          record: {
+            ...live,
+            state: text,
+            version,
+            updatedAt: now,
+            expiresAt: expiresAt(live),
+            lastWriter: writer,
+            ...stamp,
+            preview: previewOf(state),
+          },
+          entry: entry(core, version, now, writer, "save", withUndo(before, patch)),
+        };
+      },
+    });
+    if (isReplayed(res)) {
+      const snap = snapshotOf<S>(replayed(res, ctx));
+      await leaseAfter(core, user, handle, ctx, undefined, true, snap);
+      // A merged save lands past expectVersion + 1; a plain one exactly on it.
+      return snap.version > expect + 1 ? { ...snap, merged: true, baseVersion: expect } : snap;
+    }
+    const info = infoOf(alive(res.record, handle, now));
+    await leaseAfter(core, user, handle, ctx, res.lease, false, info);
+    if (merged?.version !== info.version) return { ...info, state };
+    return { ...info, state: merged.state as S, merged: true, baseVersion: expect };
+  }
+  const res = await call(core, () =>
+    core.backend.save(user, handle, {
+      expectVersion: expect,
+      state: text,
+      updatedAt: now,
+      expiresAt: ttl === undefined ? "keep" : ttl === null ? null : now + ttl,
+      lastWriter: writer,
+      ...stamp,
+      preview: previewOf(state),
+    }, ctx));
+  if (isReplayed(res)) {
+    const snap = snapshotOf<S>(replayed(res, ctx));
+    await leaseAfter(core, user, handle, ctx, undefined, true, snap);
+    return snap;
+  }
+  if (res.ok) {
+    const info = infoOf(res.record);
+    await leaseAfter(core, user, handle, ctx, res.lease, false, info);
+    // `state` was just validated and encoded: return it instead of parsing the text back.
+    return { ...info, state };
+  }
+  if (!res.current) throw await missing(core, user, handle, via);
+  const current = alive(res.current, handle, now);
+  // Without a changelog there is no way back to the caller's version: nothing to merge with.
+  throw await stale(core, user, handle, expect, current, merge ? UNAVAILABLE : undefined);
+}
+
+/** What {@link mergeLoop} writes, and how. */
+export interface MergeWrite {
+  /** The owner. */
+  user: string;
+  /** The handle written. */
+  handle: string;
+  /** The version the caller's state is based on. */
+  expect: number;
+  /** Whether a stale version is merged with (a save without it fails instead). */
+  merge: boolean;
+  /** The caller's state. */
+  mine: JsonObject;
+  /** The kind's rule, if any. */
+  rule: KindRule | undefined;
+  /** The write's time. */
+  now: number;
+  /** The merge entry's label (a merge back); absent for a save. */
+  label?: { from: ForkPoint };
+  /** The refusal when the merges run out (a save's is none: a plain stale write). */
+  giveUp?: Record<string, unknown>;
+  /** The head fields of the record written. */
+  head: (live: HandleRecord) => Pick<HandleRecord, "updatedAt" | "expiresAt" | "lastWriter">;
+  /** The write when nobody wrote since the base version; a `state` it returns is the result's. */
+  plain: (live: HandleRecord) => Step & { state?: JsonObject };
+  /** Runs the update with the step. */
+  run: (change: (cur: HandleRecord | null) => Step) => Promise<UpdateOutcome | Replayed>;
+}
+
+/**
+ * The one update / stale / re-read / merge loop of `save` and `mergeBack`.
+ * The step writes `plain` while the record is at the base version; once it
+ * moved on, a merging write reads the changelog since `expect` and merges
+ * the caller's changes with everyone else's (see {@link mergeStep}), again
+ * while other writes keep landing (at most {@link MERGE_ATTEMPTS} times). A
+ * write that does not merge goes on past entries that changed no state.
+ *
+ * @returns The backend's answer, and the merged version and state (of the last step run).
+ * @throws {StaleWrite} when the write cannot land.
+ */
+export async function mergeLoop(
+  core: Core,
+  w: MergeWrite,
+): Promise<{
+  res: UpdateOutcome | Replayed;
+  merged: { version: number; state: JsonObject } | undefined;
+}> {
+  const { user, handle, expect } = w;
+  // A merging write reads the changelog since expect, then merges inside the step.
+  let changes: EntryInfo[] | undefined;
+  let merged: { version: number; state: JsonObject } | undefined;
+  // The version the write follows: `expect`, or past entries that changed no state (a share).
+  let base = expect;
+  for (let attempt = 1;; attempt++) {
+    const res = await w.run((cur) => {
+      const live = alive(cur, handle, w.now);
+      if (live.version !== base) {
+        if (changes === undefined || live.version < expect) throw new StaleVersion(live);
+        const step = mergeStep(core, live, expect, changes, w.mine, w.head(live), w.rule, w.label);
+        merged = { version: step.record.version, state: step.state };
+        return step;
+      }
+      const step = w.plain(live);
+      if (step.state) merged = { version: step.record.version, state: step.state };
+      return step;
+    }).catch((e) => {
+      if (e instanceof StaleVersion) return e;
+      throw e;
+    });
+    if (!(res instanceof StaleVersion)) return { res, merged };
+    const current = res.current;
+    if (
+      res.refusal === undefined && w.merge && core.retention && current.version > expect &&
+      attempt < MERGE_ATTEMPTS
+    ) {
+      // Read (again) what was written since the caller's version, and merge with it.
+      changes = await entries(core, user, handle, expect);
+      continue;
+    }
+    if (
+      res.refusal === undefined && !w.merge && current.version > base &&
+      attempt < MERGE_ATTEMPTS &&
+      await stateUnchanged(core, user, handle, base, current.version)
+    ) {
+      base = current.version;
+      continue;
+    }
+    const refusal = res.refusal ?? (w.merge && current.version > expect ? w.giveUp : undefined);
+    throw await stale(core, user, handle, expect, current, refusal);
+  }
+}
+
+/**
+ * Whether every entry `after < version <= upTo` left the state as it was
+ * (`share`, `unshare`, `transfer`): a save behind only those is not stale.
+ */
+async function stateUnchanged(
+  core: Core,
+  user: string,
+  handle: string,
+  after: number,
+  upTo: number,
+): Promise<boolean> {
+  const changes = await log(core, user, handle, after, upTo);
+  return changes !== null && changes.length === upTo - after &&
+    changes.every((e) => EVENT_OPS.has(e.op));
+}
+
+/**
+ * The step of a merging write whose `expect` is behind `live`: the state at
+ * `expect` is rebuilt from the changelog `changes`, and the caller's changes
+ * since it are applied to `live` when they are disjoint from everyone
+ * else's (see `merge.ts`). Throws a {@link StaleVersion} when the log does
+ * not yet reach `live` (read it again), or one with the refusal to report.
+ */
+function mergeStep(
+  core: Core,
+  live: HandleRecord,
+  expect: number,
+  changes: EntryInfo[],
+  mine: JsonObject,
+  head: Pick<HandleRecord, "updatedAt" | "expiresAt" | "lastWriter">,
+  rule: KindRule | undefined,
+  label?: { from: ForkPoint },
+): Step & { record: HandleRecord; state: JsonObject } {
+  if (live.version > (changes[changes.length - 1]?.version ?? expect)) {
+    throw new StaleVersion(live);
+  }
+  let theirs = decodeState(live.state);
+  let base = rewind(theirs, live.version, expect, changes);
+  if (base === null) throw new StaleVersion(live, UNAVAILABLE);
+  if (rule) {
+    // The caller wrote the current schema version: compare like with like.
+    const from = live.schemaVersion ?? 1;
+    theirs = rule.upcast(theirs, from);
+    base = rule.upcast(base, from);
+  }
+  const out = mergeStates(base, theirs, mine);
+  if (!out.ok) throw new StaleVersion(live, { conflicts: out.conflicts });
+  // A merge of two valid states can still break the schema (a rule across keys).
+  const state = rule ? checkNow(rule, out.state) : out.state;
+  const text = rule ? encodeState(state, core.maxBytes) : encodeParsed(state, core.maxBytes);
+  const version = live.version + 1;
+  const what = label
+    ? { ...label, base_version: expect, patch: out.patch, undo: out.undo }
+    : { merged_from: expect, patch: out.patch, undo: out.undo };
+  return {
+    record: {
+      ...live,
+      ...head,
+      state: text,
+      version,
+      ...(rule ? { schemaVersion: rule.version } : {}),
+      preview: previewOf(state),
+    },
+    entry: entry(core, version, head.updatedAt, head.lastWriter, label ? "merge" : "save", what),
+    state,
+  };
+}
+
+/** Applies patch ops atomically (see {@link HandleStore.patch}), through an alias too. */
+export function patch<S>(
+  core: Core,
+  handle: string,
+  ops: readonly PatchOp[],
+  options: PatchOptions,
+): Promise<Snapshot<S>> {
+  return routed(
+    core,
+    handle,
+    options,
+    () => rightsForOps(opsFromJson(ops, { maxOps: core.maxPatchOps })),
+    (h, o, via) => patchAs<S>(core, h, ops, o, via),
+    asAlias,
+  );
+}
+
+async function patchAs<S>(
+  core: Core,
+  handle: string,
+  ops: readonly PatchOp[],
+  options: PatchOptions,
+  via: Via,
+): Promise<Snapshot<S>> {
+  const user = checkUser(options);
+  checkHandle(handle);
+  const parsed = opsFromJson(ops, { maxOps: core.maxPatchOps });
+  for (const op of parsed) {
+    for (const field of ["value", "mapping"] as const) {
+      if (field in op) {
+        // With the size cap, a value built from shared subtrees is refused
+        // before it is walked exponentially: no value over the cap can land.
+        const value = (op as unknown as Record<string, unknown>)[field];
+        assertJson(value, field, false, core.maxBytes);
+      }
+    }
+  }
+  const writer = checkWriter(options.writer);
+  const now = core.clock();
+  const lease = writeLease(options.lease, writer, now);
+  const ctx = await context(core, options.idempotencyKey, via?.alias ?? handle, [
+    "patch",
+    parsed,
+    writer,
+  ]);
+  if (core.retention) ctx.retention = core.retention;
+  if (lease) ctx.lease = lease;
+  if (via) ctx.grant = { grant: via.grant, alias: via.alias };
+  const rules = rulesIn(options);
+  const res = await callOn(core, user, handle, () =>
+    update(core, user, handle, (cur) => {
+      const live = alive(cur, handle, now);
+      const rule = rules?.(live.kind);
+      let applied: JsonObject, undo: JsonPatchOp[], next: string;
+      if (rule) {
+        // Ops apply to the state as the kind's current version reads it, and
+        // the result must pass its schema before anything is written.
+        const base = rule.upcast(decodeState(live.state), live.schemaVersion ?? 1);
+        ({ state: applied, undo } = applyOpsWithUndo(base, parsed));
+        applied = checkNow(rule, applied) as JsonObject;
+        next = encodeState(applied, core.maxBytes);
+        if (next === live.state && live.schemaVersion === rule.version) return null;
+      } else {
+        // The stored state is JSON and every op value was checked above: only
+        // the size and the depth of the result remain to check.
+        ({ state: applied, undo } = applyOpsWithUndo(decodeState(live.state), parsed));
+        next = encodeParsed(applied, core.maxBytes);
+        if (next === live.state) return null;
+      }
+      return step(
+        core,
+        {
+          ...live,
+          state: next,
+          version: live.version + 1,
+          updatedAt: now,
+          lastWriter: writer,
+          ...(rule ? { schemaVersion: rule.version } : {}),
+          preview: previewOf(applied),
+        },
+        "patch",
+        { ops: parsed, undo },
+      );
+    }, ctx), via);
+  return await written<S>(core, user, handle, res, ctx, now);
+}
+
+/** Renews or clears a handle's expiry (see {@link HandleStore.touch}), through an alias too. */
+export function touch<S>(core: Core, handle: string, options: TouchOptions): Promise<Snapshot<S>> {
+  return routed(
+    core,
+    handle,
+    options,
+    "write",
+    (h, o, via) => touchAs<S>(core, h, o, via),
+    asAlias,
+  );
+}
+
+async function touchAs<S>(
+  core: Core,
+  handle: string,
+  options: TouchOptions,
+  via: Via,
+): Promise<Snapshot<S>> {
+  const user = checkUser(options);
+  checkHandle(handle);
+  if (options.ttlDays === undefined) {
+    throw new InvalidArgument("touch needs ttlDays: a number of days, or null for never.", {
+      field: "ttl_days",
+    });
+  }
+  const ttl = checkTtl(options.ttlDays, true);
+  const writer = checkWriter(options.writer);
+  const now = core.clock();
+  const lease = writeLease(options.lease, writer, now);
+  const ctx = await context(core, options.idempotencyKey, via?.alias ?? handle, [
+    "touch",
+    ttl,
+    writer,
+  ]);
+  if (core.retention) ctx.retention = core.retention;
+  if (lease) ctx.lease = lease;
+  if (via) ctx.grant = { grant: via.grant, alias: via.alias };
+  const expiresAt = ttl == null ? null : now + ttl;
+  const res = await callOn(core, user, handle, () =>
+    update(core, user, handle, (cur) => {
+      const live = alive(cur, handle, now);
+      return step(
+        core,
+        { ...live, version: live.version + 1, updatedAt: now, expiresAt, lastWriter: writer },
+        "touch",
+        { expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString() },
+      );
+    }, ctx), via);
+  return await written<S>(core, user, handle, res, ctx, now);
+}
