@@ -43,16 +43,17 @@ const LAYERS: readonly { name: string; files: RegExp; what: string }[] = [
   {
     name: "base",
     files:
-      /^(backend|grants|ops|outline|preview|history|merge|json|errors|version|standard_schema|_patch_cost)\.ts$/,
+      /^((backend|grants|ops|outline|preview|history|merge|json|errors|version|standard_schema)\.ts|(ops|outline)\/.*)$/,
     what: "the backend interface, grants, the pure helpers, the errors, the version",
   },
 ];
 
 /** Modules that must stay pure: no `Deno.*` API, and no import but of each other. */
-const PURE = /^(ops|json|errors|outline|preview|history|merge|standard_schema|_patch_cost)\.ts$/;
+const PURE =
+  /^((ops|json|errors|outline|preview|history|merge|standard_schema)\.ts|(ops|outline)\/.*)$/;
 
 /** The library: it knows no protocol and no terminal. */
-const LIBRARY = /^(store\.ts|store\/|types\.ts|wire\.ts|url\.ts|ops\.ts|backends\/)/;
+const LIBRARY = /^(store\.ts|store\/|types\.ts|wire\.ts|url\.ts|ops\.ts|ops\/|backends\/)/;
 /** What the library never imports. */
 const NOT_FOR_THE_LIBRARY = /^(server|cli)\//;
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { PATCH_REASONS, PatchError, type PatchReason } from "../src/errors.ts";
-import { patchCost, resetPatchCost } from "../src/_patch_cost.ts";
+import { patchCost, resetPatchCost } from "../src/ops/_patch_cost.ts";
 import { Reads } from "./_counted.ts";
 import {
   AddToSet,
