@@ -7,7 +7,7 @@
 
 import { dirname, join, resolve } from "node:path";
 import { McpStateError, redact } from "../errors.ts";
-import type { HandleStore } from "../store.ts";
+import type { HandleStore, QuotaOptions } from "../store.ts";
 import { filePathOf } from "../url.ts";
 import {
   backendUrl,
@@ -124,11 +124,18 @@ export async function diagnose(
   const checks: Check[] = [];
   const add = (c: Check) => checks.push(c);
   const scheme = schemeOf(url);
-  const runFix = isCompiled()
-    ? "Use an official mcpstate binary (it is built with every permission it needs), or run it through deno with the flags mcpstate config prints."
-    : `Run deno with ${DENO_FLAGS.join(" ")} (mcpstate config prints the whole command).`;
+  checkRuntime(scheme, add);
+  const file = FILE_SCHEMES.has(scheme) ? filePath(url, scheme) : null;
+  await checkPermissions(scheme, file, add);
+  const quotas = checkSettings(add);
+  if (!await checkBackendUrl(url, scheme, add)) return checks;
+  if (file !== null && !await checkDirectory(file, add)) return checks;
+  await checkBackend(url, scheme, { timeoutMs, user, quotas }, add);
+  return checks;
+}
 
-  // Runtime.
+/** The Deno version, and whether Deno KV is enabled. */
+function checkRuntime(scheme: string, add: (c: Check) => void): void {
   const [major = 0, minor = 0] = Deno.version.deno.split(".").map(Number);
   const runtime = `mcpstate ${VERSION}, Deno ${Deno.version.deno} (${Deno.build.target}), ${
     isCompiled() ? "compiled binary" : "deno run"
@@ -155,57 +162,78 @@ export async function diagnose(
         : "Add --unstable-kv to the deno run command.",
     });
   }
+}
 
-  // Permissions.
-  const file = FILE_SCHEMES.has(scheme) ? filePath(url, scheme) : null;
-  const perms: { desc: Deno.PermissionDescriptor; label: string; needed: boolean; why: string }[] =
-    [
-      {
-        desc: file ? { name: "read", path: file } : { name: "read" },
-        label: "read",
-        needed: file !== null,
-        why: "the database file, import files",
-      },
-      {
-        desc: file ? { name: "write", path: file } : { name: "write" },
-        label: "write",
-        needed: file !== null,
-        why: "the database file, export --out",
-      },
-      {
-        desc: { name: "net" },
-        label: "net",
-        needed: NET_SCHEMES.has(scheme),
-        why: "Redis, PostgreSQL, remote Deno KV, serve --transport http",
-      },
-      { desc: { name: "env" }, label: "env", needed: true, why: "MCPSTATE_* settings, HOME" },
-      {
-        desc: { name: "sys", kind: "hostname" },
-        label: "sys (hostname)",
-        needed: false,
-        why: "the default writer label",
-      },
-    ];
+/** One permission the doctor asks about: what it is for, and whether this backend needs it. */
+interface Permission {
+  desc: Deno.PermissionDescriptor;
+  label: string;
+  needed: boolean;
+  why: string;
+}
+
+/** The permissions mcpstate uses, for a backend of `scheme` (its database `file`, if any). */
+function permissionsFor(scheme: string, file: string | null): Permission[] {
+  return [
+    {
+      desc: file ? { name: "read", path: file } : { name: "read" },
+      label: "read",
+      needed: file !== null,
+      why: "the database file, import files",
+    },
+    {
+      desc: file ? { name: "write", path: file } : { name: "write" },
+      label: "write",
+      needed: file !== null,
+      why: "the database file, export --out",
+    },
+    {
+      desc: { name: "net" },
+      label: "net",
+      needed: NET_SCHEMES.has(scheme),
+      why: "Redis, PostgreSQL, remote Deno KV, serve --transport http",
+    },
+    { desc: { name: "env" }, label: "env", needed: true, why: "MCPSTATE_* settings, HOME" },
+    {
+      desc: { name: "sys", kind: "hostname" },
+      label: "sys (hostname)",
+      needed: false,
+      why: "the default writer label",
+    },
+  ];
+}
+
+/** Which permissions are not granted: a failure when the backend needs one. */
+async function checkPermissions(
+  scheme: string,
+  file: string | null,
+  add: (c: Check) => void,
+): Promise<void> {
   const missing: string[] = [];
   let missingNeeded = false;
-  for (const p of perms) {
+  for (const p of permissionsFor(scheme, file)) {
     const state = (await Deno.permissions.query(p.desc)).state;
     if (state !== "granted") {
       missing.push(`${p.label} (${p.why})`);
       if (p.needed) missingNeeded = true;
     }
   }
-  if (missing.length === 0) add({ status: "ok", check: "permissions", message: "all granted" });
-  else {
-    add({
-      status: missingNeeded ? "fail" : "warn",
-      check: "permissions",
-      message: `not granted: ${missing.join("; ")}`,
-      fix: runFix,
-    });
+  if (missing.length === 0) {
+    add({ status: "ok", check: "permissions", message: "all granted" });
+    return;
   }
+  add({
+    status: missingNeeded ? "fail" : "warn",
+    check: "permissions",
+    message: `not granted: ${missing.join("; ")}`,
+    fix: isCompiled()
+      ? "Use an official mcpstate binary (it is built with every permission it needs), or run it through deno with the flags mcpstate config prints."
+      : `Run deno with ${DENO_FLAGS.join(" ")} (mcpstate config prints the whole command).`,
+  });
+}
 
-  // Settings.
+/** The `MCPSTATE_*` settings that are malformed; answers the quotas that are set. */
+function checkSettings(add: (c: Check) => void): QuotaOptions {
   const maxBytes = Deno.env.get("MCPSTATE_MAX_STATE_BYTES");
   if (maxBytes !== undefined && !(/^\d+$/.test(maxBytes) && Number(maxBytes) >= 2)) {
     add({
@@ -234,8 +262,15 @@ export async function diagnose(
       fix: "Unset it or give it a user name.",
     });
   }
+  return quotas;
+}
 
-  // Backend URL.
+/** Whether the backend URL parses (an unknown scheme is tried, for its message). */
+async function checkBackendUrl(
+  url: string,
+  scheme: string,
+  add: (c: Check) => void,
+): Promise<boolean> {
   if (!KNOWN_SCHEMES.has(scheme)) {
     try {
       await (await openStore(url)).close();
@@ -246,7 +281,7 @@ export async function diagnose(
         message: oneLine(messageOf(e)),
         fix: "Use one of the forms above.",
       });
-      return checks;
+      return false;
     }
   }
   add({ status: "ok", check: "backend url", message: redact(url) });
@@ -258,14 +293,16 @@ export async function diagnose(
       fix: "Use sqlite:///~/.mcpstate/state.db (the default) for state that lasts.",
     });
   }
+  return true;
+}
 
-  // Database directory.
-  if (file !== null) {
-    const ok = await checkDirectory(file, add);
-    if (!ok) return checks;
-  }
-
-  // Open and answer.
+/** Whether the backend opens and answers, what it supports, and the user's usage. */
+async function checkBackend(
+  url: string,
+  scheme: string,
+  { timeoutMs, user, quotas }: { timeoutMs: number; user: string; quotas: QuotaOptions },
+  add: (c: Check) => void,
+): Promise<void> {
   let store: HandleStore | null = null;
   const started = performance.now();
   try {
@@ -276,23 +313,7 @@ export async function diagnose(
       check: "backend",
       message: `opens and answers (${Math.round(performance.now() - started)} ms)`,
     });
-    if (store.capabilities.users && store.capabilities.importRecord) {
-      const users = await withTimeout(store.users({ limit: 1001 }), timeoutMs, "answer");
-      add({
-        status: "ok",
-        check: "export/migrate",
-        message: `supported; ${users.length > 1000 ? "over 1000" : users.length} user${
-          users.length === 1 ? "" : "s"
-        } with state`,
-      });
-    } else {
-      add({
-        status: "warn",
-        check: "export/migrate",
-        message: `the ${scheme} backend cannot list users or restore records yet`,
-        fix: "Upgrade mcpstate; until then export with --user, one user at a time.",
-      });
-    }
+    add(await exportCheck(store, scheme, timeoutMs));
     const usage = await withTimeout(store.usage(user), timeoutMs, "answer");
     const reached = quotasReached(usage, quotas);
     add({
@@ -317,7 +338,26 @@ export async function diagnose(
   } finally {
     await store?.close().catch(() => {});
   }
-  return checks;
+}
+
+/** Whether the store can list users and restore records (export, import, migrate). */
+async function exportCheck(store: HandleStore, scheme: string, timeoutMs: number): Promise<Check> {
+  if (!store.capabilities.users || !store.capabilities.importRecord) {
+    return {
+      status: "warn",
+      check: "export/migrate",
+      message: `the ${scheme} backend cannot list users or restore records yet`,
+      fix: "Upgrade mcpstate; until then export with --user, one user at a time.",
+    };
+  }
+  const users = await withTimeout(store.users({ limit: 1001 }), timeoutMs, "answer");
+  return {
+    status: "ok",
+    check: "export/migrate",
+    message: `supported; ${users.length > 1000 ? "over 1000" : users.length} user${
+      users.length === 1 ? "" : "s"
+    } with state`,
+  };
 }
 
 function filePath(url: string, scheme: string): string | null {

@@ -66,14 +66,7 @@ export async function serve(args: string[]): Promise<number> {
   const telemetry = Telemetry.create({ metrics: config.metrics !== undefined });
   let store: HandleStore;
   try {
-    const backend = await openBackend(config.backend);
-    store = new HandleStore(
-      telemetry ? telemetry.instrument(backend) : backend,
-      {
-        ...(config.maxStateBytes === undefined ? {} : { maxStateBytes: config.maxStateBytes }),
-        ...(config.quotas === undefined ? {} : { quotas: config.quotas }),
-      },
-    );
+    store = await openServedStore(config, telemetry);
   } catch (e) {
     const msg = e instanceof McpStateError || e instanceof Error ? e.message : String(e);
     console.error(`mcpstate serve: could not open the backend: ${redact(msg)}`);
@@ -101,21 +94,50 @@ export async function serve(args: string[]): Promise<number> {
     return config.transport === "stdio"
       ? await untilStopped(serveStateStdio(store, {
         user: config.user,
-        writer: writerLabel(config.writer),
-        leaseSeconds: config.leaseSeconds,
-        maxReadBytes: config.maxReadBytes,
-        ...(config.tools ? { tools: config.tools } : {}),
-        ...(kinds.length > 0 ? { kinds } : {}),
-        maxListenStreams: config.maxListenStreams,
-        maxListenStreamsPerUser: config.maxListenStreamsPerUser,
-        maxWatchesPerUser: config.maxWatchesPerUser,
-        telemetry,
+        ...toolOptions(config, kinds, telemetry),
       }))
       : await runHttp(store, config, telemetry, kinds);
   } finally {
     await metrics?.close();
     await store.close().catch(() => {});
   }
+}
+
+/**
+ * Opens the store of `--backend` with the configured size cap and quotas,
+ * its backend instrumented when metrics or traces are on.
+ */
+async function openServedStore(
+  config: ServeConfig,
+  telemetry: Telemetry | undefined,
+): Promise<HandleStore> {
+  const backend = await openBackend(config.backend);
+  return new HandleStore(
+    telemetry ? telemetry.instrument(backend) : backend,
+    {
+      ...(config.maxStateBytes === undefined ? {} : { maxStateBytes: config.maxStateBytes }),
+      ...(config.quotas === undefined ? {} : { quotas: config.quotas }),
+    },
+  );
+}
+
+/** The options both transports take: the tools, their limits, the writer label, telemetry. */
+function toolOptions(
+  config: ServeConfig,
+  kinds: readonly Kind<unknown, unknown>[],
+  telemetry: Telemetry | undefined,
+) {
+  return {
+    writer: writerLabel(config.writer),
+    leaseSeconds: config.leaseSeconds,
+    maxReadBytes: config.maxReadBytes,
+    ...(config.tools ? { tools: config.tools } : {}),
+    ...(kinds.length > 0 ? { kinds } : {}),
+    maxListenStreams: config.maxListenStreams,
+    maxListenStreamsPerUser: config.maxListenStreamsPerUser,
+    maxWatchesPerUser: config.maxWatchesPerUser,
+    telemetry,
+  };
 }
 
 /** `http://host:port` of a listener, an IPv6 host in brackets. */
@@ -218,15 +240,7 @@ async function runHttp(
       allowedOrigins: config.allowedOrigins,
       maxBodyBytes: config.maxBodyBytes,
       bodyTimeoutMs: config.bodyTimeoutMs,
-      writer: writerLabel(config.writer),
-      leaseSeconds: config.leaseSeconds,
-      maxReadBytes: config.maxReadBytes,
-      ...(config.tools ? { tools: config.tools } : {}),
-      ...(kinds.length > 0 ? { kinds } : {}),
-      maxListenStreams: config.maxListenStreams,
-      maxListenStreamsPerUser: config.maxListenStreamsPerUser,
-      maxWatchesPerUser: config.maxWatchesPerUser,
-      telemetry,
+      ...toolOptions(config, kinds, telemetry),
     });
   } catch (e) {
     console.error(

@@ -240,77 +240,160 @@ export function parseServeArgs(
   args: string[],
   env: (name: string) => string | undefined = readEnv,
 ): ServeConfig | "help" {
-  let values: Record<string, string | boolean | undefined>;
+  const values = parseFlags(args);
+  if (values.help) return "help";
+  const f = new Flags(values, env);
+  const transport = readTransport(f);
+  const host = f.str("host") ?? "127.0.0.1";
+  const port = f.int("port", 0, 65535) ?? DEFAULT_PORT;
+  const publicUrl = readPublicUrl(f, host, port);
+  const maxStateBytes = f.int("max-state-bytes", 2, 2 ** 31);
+  const maxBodyBytes = f.int("max-body-bytes", 1024, 2 ** 31) ??
+    Math.max(DEFAULT_MAX_BODY_BYTES, 2 * (maxStateBytes ?? 0) + 65536);
+  const bodyTimeoutMs = f.int("body-timeout-ms", 100, 3_600_000) ?? 30_000;
+  const { auth, allowAnonymous } = readAuth(f, transport, publicUrl);
+  const { user, writer } = readIdentity(f);
+  const leaseSeconds = f.int("lease-seconds", 0, 86_400) ?? 60;
+  const maxReadBytes = readMaxReadBytes(f);
+  const tools = readTools(f);
+  const maxListenStreams = f.int("max-listen-streams", 1, 1_000_000) ??
+    DEFAULT_MAX_LISTEN_STREAMS;
+  const maxListenStreamsPerUser = f.int("max-listen-streams-per-user", 1, 1_000_000) ??
+    DEFAULT_MAX_LISTEN_STREAMS_PER_USER;
+  const maxWatchesPerUser = f.int("max-watches-per-user", 1, 1_000_000) ??
+    DEFAULT_MAX_WATCHES_PER_USER;
+  const quotas = readQuotas(f);
+  const metrics = readMetrics(f);
+  return {
+    backend: f.str("backend") ?? DEFAULT_URL,
+    transport,
+    host,
+    port,
+    publicUrl,
+    allowAnonymous,
+    auth,
+    allowedHosts: f.list("allowed-hosts"),
+    allowedOrigins: f.list("allowed-origins"),
+    maxBodyBytes,
+    bodyTimeoutMs,
+    maxStateBytes,
+    user,
+    writer,
+    leaseSeconds,
+    maxReadBytes,
+    tools,
+    kinds: f.str("kinds") || undefined,
+    maxListenStreams,
+    maxListenStreamsPerUser,
+    maxWatchesPerUser,
+    metrics,
+    quotas,
+  };
+}
+
+/** The flags as `parseArgs` reads them; a mistake is a {@link ConfigError}. */
+function parseFlags(args: string[]): Record<string, string | boolean | undefined> {
   try {
-    const parsed = parseArgs({ args, options: OPTIONS, strict: true, allowPositionals: false });
-    values = parsed.values;
+    return parseArgs({ args, options: OPTIONS, strict: true, allowPositionals: false }).values;
   } catch (e) {
     const msg = (e instanceof Error ? e.message : String(e)).replace(/\s*\n\s*/g, " ").trim();
     throw new ConfigError(
       `${msg.replace(/\.$/, "")}. Run "mcpstate serve --help" for the options.`,
     );
   }
-  if (values.help) return "help";
+}
 
-  const str = (flag: string, name: string): string | undefined => {
-    const v = values[flag];
+/** The name of a flag's environment twin: `--max-state-bytes` is `MCPSTATE_MAX_STATE_BYTES`. */
+function envName(flag: string): string {
+  return `MCPSTATE_${flag.toUpperCase().replaceAll("-", "_")}`;
+}
+
+/** Reads each flag, or else its environment twin (an empty variable counts as unset). */
+class Flags {
+  readonly #values: Record<string, string | boolean | undefined>;
+  readonly #env: (name: string) => string | undefined;
+
+  constructor(
+    values: Record<string, string | boolean | undefined>,
+    env: (name: string) => string | undefined,
+  ) {
+    this.#values = values;
+    this.#env = env;
+  }
+
+  /** A text flag. */
+  str(flag: string): string | undefined {
+    const v = this.#values[flag];
     if (typeof v === "string") return v;
-    const e = env(name);
+    const e = this.#env(envName(flag));
     return e === undefined || e === "" ? undefined : e;
-  };
-  const bool = (flag: string, name: string): boolean => {
-    if (values[flag] === true) return true;
-    const e = env(name);
+  }
+
+  /** A boolean flag; its variable is 1/true/yes/on or 0/false/no/off. */
+  bool(flag: string): boolean {
+    if (this.#values[flag] === true) return true;
+    const name = envName(flag);
+    const e = this.#env(name);
     if (e === undefined || e === "") return false;
     if (/^(1|true|yes|on)$/i.test(e)) return true;
     if (/^(0|false|no|off)$/i.test(e)) return false;
     throw new ConfigError(`${name}=${JSON.stringify(e)} is not a boolean: use 1 or 0.`);
-  };
-  const int = (flag: string, name: string, min: number, max: number): number | undefined => {
-    const v = str(flag, name);
+  }
+
+  /** A whole number from `min` to `max`. */
+  int(flag: string, min: number, max: number): number | undefined {
+    const v = this.str(flag);
     if (v === undefined) return undefined;
     const n = Number(v);
     if (!/^\d+$/.test(v.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
       throw new ConfigError(
-        `--${flag} (${name}) must be a whole number from ${min} to ${max}, not ${
+        `--${flag} (${envName(flag)}) must be a whole number from ${min} to ${max}, not ${
           JSON.stringify(v)
         }.`,
       );
     }
     return n;
-  };
-  const list = (flag: string, name: string): string[] =>
-    (str(flag, name) ?? "").split(",").map((s) => s.trim()).filter((s) => s.length > 0);
+  }
 
-  const transport = str("transport", "MCPSTATE_TRANSPORT") ?? "stdio";
+  /** A comma list, its items trimmed, empty ones dropped. */
+  list(flag: string): string[] {
+    return (this.str(flag) ?? "").split(",").map((s) => s.trim()).filter((s) => s.length > 0);
+  }
+}
+
+function readTransport(f: Flags): "stdio" | "http" {
+  const transport = f.str("transport") ?? "stdio";
   if (transport !== "stdio" && transport !== "http") {
     throw new ConfigError(
       `--transport (MCPSTATE_TRANSPORT) must be stdio or http, not ${JSON.stringify(transport)}.`,
     );
   }
-  const host = str("host", "MCPSTATE_HOST") ?? "127.0.0.1";
-  const port = int("port", "MCPSTATE_PORT", 0, 65535) ?? DEFAULT_PORT;
-  const publicUrlText = str("public-url", "MCPSTATE_PUBLIC_URL");
-  let publicUrl: URL;
-  if (publicUrlText !== undefined) {
-    publicUrl = httpUrl(publicUrlText, "--public-url (MCPSTATE_PUBLIC_URL)");
+  return transport;
+}
+
+/** `--public-url`, or `http://HOST:PORT/mcp` (a wildcard host as `localhost`). */
+function readPublicUrl(f: Flags, host: string, port: number): URL {
+  const text = f.str("public-url");
+  if (text !== undefined) {
+    const publicUrl = httpUrl(text, "--public-url (MCPSTATE_PUBLIC_URL)");
     publicUrl.hash = "";
-  } else {
-    const h = host === "0.0.0.0" || host === "::" ? "localhost" : host;
-    publicUrl = new URL(`http://${h.includes(":") ? `[${h}]` : h}:${port}/mcp`);
+    return publicUrl;
   }
+  const h = host === "0.0.0.0" || host === "::" ? "localhost" : host;
+  return new URL(`http://${h.includes(":") ? `[${h}]` : h}:${port}/mcp`);
+}
 
-  const maxStateBytes = int("max-state-bytes", "MCPSTATE_MAX_STATE_BYTES", 2, 2 ** 31);
-  const maxBodyBytes = int("max-body-bytes", "MCPSTATE_MAX_BODY_BYTES", 1024, 2 ** 31) ??
-    Math.max(DEFAULT_MAX_BODY_BYTES, 2 * (maxStateBytes ?? 0) + 65536);
-  const bodyTimeoutMs = int("body-timeout-ms", "MCPSTATE_BODY_TIMEOUT_MS", 100, 3_600_000) ??
-    30_000;
-
-  const issuer = str("auth-issuer", "MCPSTATE_AUTH_ISSUER");
-  const audience = str("auth-audience", "MCPSTATE_AUTH_AUDIENCE");
-  const jwksUrl = str("auth-jwks-url", "MCPSTATE_AUTH_JWKS_URL");
-  const cooldown = int("auth-jwks-cooldown-ms", "MCPSTATE_AUTH_JWKS_COOLDOWN_MS", 0, 86_400_000);
-  const allowAnonymous = bool("allow-anonymous", "MCPSTATE_ALLOW_ANONYMOUS");
+/** Bearer-token verification, or anonymous access; HTTP needs exactly one of them. */
+function readAuth(
+  f: Flags,
+  transport: "stdio" | "http",
+  publicUrl: URL,
+): { auth: AuthConfig | undefined; allowAnonymous: boolean } {
+  const issuer = f.str("auth-issuer");
+  const audience = f.str("auth-audience");
+  const jwksUrl = f.str("auth-jwks-url");
+  const cooldown = f.int("auth-jwks-cooldown-ms", 0, 86_400_000);
+  const allowAnonymous = f.bool("allow-anonymous");
   let auth: AuthConfig | undefined;
   if (issuer !== undefined) {
     const iss = httpUrl(issuer, "--auth-issuer (MCPSTATE_AUTH_ISSUER)");
@@ -344,91 +427,66 @@ export function parseServeArgs(
       );
     }
   }
+  return { auth, allowAnonymous };
+}
 
-  const user = str("user", "MCPSTATE_USER") ?? "local";
+/** The user of stdio calls and the fixed writer label, within their lengths. */
+function readIdentity(f: Flags): { user: string; writer: string | undefined } {
+  const user = f.str("user") ?? "local";
   if (user.length > 1024) {
     throw new ConfigError("--user (MCPSTATE_USER) is longer than 1024 characters.");
   }
-  const writer = str("writer", "MCPSTATE_WRITER");
+  const writer = f.str("writer");
   if (writer !== undefined && writer.length > 256) {
     throw new ConfigError("--writer (MCPSTATE_WRITER) is longer than 256 characters.");
   }
+  return { user, writer };
+}
 
-  const leaseSeconds = int("lease-seconds", "MCPSTATE_LEASE_SECONDS", 0, 86_400) ?? 60;
-  const maxReadBytes = int("max-read-bytes", "MCPSTATE_MAX_READ_BYTES", 0, 2 ** 31) ??
-    DEFAULT_MAX_READ_BYTES;
+function readMaxReadBytes(f: Flags): number {
+  const maxReadBytes = f.int("max-read-bytes", 0, 2 ** 31) ?? DEFAULT_MAX_READ_BYTES;
   if (maxReadBytes > 0 && maxReadBytes < MIN_READ_BYTES) {
     throw new ConfigError(
       `--max-read-bytes (MCPSTATE_MAX_READ_BYTES) must be 0 (no limit) or at least ${MIN_READ_BYTES}, not ${maxReadBytes}.`,
     );
   }
-  let tools: string[] | undefined;
-  if (str("tools", "MCPSTATE_TOOLS") !== undefined) {
-    try {
-      tools = resolveToolNames(list("tools", "MCPSTATE_TOOLS"));
-    } catch (e) {
-      throw new ConfigError(`--tools (MCPSTATE_TOOLS): ${(e as Error).message}`);
-    }
-  }
-  const maxListenStreams = int("max-listen-streams", "MCPSTATE_MAX_LISTEN_STREAMS", 1, 1_000_000) ??
-    DEFAULT_MAX_LISTEN_STREAMS;
-  const maxListenStreamsPerUser = int(
-    "max-listen-streams-per-user",
-    "MCPSTATE_MAX_LISTEN_STREAMS_PER_USER",
-    1,
-    1_000_000,
-  ) ?? DEFAULT_MAX_LISTEN_STREAMS_PER_USER;
-  const maxWatchesPerUser =
-    int("max-watches-per-user", "MCPSTATE_MAX_WATCHES_PER_USER", 1, 1_000_000) ??
-      DEFAULT_MAX_WATCHES_PER_USER;
+  return maxReadBytes;
+}
 
+function readTools(f: Flags): string[] | undefined {
+  if (f.str("tools") === undefined) return undefined;
+  try {
+    return resolveToolNames(f.list("tools"));
+  } catch (e) {
+    throw new ConfigError(`--tools (MCPSTATE_TOOLS): ${(e as Error).message}`);
+  }
+}
+
+/** The quota of each flag given; `undefined` when none is. */
+function readQuotas(f: Flags): QuotaOptions | undefined {
   const quotas: QuotaOptions = {};
   for (
-    const [flag, env, field] of [
-      ["quota-handles", "MCPSTATE_QUOTA_HANDLES", "maxHandles"],
-      ["quota-bytes", "MCPSTATE_QUOTA_BYTES", "maxBytes"],
-      ["quota-writes-per-minute", "MCPSTATE_QUOTA_WRITES_PER_MINUTE", "writesPerMinute"],
+    const [flag, field] of [
+      ["quota-handles", "maxHandles"],
+      ["quota-bytes", "maxBytes"],
+      ["quota-writes-per-minute", "writesPerMinute"],
     ] as const
   ) {
-    const n = int(flag, env, 1, Number.MAX_SAFE_INTEGER);
+    const n = f.int(flag, 1, Number.MAX_SAFE_INTEGER);
     if (n !== undefined) quotas[field] = n;
   }
+  return Object.keys(quotas).length > 0 ? quotas : undefined;
+}
 
-  const metricsPort = int("metrics-port", "MCPSTATE_METRICS_PORT", 0, 65535);
-  const metricsHost = str("metrics-host", "MCPSTATE_METRICS_HOST");
-  if (metricsHost !== undefined && metricsPort === undefined) {
+function readMetrics(f: Flags): MetricsConfig | undefined {
+  const port = f.int("metrics-port", 0, 65535);
+  const host = f.str("metrics-host");
+  if (host !== undefined && port === undefined) {
     throw new ConfigError(
       "--metrics-host (MCPSTATE_METRICS_HOST) needs --metrics-port (MCPSTATE_METRICS_PORT): the port to serve /metrics on.",
     );
   }
-
-  return {
-    backend: str("backend", "MCPSTATE_BACKEND") ?? DEFAULT_URL,
-    transport,
-    host,
-    port,
-    publicUrl,
-    allowAnonymous,
-    auth,
-    allowedHosts: list("allowed-hosts", "MCPSTATE_ALLOWED_HOSTS"),
-    allowedOrigins: list("allowed-origins", "MCPSTATE_ALLOWED_ORIGINS"),
-    maxBodyBytes,
-    bodyTimeoutMs,
-    maxStateBytes,
-    user,
-    writer,
-    leaseSeconds,
-    maxReadBytes,
-    tools,
-    kinds: str("kinds", "MCPSTATE_KINDS") || undefined,
-    maxListenStreams,
-    maxListenStreamsPerUser,
-    maxWatchesPerUser,
-    metrics: metricsPort === undefined
-      ? undefined
-      : { host: metricsHost ?? "127.0.0.1", port: metricsPort },
-    quotas: Object.keys(quotas).length > 0 ? quotas : undefined,
-  };
+  return port === undefined ? undefined : { host: host ?? "127.0.0.1", port };
 }
 
 function readEnv(name: string): string | undefined {
