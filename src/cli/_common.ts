@@ -82,6 +82,28 @@ export const BACKEND_OPTIONS = {
   ...HELP_OPTION,
 } as const satisfies OptionSpec;
 
+/** Options of a data command about one user that can answer in JSON: `--user`, `--json`, and {@link BACKEND_OPTIONS}. */
+export const USER_JSON_OPTIONS = {
+  ...BACKEND_OPTIONS,
+  user: { type: "string" },
+  json: { type: "boolean" },
+} as const satisfies OptionSpec;
+
+/**
+ * The help lines of `--backend` and `--help`, which end the options of every
+ * data command.
+ *
+ * @param width The width of the option column.
+ * @returns Two lines, without a final newline.
+ */
+export function backendHelp(width = 17): string {
+  return [
+    "--backend URL".padEnd(width) +
+    "Backend (default: $MCPSTATE_BACKEND, else sqlite:///~/.mcpstate/state.db)",
+    "-h, --help".padEnd(width) + "Show this help",
+  ].map((l) => "  " + l).join("\n");
+}
+
 /** What a subcommand declares; {@link defineCommand} adds the parsing and `--help`. */
 export interface CommandSpec<O extends OptionSpec> {
   /** The word after `mcpstate`. */
@@ -242,6 +264,17 @@ export async function openStore(
   options: HandleStoreOptions = {},
 ): Promise<HandleStore> {
   return await HandleStore.fromUrl(url, { ...options, reclaimIntervalMs: 0 });
+}
+
+/**
+ * Opens the store of a data command's `--backend` (see {@link backendUrl}
+ * and {@link openStore}).
+ *
+ * @param values The command's options.
+ * @returns The open store.
+ */
+export async function storeOf(values: { backend?: string }): Promise<HandleStore> {
+  return await openStore(backendUrl(values.backend));
 }
 
 const encoder = new TextEncoder();

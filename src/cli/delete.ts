@@ -5,13 +5,13 @@
  */
 
 import {
-  BACKEND_OPTIONS,
-  backendUrl,
+  backendHelp,
   type Command,
   defineCommand,
   EXIT_OK,
-  openStore,
   printResult,
+  storeOf,
+  USER_JSON_OPTIONS,
   userOf,
 } from "./_common.ts";
 
@@ -24,8 +24,7 @@ export first if in doubt.
 Options:
   --user USER      Whose handle (default: $MCPSTATE_USER, else "local")
   --json           Print {"ok": true, "handle": …, "deleted": true}
-  --backend URL    Backend (default: $MCPSTATE_BACKEND, else sqlite:///~/.mcpstate/state.db)
-  -h, --help       Show this help
+${backendHelp()}
 `;
 
 /** The `delete` subcommand. */
@@ -33,11 +32,11 @@ export const del: Command = defineCommand({
   name: "delete",
   summary: "Delete a handle",
   help: HELP,
-  options: { ...BACKEND_OPTIONS, user: { type: "string" }, json: { type: "boolean" } },
+  options: USER_JSON_OPTIONS,
   positionals: [1, 1],
   async run(values, [handle]) {
     const user = userOf(values.user);
-    await using store = await openStore(backendUrl(values.backend));
+    await using store = await storeOf(values);
     await store.revoke(handle!, { user });
     await printResult(
       values.json,

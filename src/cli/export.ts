@@ -7,6 +7,7 @@
 import { dirname } from "node:path";
 import {
   BACKEND_OPTIONS,
+  backendHelp,
   backendUrl,
   CliFailure,
   type Command,
@@ -37,8 +38,7 @@ Options:
   --out FILE       Write to FILE instead of stdout. The file appears only when
                    the export is complete (written beside it, then renamed)
   --user USER      Only this user's records
-  --backend URL    Backend (default: $MCPSTATE_BACKEND, else sqlite:///~/.mcpstate/state.db)
-  -h, --help       Show this help
+${backendHelp()}
 
 A progress bar is drawn on stderr when it is a terminal.
 

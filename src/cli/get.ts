@@ -9,13 +9,13 @@ import { getPath } from "../ops.ts";
 import { toPayload } from "../store.ts";
 import {
   BACKEND_OPTIONS,
-  backendUrl,
+  backendHelp,
   CliFailure,
   type Command,
   defineCommand,
   EXIT_OK,
-  openStore,
   printJson,
+  storeOf,
   userOf,
 } from "./_common.ts";
 
@@ -28,8 +28,7 @@ Options:
   --path PATH      Only this part of the state: dotted ("profile.tags") or a
                    JSON Pointer ("/profile/tags/0"); the output gains "path"
   --user USER      Whose handle (default: $MCPSTATE_USER, else "local")
-  --backend URL    Backend (default: $MCPSTATE_BACKEND, else sqlite:///~/.mcpstate/state.db)
-  -h, --help       Show this help
+${backendHelp()}
 
 Examples:
   mcpstate get research_k3v9x2mq
@@ -46,7 +45,7 @@ export const get: Command = defineCommand({
   async run(values, positionals) {
     const handle = positionals[0] as string;
     const user = userOf(values.user);
-    await using store = await openStore(backendUrl(values.backend));
+    await using store = await storeOf(values);
     const snap = await store.get(handle, { user });
     const payload = toPayload(snap);
     if (values.path !== undefined) {

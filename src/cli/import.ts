@@ -15,6 +15,7 @@
 import type { HandleStore } from "../store.ts";
 import {
   BACKEND_OPTIONS,
+  backendHelp,
   backendUrl,
   CliFailure,
   type Command,
@@ -47,8 +48,7 @@ Options:
   --rate N                 Write at most N records per second
   --max-state-bytes N      Largest state accepted (default: $MCPSTATE_MAX_STATE_BYTES, else 1048576)
   --json                   Print the summary as JSON
-  --backend URL            Backend (default: $MCPSTATE_BACKEND, else sqlite:///~/.mcpstate/state.db)
-  -h, --help               Show this help
+${backendHelp(25)}
 
 A progress bar is drawn on stderr when it is a terminal. Exit code 1 when a
 record did not verify (the summary says which).

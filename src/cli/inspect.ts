@@ -13,6 +13,7 @@ import { serveInspector } from "../inspect/server.ts";
 import { machineName } from "../server/identity.ts";
 import {
   BACKEND_OPTIONS,
+  backendHelp,
   backendUrl,
   CliFailure,
   type Command,
@@ -39,8 +40,7 @@ Options:
   --host HOST      Interface to listen on (default 127.0.0.1)
   --port PORT      Port (default 0: a free one)
   --write          Allow restoring versions and trashed handles (writer inspect/<hostname>)
-  --backend URL    Backend (default: $MCPSTATE_BACKEND, else sqlite:///~/.mcpstate/state.db)
-  -h, --help       Show this help
+${backendHelp()}
 
 Examples:
   mcpstate inspect

@@ -8,6 +8,7 @@
 import { type HandleInfo, type HandleStore, toPayload } from "../store.ts";
 import {
   BACKEND_OPTIONS,
+  backendHelp,
   backendUrl,
   type Command,
   defineCommand,
@@ -36,8 +37,7 @@ Options:
   --kind KIND          Only handles of this kind
   --include-expired    Include expired handles still in their grace period
   --json               Print a JSON array (wire form: snake_case, ISO-8601 times)
-  --backend URL        Backend (default: $MCPSTATE_BACKEND, else sqlite:///~/.mcpstate/state.db)
-  -h, --help           Show this help
+${backendHelp(21)}
 
 Examples:
   mcpstate list

@@ -8,12 +8,13 @@
 import { grantPayload, type Rights } from "../grants.ts";
 import {
   BACKEND_OPTIONS,
-  backendUrl,
+  backendHelp,
   type Command,
   defineCommand,
   EXIT_OK,
-  openStore,
   printResult,
+  storeOf,
+  USER_JSON_OPTIONS,
   userOf,
 } from "./_common.ts";
 
@@ -31,8 +32,7 @@ Options:
   --ttl-days N     Days until the grant lapses (default: never; a re-share: its grant's expiry)
   --user USER      Who shares (default: $MCPSTATE_USER, else "local")
   --json           Print {"ok": true, "grant": …, "handle": …, "rights": …, "to": …, "expires_at": …}
-  --backend URL    Backend (default: $MCPSTATE_BACKEND, else sqlite:///~/.mcpstate/state.db)
-  -h, --help       Show this help
+${backendHelp()}
 `;
 
 const UNSHARE_HELP = `Usage: mcpstate unshare GRANT|ALIAS [options]
@@ -44,8 +44,7 @@ made the re-share, may end it.
 Options:
   --user USER      Who ends it (default: $MCPSTATE_USER, else "local")
   --json           Print {"ok": true, "grant": …, "ended": N}
-  --backend URL    Backend (default: $MCPSTATE_BACKEND, else sqlite:///~/.mcpstate/state.db)
-  -h, --help       Show this help
+${backendHelp()}
 `;
 
 /** The `share` subcommand. */
@@ -65,7 +64,7 @@ export const share: Command = defineCommand({
   async run(values, [handle]) {
     const user = userOf(values.user);
     const ttl = values["ttl-days"];
-    await using store = await openStore(backendUrl(values.backend));
+    await using store = await storeOf(values);
     const g = await store.share(handle!, {
       user,
       to: values.to as string,
@@ -89,11 +88,11 @@ export const unshare: Command = defineCommand({
   name: "unshare",
   summary: "End a grant and every re-share under it",
   help: UNSHARE_HELP,
-  options: { ...BACKEND_OPTIONS, user: { type: "string" }, json: { type: "boolean" } },
+  options: USER_JSON_OPTIONS,
   positionals: [1, 1],
   async run(values, [grant]) {
     const user = userOf(values.user);
-    await using store = await openStore(backendUrl(values.backend));
+    await using store = await storeOf(values);
     const ended = await store.unshare(grant!, { user });
     await printResult(
       values.json,

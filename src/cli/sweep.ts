@@ -5,14 +5,14 @@
  */
 
 import {
-  BACKEND_OPTIONS,
-  backendUrl,
+  backendHelp,
   type Command,
   defineCommand,
   EXIT_OK,
   onlyUser,
-  openStore,
   printResult,
+  storeOf,
+  USER_JSON_OPTIONS,
 } from "./_common.ts";
 
 const HELP = `Usage: mcpstate sweep [options]
@@ -25,8 +25,7 @@ not consulted).
 Options:
   --user USER      Only this user's records
   --json           Print {"removed": N}
-  --backend URL    Backend (default: $MCPSTATE_BACKEND, else sqlite:///~/.mcpstate/state.db)
-  -h, --help       Show this help
+${backendHelp()}
 `;
 
 /** The `sweep` subcommand. */
@@ -34,10 +33,10 @@ export const sweep: Command = defineCommand({
   name: "sweep",
   summary: "Remove expired records now",
   help: HELP,
-  options: { ...BACKEND_OPTIONS, user: { type: "string" }, json: { type: "boolean" } },
+  options: USER_JSON_OPTIONS,
   async run(values) {
     const user = onlyUser(values.user);
-    await using store = await openStore(backendUrl(values.backend));
+    await using store = await storeOf(values);
     const removed = await store.sweep(user);
     await printResult(
       values.json,

@@ -9,12 +9,12 @@
 import { grantPayload } from "../grants.ts";
 import {
   BACKEND_OPTIONS,
-  backendUrl,
+  backendHelp,
   type Command,
   defineCommand,
   EXIT_OK,
-  openStore,
   printResult,
+  storeOf,
   UsageError,
   userOf,
 } from "./_common.ts";
@@ -34,8 +34,7 @@ Options:
                    patch or write (the alias handle is printed)
   --user USER      Whose handle it is now (default: $MCPSTATE_USER, else "local")
   --json           Print {"ok": true, "handle": …, "from": …, "to": …, "kept": …}
-  --backend URL    Backend (default: $MCPSTATE_BACKEND, else sqlite:///~/.mcpstate/state.db)
-  -h, --help       Show this help
+${backendHelp()}
 `;
 
 /** The `transfer` subcommand. */
@@ -58,7 +57,7 @@ export const transferHandle: Command = defineCommand({
       throw new UsageError("transfer needs --to USER: the user who gets the handle.");
     }
     const keep = values.keep;
-    await using store = await openStore(backendUrl(values.backend));
+    await using store = await storeOf(values);
     const moved = await store.transfer(handle!, {
       user,
       to,
