@@ -20,6 +20,7 @@ import {
   printJson,
   println,
   UsageError,
+  USER_JSON_OPTIONS,
   userOf,
 } from "./_common.ts";
 import { isCompiled } from "./config.ts";
@@ -75,12 +76,7 @@ export const doctor: Command = defineCommand({
   name: "doctor",
   summary: "Check the runtime, permissions and backend, and say what to fix",
   help: HELP,
-  options: {
-    backend: { type: "string" },
-    timeout: { type: "string" },
-    json: { type: "boolean" },
-    user: { type: "string" },
-  },
+  options: { ...USER_JSON_OPTIONS, timeout: { type: "string" } },
   async run(values) {
     const timeout = values.timeout === undefined ? 10 : Number(values.timeout);
     if (!Number.isFinite(timeout) || timeout <= 0) {

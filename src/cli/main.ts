@@ -35,37 +35,46 @@ import {
   UsageError,
 } from "./_common.ts";
 import { config } from "./config.ts";
-import { del } from "./delete.ts";
 import { doctor } from "./doctor.ts";
 import { exportCommand } from "./export.ts";
 import { get } from "./get.ts";
+import { del, share, transferHandle, unshare } from "./handles.ts";
 import { importCommand } from "./import.ts";
 import { list } from "./list.ts";
 import { migrate } from "./migrate.ts";
-import { share, unshare } from "./share.ts";
 import { sweep } from "./sweep.ts";
-import { transferHandle } from "./transfer_handle.ts";
 import { VERSION } from "../version.ts";
 
-const serve: Command = {
-  name: "serve",
-  summary: "Run the MCP server (stdio, or --transport http); see serve --help",
-  help: "",
-  async run(args: string[]): Promise<number> {
-    const { serve } = await import("./serve.ts");
-    return await serve(args);
-  },
-};
+/** A subcommand whose module is loaded only when it runs (its own `--help` prints its help). */
+function lazy(
+  name: string,
+  summary: string,
+  load: () => Promise<(args: string[]) => Promise<number>>,
+): Command {
+  return {
+    name,
+    summary,
+    help: "",
+    async run(args: string[]): Promise<number> {
+      return await (await load())(args);
+    },
+  };
+}
 
-const inspect: Command = {
-  name: "inspect",
-  summary: "Browse a user's handles, histories and trash in a web page",
-  help: "",
-  async run(args: string[]): Promise<number> {
+const serve = lazy(
+  "serve",
+  "Run the MCP server (stdio, or --transport http); see serve --help",
+  async () => (await import("./serve.ts")).serve,
+);
+
+const inspect = lazy(
+  "inspect",
+  "Browse a user's handles, histories and trash in a web page",
+  async () => {
     const { inspect } = await import("./inspect.ts");
-    return await inspect.run(args);
+    return (args) => inspect.run(args);
   },
-};
+);
 
 /** Every subcommand, in the order `--help` lists them. */
 export const COMMANDS: readonly Command[] = Object.freeze([

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { parseArgs, type ParseArgsOptionsConfig } from "node:util";
 import { DEFAULT_URL } from "../url.ts";
 import {
   DEFAULT_MAX_LISTEN_STREAMS,
@@ -195,38 +195,43 @@ function wrapNames(names: readonly string[]): string {
   return lines.map((l) => " ".repeat(27) + l).join("\n");
 }
 
-const OPTIONS = {
-  backend: { type: "string" },
-  transport: { type: "string" },
-  user: { type: "string" },
-  writer: { type: "string" },
-  "max-state-bytes": { type: "string" },
-  "lease-seconds": { type: "string" },
-  "max-read-bytes": { type: "string" },
-  tools: { type: "string" },
-  "quota-handles": { type: "string" },
-  "quota-bytes": { type: "string" },
-  "quota-writes-per-minute": { type: "string" },
-  kinds: { type: "string" },
-  host: { type: "string" },
-  port: { type: "string" },
-  "public-url": { type: "string" },
-  "auth-issuer": { type: "string" },
-  "auth-audience": { type: "string" },
-  "auth-jwks-url": { type: "string" },
-  "auth-jwks-cooldown-ms": { type: "string" },
+/** The flags that take a value; each has an `MCPSTATE_*` twin (see {@link envName}). */
+const VALUE_FLAGS = [
+  "backend",
+  "transport",
+  "user",
+  "writer",
+  "max-state-bytes",
+  "lease-seconds",
+  "max-read-bytes",
+  "tools",
+  "quota-handles",
+  "quota-bytes",
+  "quota-writes-per-minute",
+  "kinds",
+  "host",
+  "port",
+  "public-url",
+  "auth-issuer",
+  "auth-audience",
+  "auth-jwks-url",
+  "auth-jwks-cooldown-ms",
+  "allowed-hosts",
+  "allowed-origins",
+  "max-body-bytes",
+  "body-timeout-ms",
+  "max-listen-streams",
+  "max-listen-streams-per-user",
+  "max-watches-per-user",
+  "metrics-port",
+  "metrics-host",
+] as const;
+
+const OPTIONS: ParseArgsOptionsConfig = {
+  ...Object.fromEntries(VALUE_FLAGS.map((flag) => [flag, { type: "string" } as const])),
   "allow-anonymous": { type: "boolean" },
-  "allowed-hosts": { type: "string" },
-  "allowed-origins": { type: "string" },
-  "max-body-bytes": { type: "string" },
-  "body-timeout-ms": { type: "string" },
-  "max-listen-streams": { type: "string" },
-  "max-listen-streams-per-user": { type: "string" },
-  "max-watches-per-user": { type: "string" },
-  "metrics-port": { type: "string" },
-  "metrics-host": { type: "string" },
   help: { type: "boolean", short: "h" },
-} as const;
+};
 
 /**
  * Parses `serve` arguments and the environment into a configuration.
@@ -294,7 +299,9 @@ export function parseServeArgs(
 /** The flags as `parseArgs` reads them; a mistake is a {@link ConfigError}. */
 function parseFlags(args: string[]): Record<string, string | boolean | undefined> {
   try {
-    return parseArgs({ args, options: OPTIONS, strict: true, allowPositionals: false }).values;
+    const parsed = parseArgs({ args, options: OPTIONS, strict: true, allowPositionals: false });
+    // No option is `multiple`: every value is a string or a boolean.
+    return parsed.values as Record<string, string | boolean | undefined>;
   } catch (e) {
     const msg = (e instanceof Error ? e.message : String(e)).replace(/\s*\n\s*/g, " ").trim();
     throw new ConfigError(
