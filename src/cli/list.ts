@@ -7,7 +7,6 @@
 
 import { type HandleInfo, type HandleStore, toPayload } from "../store.ts";
 import {
-  BACKEND_OPTIONS,
   backendHelp,
   backendUrl,
   type Command,
@@ -19,6 +18,7 @@ import {
   shortTime,
   table,
   UsageError,
+  USER_JSON_OPTIONS,
   userOf,
 } from "./_common.ts";
 import { allUsers, requireCapability } from "./transfer.ts";
@@ -50,12 +50,10 @@ export const list: Command = defineCommand({
   summary: "List a user's handles (table, or --json)",
   help: HELP,
   options: {
-    ...BACKEND_OPTIONS,
-    user: { type: "string" },
+    ...USER_JSON_OPTIONS,
     "all-users": { type: "boolean" },
     kind: { type: "string" },
     "include-expired": { type: "boolean" },
-    json: { type: "boolean" },
   },
   async run(values) {
     if (values["all-users"] && values.user !== undefined) {
