@@ -70,7 +70,7 @@ interface Stub {
   kids: Stub[];
 }
 
-/** One outline within one budget; see the module doc for the order of work. */
+/** One outline within one budget; see the module doc of `outline.ts` for the order of work. */
 export class Outliner {
   readonly #sizer: Sizer;
   readonly #budget: number;
