@@ -6,7 +6,8 @@
  * that parsed value: a `subscriptions/listen` request is checked against its
  * caller on exactly what is then served, bounded per user and in all
  * (`ListenLimits`), and served by an entry of the caller's own, so an update
- * reaches only the user whose handle changed.
+ * reaches only the user whose handle changed (`_http_listen.ts`; the body is
+ * read within its limits by `_http_body.ts`).
  *
  * @module
  */
@@ -17,8 +18,6 @@ import {
   hostHeaderValidationResponse,
   localhostAllowedHostnames,
   localhostAllowedOrigins,
-  type McpHandlerRequestOptions,
-  type McpHttpHandler,
   type McpServerFactory,
   originValidationResponse,
   requireBearerAuth,
@@ -26,15 +25,11 @@ import {
 import { redact, Unauthenticated } from "../errors.ts";
 import type { HandleStore } from "./types.ts";
 import { protectedResourceMetadata, type TokenVerifier, userOfAuthInfo } from "./auth.ts";
-import {
-  DEFAULT_MAX_LISTEN_STREAMS_PER_USER,
-  handleOfUri,
-  ListenLimitError,
-  LiveUpdates,
-} from "./live.ts";
-import { checkReadAndTools } from "./tools.ts";
+import { DEFAULT_MAX_LISTEN_STREAMS_PER_USER } from "./live.ts";
+import { checkReadAndTools, SERVER_VERSION, type StateToolsOptions } from "./tools.ts";
 import { createStateServer } from "./server.ts";
-import { SERVER_VERSION, type StateToolsOptions } from "./tools.ts";
+import { isListen, ListenRouter, parseBody } from "./_http_listen.ts";
+import { readBody, rpcError, TOO_LARGE } from "./_http_body.ts";
 import type { Telemetry } from "./telemetry.ts";
 
 /** The bucket every caller shares on a server run with `--allow-anonymous`. */
@@ -129,7 +124,6 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
   const origins = [...localhostAllowedOrigins(), publicHost, ...(options.allowedOrigins ?? [])];
   const anyHost = hosts.includes("*");
   const anyOrigin = origins.includes("*");
-  const { maxReadBytes, tools } = checkReadAndTools(options);
   const maxBody = options.maxBodyBytes ?? 4 * 1024 * 1024;
   const bodyTimeoutMs = options.bodyTimeoutMs ?? 30_000;
 
@@ -143,25 +137,7 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
     ? requireBearerAuth({ verifier: auth.verifier, resourceMetadataUrl: metadataUrl })
     : undefined;
 
-  const user: StateToolsOptions["user"] = anonymous ? () => ANONYMOUS_USER : ({ authInfo }) => {
-    const u = userOfAuthInfo(authInfo);
-    if (u === undefined) throw new Unauthenticated();
-    return u;
-  };
-  const factory: McpServerFactory = ({ era }) =>
-    createStateServer(store, {
-      user,
-      anonymous,
-      maxReadBytes,
-      tools,
-      ...(options.kinds ? { kinds: options.kinds } : {}),
-      // A 2025-era stateless exchange has no stream to deliver updates on.
-      subscriptions: era === "modern",
-      ...(options.writer ? { writer: options.writer } : {}),
-      ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),
-      ...(options.telemetry ? { telemetry: options.telemetry } : {}),
-      onInternalError: (e, tool) => report(new Error(`${tool} failed: ${describe(e)}`)),
-    });
+  const factory = stateServerFactory(store, options, report);
   const entry = (maxSubscriptions: number) =>
     createMcpHandler(factory, {
       legacy: "stateless",
@@ -170,59 +146,15 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
       onerror: report,
     });
   // Every subscriptions/listen request is routed to an entry of its own
-  // user's, never to this one: an entry delivers an update to each of its
-  // streams that names the URI, and handles (so URIs) are per user.
+  // user's (ListenRouter), never to this one.
   const mcp = entry(0);
-  const perUserMax = options.maxListenStreamsPerUser ?? DEFAULT_MAX_LISTEN_STREAMS_PER_USER;
-  const listeners = new Map<string, { mcp: McpHttpHandler; streams: number }>();
-  // Open subscriptions/listen streams hear of changes made on any instance:
-  // each subscribed handle is watched on the backend's change feed.
-  const live = new LiveUpdates(
-    store,
-    (uri, who) => listeners.get(who)?.mcp.notify.resourceUpdated(uri),
-    {
-      ...(options.maxListenStreams === undefined ? {} : { maxStreams: options.maxListenStreams }),
-      maxStreamsPerUser: perUserMax,
-      ...(options.maxWatchesPerUser === undefined
-        ? {}
-        : { maxWatchesPerUser: options.maxWatchesPerUser }),
-    },
-    options.telemetry,
-  );
-
-  /** Serves a `subscriptions/listen` request of `who` once it passed every check. */
-  const listen = async (
-    request: Request,
-    message: JsonRpcMessage,
-    who: string | undefined,
-    forward: McpHandlerRequestOptions,
-  ): Promise<Response> => {
-    const id = idOf(message);
-    if (who === undefined) {
-      return rpcAnswer(id, -32001, "Unauthenticated: send a valid bearer token.");
-    }
-    const handles = await checkListen(store, who, message);
-    if (handles instanceof Response) return handles;
-    const ended = new AbortController();
-    request.signal.addEventListener("abort", () => ended.abort(), { once: true });
-    let slot = listeners.get(who);
-    if (!slot) listeners.set(who, slot = { mcp: entry(perUserMax), streams: 0 });
-    const held = slot;
-    held.streams++;
-    ended.signal.addEventListener("abort", () => {
-      if (--held.streams === 0 && listeners.get(who) === held) listeners.delete(who);
-    }, { once: true });
-    try {
-      // The acknowledgement goes out only once every watch has its starting version.
-      await live.follow(who, handles, ended.signal);
-    } catch (e) {
-      ended.abort();
-      if (!(e instanceof ListenLimitError)) throw e;
-      return rpcAnswer(id, e.code, e.message, { limit: e.limit, max: e.max });
-    }
-    const res = await held.mcp.fetch(request, forward);
-    return untilClosed(res, ended);
-  };
+  const listening = new ListenRouter(store, entry, {
+    ...(options.maxListenStreams === undefined ? {} : { maxStreams: options.maxListenStreams }),
+    maxStreamsPerUser: options.maxListenStreamsPerUser ?? DEFAULT_MAX_LISTEN_STREAMS_PER_USER,
+    ...(options.maxWatchesPerUser === undefined
+      ? {}
+      : { maxWatchesPerUser: options.maxWatchesPerUser }),
+  }, options.telemetry);
 
   const tooLarge = () =>
     rpcError(
@@ -235,16 +167,7 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
     if (path === "/healthz" && (request.method === "GET" || request.method === "HEAD")) {
       return Response.json({ ok: true, name: "mcpstate", version: SERVER_VERSION });
     }
-    if (metadataPaths.has(path) && auth) {
-      if (request.method !== "GET" && request.method !== "HEAD") {
-        return jsonError(405, "Use GET for the protected-resource metadata.", {
-          Allow: "GET, HEAD",
-        });
-      }
-      return Response.json(protectedResourceMetadata(publicUrl, auth.issuer), {
-        headers: { "Access-Control-Allow-Origin": "*", "Cache-Control": "max-age=3600" },
-      });
-    }
+    if (metadataPaths.has(path) && auth) return metadata(request, publicUrl, auth.issuer);
     if (path !== "/mcp") {
       return jsonError(404, `Not found: the MCP endpoint is /mcp.`);
     }
@@ -255,12 +178,6 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
       authInfo = verdict;
     }
     if (request.method === "POST" && request.body) {
-      // A declared length over the limit is refused at once, before any body.
-      const declared = Number(request.headers.get("content-length") ?? NaN);
-      if (declared > maxBody) {
-        request.body.cancel().catch(() => {});
-        return tooLarge();
-      }
       const read = await readBody(request, maxBody, bodyTimeoutMs);
       if (read === TOO_LARGE) return tooLarge();
       if (read instanceof Response) return read;
@@ -281,7 +198,7 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
         const forward = { ...(authInfo ? { authInfo } : {}), parsedBody: message };
         if (isListen(message)) {
           const who = anonymous ? ANONYMOUS_USER : userOfAuthInfo(authInfo);
-          return await listen(request, message, who, forward);
+          return await listening.listen(request, message, who, forward);
         }
         return finish(await mcp.fetch(request, forward));
       }
@@ -300,28 +217,11 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
     fetch: async (request: Request): Promise<Response> => {
       const path = new URL(request.url).pathname.replace(/(.)\/$/, "$1");
       if (path === "/healthz") return await serve(request, path);
-      if (!anyHost) {
-        const rejected = hostHeaderValidationResponse(request, hosts);
-        if (rejected) return rejected;
-      }
+      const rejected = (anyHost ? undefined : hostHeaderValidationResponse(request, hosts)) ??
+        (anyOrigin ? undefined : originValidationResponse(request, origins));
+      if (rejected) return rejected;
       const origin = request.headers.get("origin");
-      if (!anyOrigin) {
-        const rejected = originValidationResponse(request, origins);
-        if (rejected) return rejected;
-      }
-      if (origin && request.method === "OPTIONS") {
-        return new Response(null, {
-          status: 204,
-          headers: {
-            "Access-Control-Allow-Origin": origin,
-            "Access-Control-Allow-Methods": "GET, POST, DELETE, OPTIONS",
-            "Access-Control-Allow-Headers": request.headers.get("access-control-request-headers") ??
-              "Authorization, Content-Type, Mcp-Protocol-Version",
-            "Access-Control-Max-Age": "600",
-            Vary: "Origin",
-          },
-        });
-      }
+      if (origin && request.method === "OPTIONS") return preflight(request, origin);
       let res: Response;
       try {
         res = await serve(request, path);
@@ -329,225 +229,77 @@ export function createHttpHandler(store: HandleStore, options: HttpHandlerOption
         report(e);
         res = jsonError(500, "Internal server error.");
       }
-      if (origin) {
-        res = new Response(res.body, res);
-        res.headers.set("Access-Control-Allow-Origin", origin);
-        res.headers.set("Access-Control-Expose-Headers", CORS_EXPOSE);
-        res.headers.append("Vary", "Origin");
-      }
-      return res;
+      return origin ? withCors(res, origin) : res;
     },
     close: async () => {
-      live.close();
-      const entries = [mcp, ...[...listeners.values()].map((l) => l.mcp)];
-      listeners.clear();
-      await Promise.all(entries.map((e) => e.close()));
+      await Promise.all([listening.close(), mcp.close()]);
     },
   };
 }
 
-/** A parsed JSON-RPC message, as far as this file reads one. */
-type JsonRpcMessage = { method?: unknown; id?: unknown; params?: unknown };
-
-/**
- * Parses a request body exactly as the SDK's entry would (its `TextDecoder`
- * drops one leading byte order mark, then `JSON.parse`), or `undefined` when
- * it is not JSON: the entry then finds no message in it either.
- */
-function parseBody(text: string): { value: unknown } | undefined {
-  try {
-    return { value: JSON.parse(text.startsWith("\uFEFF") ? text.slice(1) : text) };
-  } catch {
-    return undefined;
-  }
-}
-
-/** Whether a parsed message is a `subscriptions/listen` message (request or not). */
-function isListen(message: unknown): message is JsonRpcMessage {
-  return isObject(message) && message.method === "subscriptions/listen";
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-/** The id to echo in an answer to `message`: its own when it is a string or number. */
-function idOf(message: JsonRpcMessage): string | number | null {
-  return typeof message.id === "string" || typeof message.id === "number" ? message.id : null;
-}
-
-/** A JSON-RPC error answer to a request, with HTTP status 200 as the SDK answers in-band refusals. */
-function rpcAnswer(
-  id: string | number | null,
-  code: number,
-  message: string,
-  data?: Record<string, unknown>,
-): Response {
-  return Response.json({
-    jsonrpc: "2.0",
-    id,
-    error: { code, message, ...(data === undefined ? {} : { data }) },
-  });
-}
-
-/** What a non-string JSON value is, in a word, for a message: never the value itself. */
-function kindOf(value: unknown): string {
-  if (value === null) return "null";
-  if (Array.isArray(value)) return "a list";
-  return typeof value === "object" ? "an object" : `a ${typeof value}`;
-}
-
-/**
- * For a `subscriptions/listen` message: the handles it subscribes to, after
- * checking each is the caller's, or the refusal (naming the first entry that
- * is not a URI of one of the caller's handles). Untrusted entries are never
- * formatted whole: only strings, cut short, appear in a message.
- */
-async function checkListen(
+/** The server of each exchange: the state server with the HTTP face's options. */
+function stateServerFactory(
   store: HandleStore,
-  user: string,
-  message: JsonRpcMessage,
-): Promise<string[] | Response> {
-  const id = idOf(message);
-  const filter = isObject(message.params) ? message.params.notifications : undefined;
-  const uris = isObject(filter) ? filter.resourceSubscriptions : undefined;
-  // No resource subscriptions: nothing of anyone's to check (the entry answers a bad filter).
-  if (uris === undefined) return [];
-  const hint = "Subscribe to mcpstate://state/{handle} URIs of your own handles (resources/list).";
-  if (!Array.isArray(uris)) {
-    return rpcAnswer(
-      id,
-      -32602,
-      `Invalid params: notifications.resourceSubscriptions is ${
-        kindOf(uris)
-      }, not a list of URIs. ${hint}`,
-    );
-  }
-  if (uris.length > MAX_LISTEN_URIS) {
-    return rpcAnswer(
-      id,
-      -32602,
-      `A subscription may name at most ${MAX_LISTEN_URIS} resources; open another for more.`,
-    );
-  }
-  const handles: string[] = [];
-  for (const [index, uri] of uris.entries()) {
-    if (typeof uri !== "string") {
-      return rpcAnswer(
-        id,
-        -32602,
-        `Invalid params: notifications.resourceSubscriptions[${index}] is ${
-          kindOf(uri)
-        }, not a URI. ${hint}`,
-        { index },
-      );
-    }
-    const handle = handleOfUri(uri);
-    let known = handle !== undefined;
-    if (handle !== undefined) {
-      try {
-        await store.get(handle, { user });
-      } catch {
-        known = false;
-      }
-    }
-    if (!known) {
-      const shown = uri.slice(0, 300);
-      return rpcAnswer(id, -32002, `Resource not found: ${shown}. ${hint}`, { uri: shown });
-    }
-    handles.push(handle!);
-  }
-  return handles;
+  options: HttpHandlerOptions,
+  report: (error: unknown) => void,
+): McpServerFactory {
+  const anonymous = options.anonymous ?? false;
+  const { maxReadBytes, tools } = checkReadAndTools(options);
+  const user: StateToolsOptions["user"] = anonymous ? () => ANONYMOUS_USER : ({ authInfo }) => {
+    const u = userOfAuthInfo(authInfo);
+    if (u === undefined) throw new Unauthenticated();
+    return u;
+  };
+  return ({ era }) =>
+    createStateServer(store, {
+      user,
+      anonymous,
+      maxReadBytes,
+      tools,
+      ...(options.kinds ? { kinds: options.kinds } : {}),
+      // A 2025-era stateless exchange has no stream to deliver updates on.
+      subscriptions: era === "modern",
+      ...(options.writer ? { writer: options.writer } : {}),
+      ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),
+      ...(options.telemetry ? { telemetry: options.telemetry } : {}),
+      onInternalError: (e, tool) => report(new Error(`${tool} failed: ${describe(e)}`)),
+    });
 }
 
-/** Passes `res` through, aborting `ended` when its body ends or the client goes away. */
-function untilClosed(res: Response, ended: AbortController): Response {
-  if (!res.body) {
-    ended.abort();
-    return res;
+/** The RFC 9728 metadata (GET and HEAD only). */
+function metadata(request: Request, publicUrl: URL, issuer: string): Response {
+  if (request.method !== "GET" && request.method !== "HEAD") {
+    return jsonError(405, "Use GET for the protected-resource metadata.", {
+      Allow: "GET, HEAD",
+    });
   }
-  const reader = res.body.getReader();
-  const body = new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      try {
-        const { done, value } = await reader.read();
-        if (done) {
-          ended.abort();
-          controller.close();
-        } else {
-          controller.enqueue(value);
-        }
-      } catch (e) {
-        ended.abort();
-        controller.error(e);
-      }
-    },
-    cancel(reason) {
-      ended.abort();
-      return reader.cancel(reason);
+  return Response.json(protectedResourceMetadata(publicUrl, issuer), {
+    headers: { "Access-Control-Allow-Origin": "*", "Cache-Control": "max-age=3600" },
+  });
+}
+
+/** The answer to a CORS preflight from an allowed origin. */
+function preflight(request: Request, origin: string): Response {
+  return new Response(null, {
+    status: 204,
+    headers: {
+      "Access-Control-Allow-Origin": origin,
+      "Access-Control-Allow-Methods": "GET, POST, DELETE, OPTIONS",
+      "Access-Control-Allow-Headers": request.headers.get("access-control-request-headers") ??
+        "Authorization, Content-Type, Mcp-Protocol-Version",
+      "Access-Control-Max-Age": "600",
+      Vary: "Origin",
     },
   });
-  return new Response(body, res);
 }
 
-const TOO_LARGE: unique symbol = Symbol("too large");
-
-/** Resources one `subscriptions/listen` request may name (each is watched on the backend). */
-const MAX_LISTEN_URIS = 100;
-
-/** A JSON-RPC error answer with no id. */
-function rpcError(status: number, code: number, message: string): Response {
-  return Response.json({ jsonrpc: "2.0", id: null, error: { code, message } }, { status });
-}
-
-/**
- * Reads a request body within `timeoutMs` and `maxBytes`, and decodes it as
- * strict UTF-8 (bytes that are not UTF-8 are a parse error, never replaced by
- * U+FFFD and stored). Answers 408 or 400 as a `Response`, or
- * {@link TOO_LARGE}, instead.
- */
-async function readBody(
-  request: Request,
-  maxBytes: number,
-  timeoutMs: number,
-): Promise<string | Response | typeof TOO_LARGE> {
-  const reader = request.body!.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<"late">((r) => {
-      timer = setTimeout(() => r("late"), Math.max(0, deadline - Date.now()));
-    });
-    const next = await Promise.race([reader.read(), late]).finally(() => clearTimeout(timer));
-    if (next === "late") {
-      reader.cancel().catch(() => {});
-      return rpcError(
-        408,
-        -32000,
-        `The request body did not arrive within ${timeoutMs} ms (--body-timeout-ms); send it again.`,
-      );
-    }
-    if (next.done) break;
-    size += next.value.byteLength;
-    if (size > maxBytes) {
-      reader.cancel().catch(() => {});
-      return TOO_LARGE;
-    }
-    chunks.push(next.value);
-  }
-  const bytes = new Uint8Array(size);
-  let at = 0;
-  for (const c of chunks) {
-    bytes.set(c, at);
-    at += c.byteLength;
-  }
-  try {
-    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
-  } catch {
-    return rpcError(400, -32700, "Parse error: the request body is not valid UTF-8.");
-  }
+/** `res` with the CORS headers of an answer to an allowed origin. */
+function withCors(res: Response, origin: string): Response {
+  const out = new Response(res.body, res);
+  out.headers.set("Access-Control-Allow-Origin", origin);
+  out.headers.set("Access-Control-Expose-Headers", CORS_EXPOSE);
+  out.headers.append("Vary", "Origin");
+  return out;
 }
 
 function jsonError(status: number, message: string, headers: HeadersInit = {}): Response {
