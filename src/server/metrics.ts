@@ -28,6 +28,7 @@
  */
 
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { once } from "./_once.ts";
 
 /** Buckets of `mcpstate_tool_duration_seconds`, in seconds: 0.5 ms to 10 s. */
 export const TOOL_BUCKETS: readonly number[] = Object.freeze(
@@ -278,13 +279,11 @@ export function serveMetrics(metrics: StateMetrics, options: MetricsServeOptions
       headers: { "content-type": metrics.contentType, "cache-control": "no-store" },
     });
   });
-  let closing: Promise<void> | undefined;
   return {
     addr: server.addr,
-    close: () =>
-      closing ??= (async () => {
-        abort.abort();
-        await server.finished.catch(() => {});
-      })(),
+    close: once(async () => {
+      abort.abort();
+      await server.finished.catch(() => {});
+    }),
   };
 }

@@ -16,12 +16,8 @@ import {
 import { McpStateError, Unauthenticated } from "../errors.ts";
 import type { HandleStore, McpServer } from "./types.ts";
 import { handleOfUri, RESOURCE_PREFIX, resourceUri } from "./live.ts";
-import {
-  ANONYMOUS_RANDOM_CHARS,
-  payloadFor,
-  type StateToolsOptions,
-  toolRequestOf,
-} from "./tools.ts";
+import { payloadFor, type StateToolsOptions, toolRequestOf } from "./tools.ts";
+import { tooShortForSharedBucket } from "./tools/_tool.ts";
 
 /** At most this many handles (the most recently updated) in `resources/list`. */
 export const RESOURCE_LIST_LIMIT = 500;
@@ -88,10 +84,9 @@ export function registerStateResources(
     mimeType: "application/json",
   }, async (uri, _variables, ctx) => {
     const handle = handleOfUri(uri.href);
-    // In the shared bucket only long handles exist; never confirm a short guess.
-    const short = handle !== undefined &&
-      handle.length - handle.lastIndexOf("_") - 1 < ANONYMOUS_RANDOM_CHARS;
-    if (handle === undefined || (anonymous && short)) throw new ResourceNotFoundError(uri.href);
+    if (handle === undefined || (anonymous && tooShortForSharedBucket(handle))) {
+      throw new ResourceNotFoundError(uri.href);
+    }
     try {
       const request = toolRequestOf(server, ctx);
       const snap = await store.get(handle, { user: await userOf(ctx) });

@@ -22,6 +22,7 @@ import {
 import { createStateServer } from "./server.ts";
 import { checkReadAndTools } from "./tools.ts";
 import { StdioLive } from "./stdio.ts";
+import { once } from "./_once.ts";
 
 /** Default TCP port of {@link serveStateHttp} (and of `mcpstate serve --transport http`). */
 export const DEFAULT_PORT = 8787;
@@ -120,14 +121,12 @@ export function serveStateStdio(store: HandleStore, options: StdioServeOptions):
     entryOnClose?.();
     closed.resolve();
   };
-  let closing: Promise<void> | undefined;
   return {
     finished: closed.promise,
-    close: () =>
-      closing ??= (async () => {
-        live.close();
-        await handle.close().catch(() => {});
-      })(),
+    close: once(async () => {
+      live.close();
+      await handle.close().catch(() => {});
+    }),
   };
 }
 
@@ -188,15 +187,13 @@ export function serveStateHttp(store: HandleStore, options: HttpServeOptions): H
     void app.close().catch(() => {});
     throw e;
   }
-  let closing: Promise<void> | undefined;
   return {
     addr: server.addr,
     finished: server.finished,
-    close: () =>
-      closing ??= (async () => {
-        await app.close().catch(() => {});
-        abort.abort();
-        await server.finished.catch(() => {});
-      })(),
+    close: once(async () => {
+      await app.close().catch(() => {});
+      abort.abort();
+      await server.finished.catch(() => {});
+    }),
   };
 }

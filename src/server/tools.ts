@@ -1,8 +1,17 @@
 /**
  * The mcpstate tools (`state_save`, `state_load`, `state_list`,
  * `state_patch`, `state_touch`, `state_delete`, `state_changes`,
- * `state_restore`, `state_lease`, `state_fork`, `state_merge`) on an `McpServer`, wire-compatible with the
+ * `state_restore`, `state_lease`, `state_fork`, `state_merge`, and
+ * `state_share` when named) on an `McpServer`, wire-compatible with the
  * original Python mcpstate 0.2 server.
+ *
+ * Each tool is defined once, in a file of its own under `tools/` (name,
+ * title, description, annotations, arguments, output, handler), and listed
+ * once in `tools/_table.ts`; {@link registerStateTools} registers the table
+ * with one loop, and this module holds what every tool shares: the options,
+ * the identity of a call, the check of its arguments and its result or
+ * failure payload. The JSON Schema a tool advertises is derived from the
+ * same argument list as the check of its handler (`tools/_schema.ts`).
  *
  * @module
  */
@@ -27,7 +36,7 @@ import { clientLabel } from "./identity.ts";
 import type { AnyKind, HandleStore, McpServer } from "./types.ts";
 import type { Telemetry, ToolOutcome } from "./telemetry.ts";
 import { advertise } from "./tools/_schema.ts";
-import { ANONYMOUS_RANDOM_CHARS, type Tool, type ToolContext } from "./tools/_tool.ts";
+import { type Tool, type ToolContext, tooShortForSharedBucket } from "./tools/_tool.ts";
 import { TOOLS } from "./tools/_table.ts";
 
 export { ANONYMOUS_RANDOM_CHARS } from "./tools/_tool.ts";
@@ -430,8 +439,7 @@ function toolContext(store: HandleStore, options: StateToolsOptions): ToolContex
         ? { active_lease: leasePayload(info.activeLease) }
         : {},
     checkHandle: (handle) => {
-      // In the shared bucket only long handles exist; never confirm a short guess.
-      if (anonymous && handle.length - handle.lastIndexOf("_") - 1 < ANONYMOUS_RANDOM_CHARS) {
+      if (anonymous && tooShortForSharedBucket(handle)) {
         throw forSharedBucket(new HandleNotFound(handle));
       }
     },

@@ -19,7 +19,7 @@
  *   validates them.
  *
  * The derivation writes the JSON Schema mcpstate has always advertised, byte
- * for byte (the tests compare `tools/list` with a stored copy), so the
+ * for byte (`tests/server_tool_schemas_test.ts` pins a digest of it), so the
  * builders are written for it rather than `z.toJSONSchema`, which writes
  * nullish arguments as `anyOf` and integers with safe-integer bounds.
  *

@@ -17,6 +17,18 @@ import type { Args, Input, Json } from "./_schema.ts";
 /** Random characters in handles minted for an anonymous (shared-bucket) caller: 130 bits. */
 export const ANONYMOUS_RANDOM_CHARS = 26;
 
+/**
+ * Whether `handle` is shorter than any handle the shared bucket mints: in
+ * the shared bucket only long handles exist, and a short guess is never
+ * confirmed.
+ *
+ * @param handle A handle.
+ * @returns Whether its random part is too short.
+ */
+export function tooShortForSharedBucket(handle: string): boolean {
+  return handle.length - handle.lastIndexOf("_") - 1 < ANONYMOUS_RANDOM_CHARS;
+}
+
 /** What every handler of one server shares: the store and the server's options, resolved. */
 export interface ToolContext {
   /** The open store. */
