@@ -7,7 +7,8 @@
  */
 
 import { parseArgs } from "node:util";
-import { HandleStore, type HandleStoreOptions } from "../store.ts";
+import { HandleStore } from "../store.ts";
+import type { HandleStoreOptions } from "../types.ts";
 import { DEFAULT_URL } from "../url.ts";
 
 /** Exit code: success. */

@@ -6,7 +6,8 @@
  * @module
  */
 
-import type { HandleStore, QuotaOptions, UsageInfo } from "../store.ts";
+import type { HandleStore } from "../store.ts";
+import type { QuotaOptions, UsageInfo } from "../types.ts";
 
 const VARIABLES = [
   ["MCPSTATE_QUOTA_HANDLES", "maxHandles"],

@@ -7,7 +7,8 @@
 
 import { dirname, join, resolve } from "node:path";
 import { McpStateError, redact } from "../errors.ts";
-import type { HandleStore, QuotaOptions } from "../store.ts";
+import type { HandleStore } from "../store.ts";
+import type { QuotaOptions } from "../types.ts";
 import { filePathOf } from "../url.ts";
 import {
   backendUrl,

@@ -6,7 +6,7 @@
 
 import { PatchError } from "../errors.ts";
 import { getPath } from "../ops.ts";
-import { toPayload } from "../store.ts";
+import { toPayload } from "../wire.ts";
 import {
   BACKEND_OPTIONS,
   backendHelp,

@@ -5,7 +5,9 @@
  * @module
  */
 
-import { type HandleInfo, type HandleStore, toPayload } from "../store.ts";
+import type { HandleStore } from "../store.ts";
+import type { HandleInfo } from "../types.ts";
+import { toPayload } from "../wire.ts";
 import {
   backendHelp,
   backendUrl,

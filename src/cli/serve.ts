@@ -21,8 +21,8 @@ import {
   Telemetry,
   writerLabel,
 } from "../server/mod.ts";
-import { HandleStore } from "../store.ts";
-import { openBackend } from "../url.ts";
+import type { HandleStore } from "../store.ts";
+import { openServedStore } from "../server/_open_store.ts";
 import { ConfigError, parseServeArgs, type ServeConfig, USAGE } from "./serve_config.ts";
 import { type Kind, kindRules } from "../kinds.ts";
 import { resolve } from "node:path";
@@ -66,7 +66,7 @@ export async function serve(args: string[]): Promise<number> {
   const telemetry = Telemetry.create({ metrics: config.metrics !== undefined });
   let store: HandleStore;
   try {
-    store = await openServedStore(config, telemetry);
+    store = await openStore(config, telemetry);
   } catch (e) {
     const msg = e instanceof McpStateError || e instanceof Error ? e.message : String(e);
     console.error(`mcpstate serve: could not open the backend: ${redact(msg)}`);
@@ -107,18 +107,11 @@ export async function serve(args: string[]): Promise<number> {
  * Opens the store of `--backend` with the configured size cap and quotas,
  * its backend instrumented when metrics or traces are on.
  */
-async function openServedStore(
-  config: ServeConfig,
-  telemetry: Telemetry | undefined,
-): Promise<HandleStore> {
-  const backend = await openBackend(config.backend);
-  return new HandleStore(
-    telemetry ? telemetry.instrument(backend) : backend,
-    {
-      ...(config.maxStateBytes === undefined ? {} : { maxStateBytes: config.maxStateBytes }),
-      ...(config.quotas === undefined ? {} : { quotas: config.quotas }),
-    },
-  );
+function openStore(config: ServeConfig, telemetry: Telemetry | undefined): Promise<HandleStore> {
+  return openServedStore(config.backend, {
+    ...(config.maxStateBytes === undefined ? {} : { maxStateBytes: config.maxStateBytes }),
+    ...(config.quotas === undefined ? {} : { quotas: config.quotas }),
+  }, telemetry);
 }
 
 /** The options both transports take: the tools, their limits, the writer label, telemetry. */

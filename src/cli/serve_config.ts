@@ -15,7 +15,7 @@ import {
 import { DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT } from "../server/serve.ts";
 import { DEFAULT_MAX_READ_BYTES, DEFAULT_TOOLS, resolveToolNames } from "../server/tools.ts";
 import { MIN_READ_BYTES } from "../outline.ts";
-import type { QuotaOptions } from "../store.ts";
+import type { QuotaOptions } from "../types.ts";
 
 /** Default JWKS refetch cooldown, in ms: at most one fetch per this interval for unknown key ids. */
 export const DEFAULT_JWKS_COOLDOWN_MS = 30_000;

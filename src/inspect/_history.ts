@@ -23,7 +23,8 @@ import { McpStateError } from "../errors.ts";
 import { isPlainObject, type JsonObject } from "../json.ts";
 import { applyOps, getPath, opsFromJson, parsePath, type PatchOp } from "../ops.ts";
 import { toPointer } from "../outline.ts";
-import type { ChangeInfo, HandleStore } from "../store.ts";
+import type { HandleStore } from "../store.ts";
+import type { ChangeInfo } from "../types.ts";
 
 /** Characters of a value's JSON shown in a change; longer ones are cut. */
 const VALUE_CHARS = 240;

@@ -34,7 +34,9 @@
  */
 
 import { InvalidArgument, McpStateError, StaleWrite } from "../errors.ts";
-import { type HandleInfo, type HandleStore, toPayload } from "../store.ts";
+import type { HandleStore } from "../store.ts";
+import type { HandleInfo } from "../types.ts";
+import { toPayload } from "../wire.ts";
 import { VERSION } from "../version.ts";
 import { CLIENT_JS } from "./_client.ts";
 import { Guard } from "./_guard.ts";

@@ -8,7 +8,7 @@
 
 import { OAuthError, OAuthErrorCode } from "@modelcontextprotocol/server";
 import { createRemoteJWKSet, errors, type JWTPayload, jwtVerify } from "jose";
-import type { VerifiedToken } from "./tools.ts";
+import type { VerifiedToken } from "./identity.ts";
 
 /**
  * Verifies access tokens (the MCP SDK's `OAuthTokenVerifier` shape): throws

@@ -1,10 +1,44 @@
 /**
- * Writer labels: who wrote a state last, as `<hostname>/<client name>`.
+ * Who calls a tool: what a call knows about its caller ({@link ToolRequest},
+ * {@link VerifiedToken}), and writer labels, who wrote a state last, as
+ * `<hostname>/<client name>`.
  *
  * @module
  */
 
-import type { ToolRequest } from "./tools.ts";
+/**
+ * A verified access token, as the HTTP layer hands it to the tools (the
+ * shape of the MCP SDK's `AuthInfo`).
+ */
+export interface VerifiedToken {
+  /** The raw access token. */
+  token: string;
+  /** The OAuth client the token was issued to (`azp` / `client_id`), or `""`. */
+  clientId: string;
+  /** The token's scopes. */
+  scopes: string[];
+  /** Expiry in seconds since the epoch. */
+  expiresAt?: number;
+  /** The resource (audience) the token was issued for. */
+  resource?: URL;
+  /** The RFC 9728 metadata URL of the server that accepted it. */
+  resourceMetadataUrl?: string;
+  /** More facts; mcpstate's verifier puts `user` (`"<iss>#<sub>"`), `iss` and `sub` here. */
+  extra?: Record<string, unknown>;
+}
+
+/** What a tool call knows about its caller, handed to the identity resolvers. */
+export interface ToolRequest {
+  /**
+   * The client's name: the request's `_meta` client info, the 2025 `initialize`, or an HTTP
+   * request's `User-Agent` (control characters dropped, at most 100 characters).
+   */
+  clientName: string | undefined;
+  /** The verified token of an HTTP request, when the transport authenticated one. */
+  authInfo: VerifiedToken | undefined;
+  /** The HTTP request of the call (HTTP transports only), e.g. to read a header. */
+  httpRequest: Request | undefined;
+}
 
 /**
  * This machine's hostname, or `"localhost"` when it can't be read (no `sys`

@@ -5,7 +5,7 @@
  */
 
 import { z } from "zod";
-import { toPayload } from "../../store.ts";
+import { toPayload } from "../../wire.ts";
 import { input, jsonObject, ok, OUT, text, whole } from "./_schema.ts";
 import { defineTool } from "./_tool.ts";
 

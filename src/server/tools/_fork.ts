@@ -6,7 +6,7 @@
  */
 
 import { z } from "zod";
-import { toPayload } from "../../store.ts";
+import { toPayload } from "../../wire.ts";
 import { input, jsonObject, metaShape, ok, OUT, text } from "./_schema.ts";
 import { defineTool, given } from "./_tool.ts";
 import { infoOnly } from "./_wire.ts";

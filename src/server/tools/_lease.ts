@@ -5,7 +5,7 @@
  */
 
 import { z } from "zod";
-import { leasePayload } from "../../store.ts";
+import { leasePayload } from "../../wire.ts";
 import { flag, input, jsonObject, leaseShape, num, ok, optional, OUT, text } from "./_schema.ts";
 import { defineTool } from "./_tool.ts";
 

@@ -9,7 +9,7 @@ import { z } from "zod";
 import { InvalidArgument } from "../../errors.ts";
 import { getPath, parsePath } from "../../ops.ts";
 import { checkReadArgs, jsonSize, outline, toPointer } from "../../outline.ts";
-import { toReadPayload } from "../../store.ts";
+import { toReadPayload } from "../../wire.ts";
 import { input, jsonObject, list, metaShape, ok, optional, OUT, text, whole } from "./_schema.ts";
 import { defineTool } from "./_tool.ts";
 import { payloadFor, withoutOwnLease } from "./_wire.ts";

@@ -6,7 +6,7 @@
 
 import { z } from "zod";
 import type { PatchOp } from "../../ops.ts";
-import { toPayload } from "../../store.ts";
+import { toPayload } from "../../wire.ts";
 import { input, jsonObject, metaShape, ok, opsList, optional, OUT, text } from "./_schema.ts";
 import { defineTool, given } from "./_tool.ts";
 

@@ -10,7 +10,7 @@
 
 import type { ToolAnnotations } from "@modelcontextprotocol/server";
 import type { z } from "zod";
-import type { ActiveLease } from "../../store.ts";
+import type { ActiveLease } from "../../types.ts";
 import type { AnyKind, HandleStore } from "../types.ts";
 import type { Args, Input, Json } from "./_schema.ts";
 

@@ -8,7 +8,8 @@
 
 import type { StaleWrite } from "../../errors.ts";
 import { jsonSize, outline } from "../../outline.ts";
-import { type HandleInfo, type Snapshot, toPayload } from "../../store.ts";
+import type { HandleInfo, Snapshot } from "../../types.ts";
+import { toPayload } from "../../wire.ts";
 
 /**
  * The wire form of a snapshot or info for the caller `writer`: `active_lease`
