@@ -442,6 +442,25 @@ export function reclaim(core: Core): void {
   core.backend.sweep(null, now - core.graceMs, now).catch(() => {});
 }
 
+/** Starts the background reclaim, unless the backend reclaims by itself or the interval is 0. */
+export function reclaimTimer(core: Core): ReturnType<typeof setInterval> | undefined {
+  if (core.backend.reclaimsExpired || core.reclaimMs <= 0) return undefined;
+  const timer = setInterval(() => reclaim(core), core.reclaimMs);
+  Deno.unrefTimer(timer);
+  return timer;
+}
+
+/** Closes the store once: stops the reclaim timer and closes the backend. */
+export async function closeCore(
+  core: Core,
+  timer: ReturnType<typeof setInterval> | undefined,
+): Promise<void> {
+  if (core.closed) return;
+  core.closed = true;
+  clearInterval(timer);
+  await core.backend.close();
+}
+
 /** The snapshot after an update step (patch, touch), with the write's lease. */
 export async function written<S>(
   core: Core,
