@@ -86,6 +86,13 @@ export function writeLease(
   return { holder, expiresAt: now + Math.max(1, Math.round(seconds * 1000)) };
 }
 
+/** Validates a call's user, then its handle (the order of their errors); answers the user. */
+export function checkUserHandle(options: unknown, handle: unknown): string {
+  const user = checkUser(options);
+  checkHandle(handle);
+  return user;
+}
+
 /** Validates a lease holder: a writer label, never empty. */
 export function checkHolder(writer: unknown): string {
   const holder = checkWriter(writer);

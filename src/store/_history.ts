@@ -10,7 +10,7 @@ import { InvalidArgument } from "../errors.ts";
 import { rewind } from "../history.ts";
 import { decodeState, type JsonObject } from "../json.ts";
 import type { ChangesSince, StateAt, UserOption } from "../types.ts";
-import { checkHandle, checkUser, checkVersion } from "./_check.ts";
+import { checkUserHandle, checkVersion } from "./_check.ts";
 import { alive, call, type Core, entries, log, missing, snapshotOf } from "./_core.ts";
 import { asAlias, routed } from "./_share.ts";
 
@@ -37,8 +37,7 @@ async function changesAs<S>(
   version: number,
   options: UserOption,
 ): Promise<ChangesSince<S>> {
-  const user = checkUser(options);
-  checkHandle(handle);
+  const user = checkUserHandle(options, handle);
   checkVersion(version, "since_version", 0);
   const current = await notBehind(core, user, handle, version, "since_version");
   const changes = await log(core, user, handle, version, current.version);
@@ -73,8 +72,7 @@ export async function stateAt<S>(
   version: number,
   options: UserOption,
 ): Promise<StateAt<S>> {
-  const user = checkUser(options);
-  checkHandle(handle);
+  const user = checkUserHandle(options, handle);
   checkVersion(version, "version", 1);
   for (let attempt = 0;; attempt++) {
     const current = await notBehind(core, user, handle, version, "version");

@@ -14,10 +14,9 @@ import type {
   WatchOptions,
 } from "../types.ts";
 import {
-  checkHandle,
   checkHolder,
   checkLeaseSeconds,
-  checkUser,
+  checkUserHandle,
   MAX_TIMER_MS,
   noLeases,
 } from "./_check.ts";
@@ -30,8 +29,7 @@ export async function lease(
   handle: string,
   options: LeaseOptions,
 ): Promise<LeaseResult> {
-  const user = checkUser(options);
-  checkHandle(handle);
+  const user = checkUserHandle(options, handle);
   const holder = checkHolder(options.writer);
   const seconds = checkLeaseSeconds(options.seconds);
   const acquire = core.backend.acquireLease?.bind(core.backend);
@@ -55,8 +53,7 @@ export async function release(
   handle: string,
   options: ReleaseOptions,
 ): Promise<boolean> {
-  const user = checkUser(options);
-  checkHandle(handle);
+  const user = checkUserHandle(options, handle);
   const holder = checkHolder(options.writer);
   const release = core.backend.releaseLease?.bind(core.backend);
   if (!release) throw noLeases();
@@ -69,8 +66,7 @@ export function watch<S>(
   handle: string,
   options: WatchOptions,
 ): AsyncIterableIterator<Snapshot<S>> {
-  const user = checkUser(options);
-  checkHandle(handle);
+  const user = checkUserHandle(options, handle);
   const signal = options.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
     throw new InvalidArgument("signal must be an AbortSignal.", { field: "signal" });

@@ -13,7 +13,7 @@ import { checkRights, random130 } from "../grants.ts";
 import { decodeState } from "../json.ts";
 import { previewOf } from "../preview.ts";
 import type { ForkOptions, MergeResult, TransferOptions } from "../types.ts";
-import { checkHandle, checkUser, checkWriter } from "./_check.ts";
+import { checkHandle, checkUser, checkUserHandle, checkWriter } from "./_check.ts";
 import { alive, auditStep, call, context, type Core, entry, infoOf, UNAVAILABLE } from "./_core.ts";
 import { diffOf, withUndo } from "./_diff.ts";
 import { needGrants } from "./_share.ts";
@@ -21,8 +21,7 @@ import { insertUnique, mergeLoop } from "./_write.ts";
 
 /** Forks a handle (see {@link HandleStore.fork}). */
 export async function fork(core: Core, handle: string, options: ForkOptions): Promise<string> {
-  const user = checkUser(options);
-  checkHandle(handle);
+  const user = checkUserHandle(options, handle);
   const writer = checkWriter(options.writer);
   const now = core.clock();
   const origin = alive(await call(core, () => core.backend.read(user, handle)), handle, now);
@@ -122,8 +121,7 @@ export async function transfer(
   handle: string,
   options: TransferOptions,
 ): Promise<string> {
-  const user = checkUser(options);
-  checkHandle(handle);
+  const user = checkUserHandle(options, handle);
   const to = checkUser({ user: (options as { to?: unknown }).to }, "to");
   if (to === user) {
     throw new InvalidArgument("to is the handle's owner already: name another user.", {

@@ -10,7 +10,7 @@ import type { JsonObject } from "../json.ts";
 import { rulesIn, withRules } from "../kinds.ts";
 import { checkReadArgs, jsonSize, outline, readPaths } from "../outline.ts";
 import type { ReadOptions, ReadResult, Snapshot, UserOption } from "../types.ts";
-import { checkHandle, checkUser } from "./_check.ts";
+import { checkUserHandle } from "./_check.ts";
 import {
   alive,
   call,
@@ -34,8 +34,7 @@ async function getAs<S>(
   options: UserOption,
   via: Via,
 ): Promise<Snapshot<S>> {
-  const user = checkUser(options);
-  checkHandle(handle);
+  const user = checkUserHandle(options, handle);
   const now = core.clock();
   const b = core.backend;
   let r: HandleRecord | null, leases: Map<string, LeaseRecord> | undefined;
@@ -66,8 +65,7 @@ export async function read<S>(
   handle: string,
   options: ReadOptions,
 ): Promise<ReadResult<S>> {
-  const user = checkUser(options);
-  checkHandle(handle);
+  const user = checkUserHandle(options, handle);
   const { maxBytes, paths } = options;
   checkReadArgs(maxBytes, paths);
   const { state, ...info } = await get<S>(core, handle, withRules({ user }, rulesIn(options)));

@@ -19,7 +19,14 @@ import {
   type Rights,
 } from "../errors.ts";
 import type { HandleInfo, UserOption } from "../types.ts";
-import { checkGrantee, checkHandle, checkOptions, checkTtl, checkUser } from "./_check.ts";
+import {
+  checkGrantee,
+  checkHandle,
+  checkOptions,
+  checkTtl,
+  checkUser,
+  checkUserHandle,
+} from "./_check.ts";
 import { alive, auditStep, call, type Core, missing, type Via } from "./_core.ts";
 
 /**
@@ -83,8 +90,7 @@ export function routed<T, O extends UserOption>(
  */
 export async function share(core: Core, handle: string, options: ShareOptions): Promise<Grant> {
   checkOptions(options, "share");
-  const user = checkUser(options);
-  checkHandle(handle);
+  const user = checkUserHandle(options, handle);
   const rights = checkRights(options.rights);
   const to = checkGrantee(options.to, user);
   const ttl = checkTtl(options.ttlDays, false);
@@ -181,8 +187,7 @@ export async function unshare(
 
 /** The grants in force on a handle, for its owner or a grantee (see {@link HandleStore.grants}). */
 export async function grants(core: Core, handle: string, options: UserOption): Promise<Grant[]> {
-  const user = checkUser(options);
-  checkHandle(handle);
+  const user = checkUserHandle(options, handle);
   const b = needGrants(core);
   const now = core.clock();
   const own = await call(core, () => b.read(user, handle));

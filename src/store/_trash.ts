@@ -9,7 +9,7 @@ import type { WriteContext } from "../backend.ts";
 import { isReplayed } from "../backend.ts";
 import { HandleNotFound, InvalidArgument } from "../errors.ts";
 import type { RevokeOptions, Snapshot, TrashOptions, TrashPage, UserOption } from "../types.ts";
-import { checkHandle, checkOptions, checkUser, unsupported } from "./_check.ts";
+import { checkOptions, checkUser, checkUserHandle, unsupported } from "./_check.ts";
 import {
   call,
   checkFingerprint,
@@ -34,8 +34,7 @@ async function revokeAs(
   options: RevokeOptions,
   via: Via,
 ): Promise<void> {
-  const user = checkUser(options);
-  checkHandle(handle);
+  const user = checkUserHandle(options, handle);
   const ctx = await context(core, options.idempotencyKey, handle, ["revoke"]);
   if (core.trashMs > 0) ctx.trashUntil = ctx.now + core.trashMs;
   const res = await call(core, () => core.backend.remove(user, handle, ctx));
@@ -52,8 +51,7 @@ export async function restore<S>(
   handle: string,
   options: UserOption,
 ): Promise<Snapshot<S>> {
-  const user = checkUser(options);
-  checkHandle(handle);
+  const user = checkUserHandle(options, handle);
   const now = core.clock();
   const ctx: WriteContext = { now, graceMs: core.graceMs };
   if (core.quotas) ctx.quota = core.quotas;

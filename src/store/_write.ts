@@ -31,12 +31,13 @@ import type {
   SaveResult,
   Snapshot,
   TouchOptions,
+  WriteLeaseOption,
 } from "../types.ts";
 import {
-  checkHandle,
   checkOnConflict,
   checkTtl,
   checkUser,
+  checkUserHandle,
   checkWriter,
   KIND_RE,
   safeString,
@@ -136,15 +137,13 @@ export async function mint(
   if (rule) state = await rule.check(state) as JsonObject;
   const text = encodeState(state, core.maxBytes);
   const now = core.clock();
-  const lease = writeLease(options.lease, writer, now);
-  const ctx = await context(core, options.idempotencyKey, "", [
+  const ctx = await writeContext(core, options, { handle: "", via: undefined, writer, now }, [
     "mint",
     kind,
     text,
     ttl ?? null,
     writer,
   ]);
-  if (lease) ctx.lease = lease;
   if (core.retention) {
     ctx.entry = entry(core, 1, now, writer, "mint", { patch: diffOf({}, state) });
     ctx.retention = core.retention;
@@ -194,8 +193,7 @@ async function saveAs<S extends JsonObject>(
   options: SaveOptions,
   via: Via,
 ): Promise<SaveResult<S>> {
-  const user = checkUser(options);
-  checkHandle(handle);
+  const user = checkUserHandle(options, handle);
   const expect = options.expectVersion;
   if (typeof expect !== "number" || !Number.isSafeInteger(expect) || expect < 0) {
     throw new InvalidArgument(
@@ -212,8 +210,7 @@ async function saveAs<S extends JsonObject>(
   const stamp = rule ? { schemaVersion: rule.version } : {};
   const text = encodeState(state, core.maxBytes);
   const now = core.clock();
-  const lease = writeLease(options.lease, writer, now);
-  const ctx = await context(core, options.idempotencyKey, via?.alias ?? handle, [
+  const ctx = await writeContext(core, options, { handle, via, writer, now }, [
     "save",
     text,
     expect,
@@ -222,8 +219,6 @@ async function saveAs<S extends JsonObject>(
     // A merging save is another call than a failing one (the fingerprint of a failing one is unchanged).
     ...(merge ? ["merge"] : []),
   ]);
-  if (lease) ctx.lease = lease;
-  if (via) ctx.grant = { grant: via.grant, alias: via.alias };
   const expiresAt = (cur: HandleRecord) =>
     ttl === undefined ? cur.expiresAt : ttl === null ? null : now + ttl;
   if (core.retention) {
@@ -481,8 +476,7 @@ async function patchAs<S>(
   options: PatchOptions,
   via: Via,
 ): Promise<Snapshot<S>> {
-  const user = checkUser(options);
-  checkHandle(handle);
+  const user = checkUserHandle(options, handle);
   const parsed = opsFromJson(ops, { maxOps: core.maxPatchOps });
   for (const op of parsed) {
     for (const field of ["value", "mapping"] as const) {
@@ -496,15 +490,12 @@ async function patchAs<S>(
   }
   const writer = checkWriter(options.writer);
   const now = core.clock();
-  const lease = writeLease(options.lease, writer, now);
-  const ctx = await context(core, options.idempotencyKey, via?.alias ?? handle, [
+  const ctx = await writeContext(core, options, { handle, via, writer, now }, [
     "patch",
     parsed,
     writer,
   ]);
   if (core.retention) ctx.retention = core.retention;
-  if (lease) ctx.lease = lease;
-  if (via) ctx.grant = { grant: via.grant, alias: via.alias };
   const rules = rulesIn(options);
   const res = await callOn(core, user, handle, () =>
     update(core, user, handle, (cur) => {
@@ -562,8 +553,7 @@ async function touchAs<S>(
   options: TouchOptions,
   via: Via,
 ): Promise<Snapshot<S>> {
-  const user = checkUser(options);
-  checkHandle(handle);
+  const user = checkUserHandle(options, handle);
   if (options.ttlDays === undefined) {
     throw new InvalidArgument("touch needs ttlDays: a number of days, or null for never.", {
       field: "ttl_days",
@@ -572,15 +562,12 @@ async function touchAs<S>(
   const ttl = checkTtl(options.ttlDays, true);
   const writer = checkWriter(options.writer);
   const now = core.clock();
-  const lease = writeLease(options.lease, writer, now);
-  const ctx = await context(core, options.idempotencyKey, via?.alias ?? handle, [
+  const ctx = await writeContext(core, options, { handle, via, writer, now }, [
     "touch",
     ttl,
     writer,
   ]);
   if (core.retention) ctx.retention = core.retention;
-  if (lease) ctx.lease = lease;
-  if (via) ctx.grant = { grant: via.grant, alias: via.alias };
   const expiresAt = ttl == null ? null : now + ttl;
   const res = await callOn(core, user, handle, () =>
     update(core, user, handle, (cur) => {
@@ -593,4 +580,21 @@ async function touchAs<S>(
       );
     }, ctx), via);
   return await written<S>(core, user, handle, res, ctx, now);
+}
+
+/**
+ * A write's context: the lease it asks for (checked first), the idempotency claim of `args` for
+ * the alias or handle it was called with, and the grant a routed write runs under.
+ */
+async function writeContext(
+  core: Core,
+  options: { idempotencyKey?: string; lease?: WriteLeaseOption },
+  call: { handle: string; via: Via; writer: string | null; now: number },
+  args: unknown[],
+): Promise<WriteContext> {
+  const lease = writeLease(options.lease, call.writer, call.now);
+  const ctx = await context(core, options.idempotencyKey, call.via?.alias ?? call.handle, args);
+  if (lease) ctx.lease = lease;
+  if (call.via) ctx.grant = { grant: call.via.grant, alias: call.via.alias };
+  return ctx;
 }
