@@ -14,27 +14,27 @@
  */
 
 import type {
-  AuditStep,
   Change,
   ChangeEntry,
   ConditionalWrite,
-  GrantRecord,
   HandleMeta,
   HandleRecord,
   InsertOutcome,
-  LeaseOutcome,
-  LeaseRecord,
   ListQuery,
   Replayed,
   SaveOutcome,
-  TransferOutcome,
-  TransferStep,
-  TrashedMeta,
-  TrashQuery,
   UpdateOutcome,
-  Usage,
   WriteContext,
 } from "./backend/_records.ts";
+import type {
+  FeedPrimitives,
+  GrantPrimitives,
+  LeasePrimitives,
+  QuotaPrimitives,
+  RecordPrimitives,
+  TransferPrimitives,
+  TrashPrimitives,
+} from "./backend/_capabilities.ts";
 
 export type {
   AuditStep,
@@ -65,8 +65,21 @@ export type {
   WriteContext,
 } from "./backend/_records.ts";
 export { auditEntry, isReplayed, metaOf } from "./backend/_records.ts";
+export type {
+  FeedPrimitives,
+  GrantPrimitives,
+  LeasePrimitives,
+  QuotaPrimitives,
+  RecordPrimitives,
+  TransferPrimitives,
+  TrashPrimitives,
+} from "./backend/_capabilities.ts";
 
-/** The primitives a storage engine provides to `HandleStore`. */
+/**
+ * The primitives a storage engine provides to `HandleStore`: the core ones
+ * every engine has, and optional capability groups, each provided whole or
+ * not at all.
+ */
 export interface Backend {
   /**
    * Inserts a new record unless the handle exists for this user (any state,
@@ -137,197 +150,52 @@ export interface Backend {
    */
   readonly maxEntryBytes?: number;
   /**
-   * Optional (needed by `mcpstate export` and `migrate`): one page of the users
-   * that have at least one handle record, expired records included, in
-   * ascending order. The order is the engine's own (byte order of the UTF-8
-   * name is recommended), as long as `after` is consistent with it: a page
-   * starts strictly after `query.after`, and paging until a page comes back
-   * shorter than `limit` visits every user exactly once.
+   * Optional (needed by `mcpstate export`, `import` and `migrate`): every
+   * user, and a record written exactly as given.
    *
-   * @since 0.3.0
+   * @since 0.5.0 (as the methods `listUsers` and `importRecord`)
    */
-  listUsers?(query: { after?: string; limit: number }): Promise<string[]>;
+  readonly records?: RecordPrimitives;
   /**
-   * Optional (needed by `mcpstate import` and `migrate`): writes `record`
-   * exactly as given — handle, kind, state text, version, timestamps, expiry
-   * and writer — in one atomic step, when this user has no record with that
-   * handle (`"inserted"`) or has one with a lower version (`"replaced"`);
-   * otherwise it writes nothing (`"kept"`). It never mints or re-versions,
-   * ignores `ctx.idempotency`, and, where the engine expires records natively,
-   * expires it at `expiresAt + ctx.graceMs`. A replaced record's changelog is
-   * dropped (its history is unknown). Re-running an import is
-   * therefore harmless: nothing is duplicated and newer data is never
-   * overwritten with older.
+   * Optional: advisory leases. Without them the store refuses `lease` and
+   * `release` and reads no lease.
    *
-   * Not to be confused with `HandleStore.restore`, which brings a revoked
-   * handle back from the trash (see {@link Backend.untrash}).
-   *
-   * @since 0.5.0 (named `restore` in 0.3 and 0.4)
+   * @since 0.5.0 (as the methods `acquireLease`, `releaseLease`, `leases`
+   * and `readLeased`)
    */
-  importRecord?(
-    user: string,
-    record: HandleRecord,
-    ctx: WriteContext,
-  ): Promise<"inserted" | "replaced" | "kept">;
+  readonly leases?: LeasePrimitives;
   /**
-   * Optional (leases): in one atomic step, when `(user, handle)` has no lease,
-   * or one held by `lease.holder`, or one with `expiresAt <= now`, stores
-   * `lease` and answers `acquired: true`; otherwise changes nothing and
-   * answers the other holder's lease. It never reads or writes the record
-   * (no version moves). A lease may be dropped by the engine once it lapses
-   * (native expiry at `lease.expiresAt`, or {@link Backend.sweep}).
+   * Optional: the change feed. Without it the store's `watch` polls.
    *
-   * @since 0.4.0
+   * @since 0.5.0 (as the method `subscribe`)
    */
-  acquireLease?(
-    user: string,
-    handle: string,
-    lease: LeaseRecord,
-    now: number,
-  ): Promise<LeaseOutcome>;
+  readonly feed?: FeedPrimitives;
   /**
-   * Optional (leases): deletes the lease of `(user, handle)` when `holder`
-   * holds it; answers whether a lease with `expiresAt > now` was released.
+   * Optional: the trash listing of `mcpstate inspect` and a handle's undo
+   * window (handles found again).
    *
-   * @since 0.4.0
+   * @since 0.5.0 (as the methods `listTrash` and `trashedUntil`)
    */
-  releaseLease?(user: string, handle: string, holder: string, now: number): Promise<boolean>;
+  readonly trash?: TrashPrimitives;
   /**
-   * Optional (leases): the leases with `expiresAt > now` among `handles` of
-   * one user, by handle (handles without one are absent). One round trip.
+   * Optional: per-user usage, which quotas need.
    *
-   * @since 0.4.0
+   * @since 0.5.0 (as the method `usage`)
    */
-  leases?(user: string, handles: readonly string[], now: number): Promise<Map<string, LeaseRecord>>;
+  readonly quotas?: QuotaPrimitives;
   /**
-   * Optional (leases): {@link Backend.read} and {@link Backend.leases} of one
-   * handle in one step (one statement, one round trip) — what every `get`
-   * needs. Without it the store makes both calls at once.
+   * Optional: a record moved to another user in one atomic step.
    *
-   * @since 0.4.0
+   * @since 0.5.0 (as the method `transfer`)
    */
-  readLeased?(
-    user: string,
-    handle: string,
-    now: number,
-  ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }>;
+  readonly transfer?: TransferPrimitives;
   /**
-   * Optional (change feed): calls `listener` soon after any write to
-   * `(user, handle)` commits — insert, save, update, remove, untrash,
-   * importRecord, sweep — whether it went through this backend object, another connection,
-   * another process or another instance sharing the engine, until the
-   * returned function is called. Calls may be spurious or coalesced, never
-   * carry data (the store re-reads), and must not throw. Without it the
-   * store's `watch` polls.
+   * Optional: sharing (grants and their alias handles).
    *
-   * @since 0.4.0
+   * @since 0.5.0 (as the methods `putGrant`, `readGrant`, `endGrant`,
+   * `grantsOf` and `grantsTo`)
    */
-  subscribe?(user: string, handle: string, listener: () => void): Promise<() => void>;
-  /**
-   * Optional (the trash view of `mcpstate inspect`): one page of the records
-   * of `user` that {@link Backend.remove} moved to the trash and that the
-   * engine still holds, metadata only (never a state), with each one's
-   * `trashUntil`.
-   *
-   * - Order: `trashUntil` descending — newest-deleted first, since a store
-   *   gives every revoke the same undo window — then `handle` ascending in
-   *   the engine's order (the one {@link Backend.list} uses).
-   * - Paging: at most `query.limit` rows, starting strictly after
-   *   `query.after`; paging from the last row of each page until a page comes
-   *   back shorter than `limit` visits every trashed record exactly once.
-   * - Records past their window (`trashUntil <= now`) that the engine has not
-   *   reclaimed yet may be listed; they sort last, and the store leaves them
-   *   out by its own clock. A handle that is live again (an import wrote it
-   *   while its old record sat in the trash) is listed as well.
-   * - Reads only; changes nothing, and never blocks a writer for longer than
-   *   a read does.
-   *
-   * @since 0.5.0
-   */
-  listTrash?(user: string, query: TrashQuery): Promise<TrashedMeta[]>;
-  /**
-   * Optional (handles found again): the `trashUntil` of the record of `user`
-   * with this handle that {@link Backend.remove} moved to the trash, or
-   * `null` when there is none (a record past its window that the engine has
-   * not reclaimed yet may still answer its time). One round trip; the store
-   * calls it only after a read or write found no live record.
-   *
-   * @since 0.5.0
-   */
-  trashedUntil?(user: string, handle: string): Promise<number | null>;
-  /**
-   * Optional (quotas): the user's {@link Usage} as of `now`. A backend that
-   * has it honours {@link WriteContext.quota} on every write; the store
-   * refuses quotas on one that has not.
-   *
-   * @since 0.5.0
-   */
-  usage?(user: string, now: number): Promise<Usage>;
-  /**
-   * Optional (transfer): in one atomic step, moves the live record
-   * `(user, handle)` and its changelog to `(to, handle)` (same handle, state,
-   * expiry, creation time), drops the old owner's lease on it, ends every
-   * grant in force on `(user, handle)` (`endedAt = ctx.now`), and, when
-   * given, applies `step.audit` to the moved record (its next version and
-   * entry, under `to`) and stores `step.keep`; the old owner keeps nothing
-   * else. When `user` has no live record of that handle it answers
-   * `"absent"`, when `to` has any record of it (live or in the trash)
-   * `"taken"`, and changes nothing. The usage of both users follows
-   * (`ctx.quota` is checked for `to`, as a mint would be).
-   *
-   * @since 0.5.0
-   */
-  transfer?(
-    user: string,
-    handle: string,
-    to: string,
-    ctx: WriteContext,
-    step?: TransferStep,
-  ): Promise<TransferOutcome>;
-  /**
-   * Optional (sharing): stores a new grant in one atomic step. When
-   * `grant.parent` is set, the parent must be in force at `now` in that same
-   * step (else the error of `grantEnded` of `backends/_grants.ts`, nothing
-   * stored), so a re-share never outlives an `unshare` of its parent that
-   * returned first. With `audit`, the same step applies it to the record
-   * `(grant.owner, grant.handle)` ({@link AuditStep}), and answers
-   * `"absent"`, storing nothing, when that record is not live (it was
-   * deleted or moved since the store looked).
-   *
-   * @since 0.5.0
-   */
-  putGrant?(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent">;
-  /**
-   * Optional (sharing): the grant whose id or alias handle is `idOrAlias`
-   * (ended and expired ones included), or `null`.
-   *
-   * @since 0.5.0
-   */
-  readGrant?(idOrAlias: string): Promise<GrantRecord | null>;
-  /**
-   * Optional (sharing): in one atomic step, sets `endedAt = now` on the grant
-   * `grant` and on every grant under it (re-shares, and theirs) that is not
-   * ended yet; returns those it ended. With `audit`, when it ends any, the
-   * same step applies it to the grant's record `(owner, handle)` if that is
-   * live ({@link AuditStep}); a record deleted or moved gets no entry.
-   *
-   * @since 0.5.0
-   */
-  endGrant?(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]>;
-  /**
-   * Optional (sharing): the grants of `(owner, handle)`, ended ones included,
-   * oldest first.
-   *
-   * @since 0.5.0
-   */
-  grantsOf?(owner: string, handle: string): Promise<GrantRecord[]>;
-  /**
-   * Optional (sharing): the grants to the user `to` (never those to `"*"`)
-   * that are not ended, oldest first.
-   *
-   * @since 0.5.0
-   */
-  grantsTo?(to: string): Promise<GrantRecord[]>;
+  readonly grants?: GrantPrimitives;
   /** Releases connections and files. Idempotent. */
   close(): Promise<void>;
 }

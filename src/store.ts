@@ -92,7 +92,7 @@ export class HandleStore implements AsyncDisposable {
    */
   get capabilities(): HandleStoreCapabilities {
     return {
-      users: typeof this.#core.backend.listUsers === "function",
+      users: this.#core.backend.records !== undefined,
       importRecord: records.importer(this.#core) !== undefined,
       grants: sharing.grantBackend(this.#core) !== undefined,
     };

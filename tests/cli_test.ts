@@ -666,8 +666,8 @@ Deno.test("cli: import never overwrites newer data and skips long-expired record
   try {
     const target = await openBackend(url);
     try {
-      await target.importRecord!("u1", sampleRecord("doc_aaaaaaaa", 5), restoreContext());
-      await target.importRecord!("u1", sampleRecord("doc_bbbbbbbb", 1), restoreContext());
+      await target.records!.import("u1", sampleRecord("doc_aaaaaaaa", 5), restoreContext());
+      await target.records!.import("u1", sampleRecord("doc_bbbbbbbb", 1), restoreContext());
     } finally {
       await target.close();
     }
@@ -857,12 +857,12 @@ Deno.test("cli: a record whose user, handle, kind or writer holds U+0000 is refu
         const source = denokvUrl(join(home, "kept.kv"));
         const back = await openBackend(source);
         try {
-          await back.importRecord!(
+          await back.records!.import(
             "old\u0000user",
             sampleRecord("note_aaaaaaa1", 1),
             restoreContext(),
           );
-          await back.importRecord!("fine", sampleRecord("note_aaaaaaa2", 1), restoreContext());
+          await back.records!.import("fine", sampleRecord("note_aaaaaaa2", 1), restoreContext());
         } finally {
           await back.close();
         }
@@ -908,7 +908,7 @@ Deno.test("cli: migrate killed halfway (SIGKILL) and run again ends identical to
           state: `{"i":${i}}`,
           expiresAt: i % 3 === 0 ? null : Date.now() + DAY + i,
         });
-        await seed.importRecord!(users[i % users.length]!, rec, ctx);
+        await seed.records!.import(users[i % users.length]!, rec, ctx);
       }
     } finally {
       await seed.close();

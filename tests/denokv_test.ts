@@ -238,7 +238,7 @@ Deno.test("users and handles that cannot be key parts as they are stay apart", a
   const listed: string[] = [];
   let after: string | undefined;
   for (;;) {
-    const page = await backend.listUsers!({
+    const page = await backend.records!.users({
       limit: 2,
       ...(after === undefined ? {} : { after }),
     });
@@ -268,15 +268,15 @@ Deno.test("importRecord(): a chunked record replaced by an inline one leaves no 
     lastWriter: "import",
   });
   assert.equal(
-    await backend.importRecord(user, rec(3, JSON.stringify(stateOfBytes(90_000))), ctx),
+    await backend.records.import(user, rec(3, JSON.stringify(stateOfBytes(90_000))), ctx),
     "inserted",
   );
-  assert.equal(await backend.importRecord(user, rec(2, '{"old":1}'), ctx), "kept");
-  assert.equal(await backend.importRecord(user, rec(5, '{"new":1}'), ctx), "replaced");
+  assert.equal(await backend.records.import(user, rec(2, '{"old":1}'), ctx), "kept");
+  assert.equal(await backend.records.import(user, rec(5, '{"new":1}'), ctx), "replaced");
   assert.deepEqual(await backend.read(user, "note_abcdefgh"), rec(5, '{"new":1}'));
   assert.equal((await backend.list(user, { limit: 10 }))[0]!.version, 5);
   assert.deepEqual(await keysOf(kv, ["mcpstate", "u", user, "c"]), []);
-  assert.deepEqual(await backend.listUsers({ limit: 10 }), [user]);
+  assert.deepEqual(await backend.records.users({ limit: 10 }), [user]);
 });
 
 /** The changelog keys of a handle: `[logId, version]` pairs, in key order. */
@@ -523,7 +523,7 @@ Deno.test("transfer: a handle with more grants in force than its commit can end 
     assert.deepEqual(await recordKeysOf(kv, bob), []);
     assert.deepEqual(await keysOf(kv, ["mcpstate", "xw"]), []);
     assert.equal(
-      (await backend.grantsOf(alice, h)).filter((g) => g.endedAt === null).length,
+      (await backend.grants.of(alice, h)).filter((g) => g.endedAt === null).length,
       grants,
     );
   };
@@ -531,23 +531,23 @@ Deno.test("transfer: a handle with more grants in force than its commit can end 
   const small: GrantRecord[] = [];
   for (let i = 0; i < 961; i++) {
     small.push(grantOf(alice, h, `reader${i}`, clock.now, i));
-    await backend.putGrant(small[i]!, clock.now);
+    await backend.grants.put(small[i]!, clock.now);
   }
   await refused(961);
-  for (const g of small.slice(0, 661)) await backend.endGrant(g.grant, clock.now);
+  for (const g of small.slice(0, 661)) await backend.grants.end(g.grant, clock.now);
   // 300 small ones fit, but with 400 more whose grantees have long names (2 KB each) the commit is over 819,200 bytes.
   const large: GrantRecord[] = [];
   for (let i = 0; i < 400; i++) {
     large.push(grantOf(alice, h, `${i}`.padEnd(1000, "€"), clock.now, 1000 + i));
-    await backend.putGrant(large[i]!, clock.now);
+    await backend.grants.put(large[i]!, clock.now);
   }
   await refused(700);
   // Fewer: it moves, and every grant in force on alice's handle ends in that commit.
-  for (const g of large) await backend.endGrant(g.grant, clock.now);
+  for (const g of large) await backend.grants.end(g.grant, clock.now);
   clock.advance(1000);
   assert.equal(await store.transfer(h, { user: alice, to: bob }), h);
   assert.deepEqual((await store.get(h, { user: bob })).state, before.state);
-  const grants = await backend.grantsOf(alice, h);
+  const grants = await backend.grants.of(alice, h);
   assert.equal(grants.length, 1361);
   assert.equal(grants.filter((g) => g.endedAt === clock.now).length, 300);
   assert.ok(grants.every((g) => g.endedAt !== null));
@@ -574,7 +574,7 @@ Deno.test("transfer: shares racing it from another backend either end with it or
     assert.equal(await mover.transfer(h, { user: alice, to: bob }), h);
     const outcomes = await Promise.all(shares);
     assert.ok(outcomes.every((o) => o === "shared" || o === "handle_not_found"), outcomes.join());
-    const grants = await sharer.grantsOf(alice, h);
+    const grants = await sharer.grants.of(alice, h);
     assert.equal(grants.length, outcomes.filter((o) => o === "shared").length);
     assert.ok(
       grants.every((g) => g.endedAt !== null),
@@ -614,7 +614,7 @@ Deno.test("trash: revoke moves the head in one commit, restore moves it back, sw
   assert.deepEqual(await backend.changes(user, h, 0), []);
   assert.deepEqual(await backend.list(user, { limit: 10 }), []);
   assert.deepEqual(
-    await backend.listUsers!({ limit: 1000 }).then((u) => u.includes(user)),
+    await backend.records!.users({ limit: 1000 }).then((u) => u.includes(user)),
     false,
   );
   const ctx = { now: clock.now, graceMs: 0 };
@@ -691,7 +691,7 @@ Deno.test("trash: the largest inline head with the longest metadata fits; an imp
     expiresAt: null,
     lastWriter: "import",
   };
-  assert.equal(await backend.importRecord!("imp", imported, ctx), "inserted");
+  assert.equal(await backend.records!.import("imp", imported, ctx), "inserted");
   assert.equal(await backend.untrash("imp", x, ctx), null);
   await store.revoke(x, { user: "imp" });
   assert.deepEqual(await keysOf(kv, ["mcpstate", "u", "imp", "c"]), []);
@@ -899,7 +899,7 @@ Deno.test("leases: one key beside the head that touches nothing else, read 10 ke
     // Backends racing for one lease: exactly one wins, and all are told who.
     const raced = await Promise.all(
       racers.map((b, i) =>
-        b.acquireLease(user, hs[1]!, { holder: `r${i}`, expiresAt: clock.now + 5_000 }, clock.now)
+        b.leases.acquire(user, hs[1]!, { holder: `r${i}`, expiresAt: clock.now + 5_000 }, clock.now)
       ),
     );
     const winners = raced.filter((r) => r.acquired);

@@ -283,7 +283,7 @@ Deno.test("the changelog and the trash in the tables: entries live and die with 
     (await sql.unsafe(`SELECT version, trashed_until FROM ${t}.handles WHERE handle = $1`, [
       handle,
     ]))[0];
-  const usersOf = async () => await backend.listUsers({ limit: 1000 });
+  const usersOf = async () => await backend.records.users({ limit: 1000 });
   try {
     const user = freshUser();
     const h = await store.mint("doc", { log: [] }, { user });
@@ -351,13 +351,13 @@ Deno.test("the changelog and the trash in the tables: entries live and die with 
     const cur = (await backend.read(user, r))!;
     await store.revoke(r, { user });
     const ctx = { now, graceMs: 0 };
-    assert.equal(await backend.importRecord(user, { ...cur, version: 1 }, ctx), "inserted");
+    assert.equal(await backend.records.import(user, { ...cur, version: 1 }, ctx), "inserted");
     assert.deepEqual([(await rowOf(r))?.trashed_until, await logOf(r)], [null, []]);
     await store.patch(r, [Append("log", "y")], { user });
     assert.deepEqual(await logOf(r), [2]);
-    assert.equal(await backend.importRecord(user, { ...cur, version: 9 }, ctx), "replaced");
+    assert.equal(await backend.records.import(user, { ...cur, version: 9 }, ctx), "replaced");
     assert.deepEqual(await logOf(r), []);
-    assert.equal(await backend.importRecord(user, { ...cur, version: 9 }, ctx), "kept");
+    assert.equal(await backend.records.import(user, { ...cur, version: 9 }, ctx), "kept");
 
     // A revoke racing writers on the handle leaves no entry behind: whatever
     // the writers committed before the row went, its changelog went with it.
@@ -613,7 +613,7 @@ Deno.test("leases: one row beside the record, one holder at a time even in a rac
       const now = 10_000 * (round + 1);
       const answers = await Promise.all(
         Array.from({ length: 20 }, (_, i) =>
-          (i % 2 ? a : b).acquireLease(user, handle, {
+          (i % 2 ? a : b).leases.acquire(user, handle, {
             holder: `r${round}:${i}`,
             expiresAt: now + 5_000,
           }, now)),
@@ -645,8 +645,8 @@ Deno.test("the change feed: every write is heard at commit by each instance on t
     const h = "n_aaaaaaaa";
     let calls = 0, strays = 0;
     const offs = await Promise.all([
-      a.subscribe(user, h, () => calls++),
-      c.subscribe(user, h, () => strays++),
+      a.feed.subscribe(user, h, () => calls++),
+      c.feed.subscribe(user, h, () => strays++),
     ]);
     const heard = async (what: string, write: () => Promise<unknown>) => {
       const before = calls;
@@ -687,7 +687,7 @@ Deno.test("the change feed: every write is heard at commit by each instance on t
       () => a.remove(user, h, { ...ctx, trashUntil: now + DAY }),
     );
     await heard("untrash", () => b.untrash(user, h, ctx));
-    await heard("restore", () => a.importRecord(user, { ...record, version: 9 }, ctx));
+    await heard("restore", () => a.records.import(user, { ...record, version: 9 }, ctx));
     await heard("update to an expiry", () => b.update(user, h, bump({ expiresAt: now }), ctx));
     await heard("sweep", () => a.sweep(user, now, now));
     const logged = { ...ctx, entry: { version: 1, at: now, text: "{}" } };
@@ -700,7 +700,7 @@ Deno.test("the change feed: every write is heard at commit by each instance on t
     // A user id whose payload would pass 8,000 bytes: everyone is called.
     const long = "\u0001".repeat(1400);
     let longCalls = 0;
-    offs.push(await b.subscribe(long, h, () => longCalls++));
+    offs.push(await b.feed.subscribe(long, h, () => longCalls++));
     await a.insert(long, record, ctx);
     await waitFor("the write of a long user id", () => longCalls > 0, 5_000);
     // Nothing written, nothing heard: stale writes, a collision, a throwing
@@ -712,8 +712,8 @@ Deno.test("the change feed: every write is heard at commit by each instance on t
     await b.update(user, h, () => {
       throw new Error("boom");
     }, ctx).catch(() => {});
-    await b.acquireLease(user, h, { holder: "x", expiresAt: now + DAY }, now);
-    await b.releaseLease(user, h, "x", now);
+    await b.leases.acquire(user, h, { holder: "x", expiresAt: now + DAY }, now);
+    await b.leases.release(user, h, "x", now);
     await sleep(300);
     assert.equal(calls, settled);
     assert.equal(strays, 0, "another schema's instance heard of these writes");

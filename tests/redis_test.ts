@@ -251,7 +251,9 @@ Deno.test("redis: listUsers() gives users in the byte order of their UTF-8 names
       for (const u of names) {
         await backend.insert(`${tag}${u}`, recordOf("n_aaaaaaaa"), ctx);
       }
-      const listed = (await backend.listUsers({ limit: 100_000 })).filter((u) => u.startsWith(tag));
+      const listed = (await backend.records.users({ limit: 100_000 })).filter((u) =>
+        u.startsWith(tag)
+      );
       assert.deepEqual(listed, names.map((u) => `${tag}${u}`).sort(byUtf8));
     } finally {
       await backend.close();
@@ -745,7 +747,7 @@ Deno.test("redis: the changelog answers as the memory reference does, through re
         const cur = await memory.read(user, handle);
         const version = Math.max(1, (cur?.version ?? 1) + rnd(3) - 1);
         await both((b) =>
-          b.importRecord!(user, {
+          b.records!.import(user, {
             handle,
             kind: "d",
             state: `{"r":${version}}`,
@@ -1041,8 +1043,8 @@ Deno.test("redis cluster: a transfer that dies after any of its steps is finishe
     );
     assert.deepEqual((await store.list(bob)).map((i) => i.handle), [h]);
     // A mark left by the last step goes with the new owner's next miss on the handle.
-    await backend.trashedUntil(bob, h);
-    await backend.trashedUntil(alice, h);
+    await backend.trash.until(bob, h);
+    await backend.trash.until(alice, h);
   };
   for (let k = 1; k <= 4; k++) {
     for (const via of ["old owner", "new owner"] as const) {
@@ -1171,9 +1173,9 @@ Deno.test("redis: every write script announces its handle on the user's channel,
     const user = freshUser(), handle = "n_aaaaaaaa";
     let calls = 0, strays = 0;
     const offs = [
-      await a.subscribe(user, handle, () => calls++),
-      await a.subscribe(user, "n_bbbbbbbb", () => strays++),
-      await a.subscribe(freshUser(), handle, () => strays++),
+      await a.feed.subscribe(user, handle, () => calls++),
+      await a.feed.subscribe(user, "n_bbbbbbbb", () => strays++),
+      await a.feed.subscribe(freshUser(), handle, () => strays++),
     ];
     // Messages of one server arrive in order: once a write's has, any earlier
     // one has too, so exactly one call means the calls before it wrote nothing.
@@ -1205,8 +1207,8 @@ Deno.test("redis: every write script announces its handle on the user's channel,
       "save",
       () => b.insert(user, rec(1), ctx),
       () => b.save(user, handle, { ...write, expectVersion: 7 }, ctx),
-      () => b.acquireLease(user, handle, { holder: "w", expiresAt: now + 60_000 }, now),
-      () => b.releaseLease(user, handle, "w", now),
+      () => b.leases.acquire(user, handle, { holder: "w", expiresAt: now + 60_000 }, now),
+      () => b.leases.release(user, handle, "w", now),
       () => b.read(user, handle),
       () => b.save(user, handle, { ...write, expectVersion: 1 }, ctx),
     );
@@ -1220,8 +1222,8 @@ Deno.test("redis: every write script announces its handle on the user's channel,
     await announced(
       "restore",
       () => b.untrash(user, handle, ctx),
-      () => b.importRecord(user, rec(1), ctx),
-      () => b.importRecord(user, rec(9, now - 1), ctx),
+      () => b.records.import(user, rec(1), ctx),
+      () => b.records.import(user, rec(9, now - 1), ctx),
     );
     await announced(
       "sweep",
@@ -1255,18 +1257,18 @@ Deno.test("redis: every write script announces its handle on the user's channel,
     // Without an entry a grant change announces nothing; with one, once.
     await announced(
       "share with an entry",
-      () => b.putGrant(grant(g1), now),
-      () => b.putGrant(grant(g2), now, audit()),
+      () => b.grants.put(grant(g1), now),
+      () => b.grants.put(grant(g2), now, audit()),
     );
     await announced(
       "unshare with an entry",
-      () => b.endGrant(g1, now),
-      () => b.endGrant(g2, now, audit()),
-      () => b.endGrant(g2, now, audit()), // ends nothing: no entry
+      () => b.grants.end(g1, now),
+      () => b.grants.end(g2, now, audit()),
+      () => b.grants.end(g2, now, audit()), // ends nothing: no entry
     );
     await announced(
       "transfer",
-      () => b.transfer!(user, handle, freshUser(), ctx, { audit: audit() }),
+      () => b.transfer!.move(user, handle, freshUser(), ctx, { audit: audit() }),
     );
     await announced("insert after the transfer", () => b.insert(user, rec(1), ctx));
     await announced("remove", () => b.remove(user, handle, ctx));
@@ -1386,13 +1388,16 @@ Deno.test("redis: a lease is one key in the user's slot with a native TTL that R
     const odd = ["\ud800", "a:b}", "~x", h];
     for (const [i, o] of odd.entries()) {
       const lease = { holder: `h${i}`, expiresAt: now + 60_000 };
-      assert.deepEqual(await backend.acquireLease(user, o, lease, now), { acquired: true, lease });
+      assert.deepEqual(await backend.leases.acquire(user, o, lease, now), {
+        acquired: true,
+        lease,
+      });
     }
-    const leases = await backend.leases(user, [...odd, "task_missing"], now);
+    const leases = await backend.leases.of(user, [...odd, "task_missing"], now);
     assert.deepEqual([...leases.keys()], odd);
     assert.deepEqual(odd.map((o) => leases.get(o)!.holder), ["h0", "h1", "h2", "h3"]);
-    assert.equal((await backend.leases(user, odd, now + 60_000)).size, 0);
-    assert.equal(await backend.releaseLease(user, "\ud800", "h0", now), true);
+    assert.equal((await backend.leases.of(user, odd, now + 60_000)).size, 0);
+    assert.equal(await backend.leases.release(user, "\ud800", "h0", now), true);
     await assertConsistent(await primaries(), prefix);
   };
   await onBoth(t, run);
@@ -1407,9 +1412,9 @@ Deno.test("redis: the lease copy in a record hash follows the lease key through 
       const now = Date.now();
       const ctx = { now, graceMs: 0 };
       const held = (holder: string) => ({ holder, expiresAt: now + 60_000 });
-      const leaseOf = async (u: string, h: string) => (await b.readLeased(u, h, now)).lease;
+      const leaseOf = async (u: string, h: string) => (await b.leases.readLeased!(u, h, now)).lease;
       // A lease taken before the record exists is copied in by the insert.
-      assert.equal((await b.acquireLease(user, "a_aaaaaaaa", held("w1"), now)).acquired, true);
+      assert.equal((await b.leases.acquire(user, "a_aaaaaaaa", held("w1"), now)).acquired, true);
       assert.equal(
         await b.insert(user, recordOf("a_aaaaaaaa"), ctx).then((r) =>
           "inserted" in r && r.inserted
@@ -1425,7 +1430,7 @@ Deno.test("redis: the lease copy in a record hash follows the lease key through 
       });
       assert.ok("ok" in saved && saved.ok && saved.lease?.acquired === false);
       assert.deepEqual(await leaseOf(user, "a_aaaaaaaa"), held("w1"));
-      assert.equal(await b.releaseLease(user, "a_aaaaaaaa", "w1", now), true);
+      assert.equal(await b.leases.release(user, "a_aaaaaaaa", "w1", now), true);
       assert.equal(await leaseOf(user, "a_aaaaaaaa"), null);
       const updated = await b.update(
         user,
@@ -1439,22 +1444,22 @@ Deno.test("redis: the lease copy in a record hash follows the lease key through 
       assert.deepEqual(await b.remove(user, "a_aaaaaaaa", { ...ctx, trashUntil: now + DAY }), {
         removed: true,
       });
-      assert.equal(await b.releaseLease(user, "a_aaaaaaaa", "w3", now), true);
+      assert.equal(await b.leases.release(user, "a_aaaaaaaa", "w3", now), true);
       assert.equal(
-        await b.acquireLease(user, "a_aaaaaaaa", held("w4"), now).then((r) => r.acquired),
+        await b.leases.acquire(user, "a_aaaaaaaa", held("w4"), now).then((r) => r.acquired),
         true,
       );
       assert.ok(await b.untrash(user, "a_aaaaaaaa", ctx));
       assert.deepEqual(await leaseOf(user, "a_aaaaaaaa"), held("w4"));
       // A raw restore rewrites the hash and keeps the lease.
       assert.equal(
-        await b.importRecord(user, recordOf("a_aaaaaaaa", { version: 9 }), ctx),
+        await b.records.import(user, recordOf("a_aaaaaaaa", { version: 9 }), ctx),
         "replaced",
       );
       assert.deepEqual(await leaseOf(user, "a_aaaaaaaa"), held("w4"));
       // A transfer leaves the old owner's lease behind (on a standalone server).
       if (b.transfer) {
-        assert.equal(await b.transfer(user, "a_aaaaaaaa", other, ctx), "moved");
+        assert.equal(await b.transfer.move(user, "a_aaaaaaaa", other, ctx), "moved");
         assert.equal(await leaseOf(other, "a_aaaaaaaa"), null);
       }
       await assertConsistent(await primaries(), prefix);

@@ -243,19 +243,33 @@ Deno.test("SDK 1.x and v2 clients read unauthenticated, backend_error and intern
   const inner = new MemoryBackend();
   let mode: "fine" | "throw" | "corrupt" = "fine";
   // A real memory backend that fails on demand: every call throws, or reads return broken JSON.
+  // `prop` names a primitive, or a group member as `group.member`.
+  const failing =
+    (prop: string, value: (...args: unknown[]) => unknown, self: unknown) =>
+    async (...args: unknown[]) => {
+      if (mode === "throw") throw new Error("connect ECONNREFUSED 10.1.2.3:6379");
+      const out = await value.apply(self, args) as { record?: object } | null;
+      if (mode !== "corrupt" || !out) return out;
+      if (prop === "read") return { ...out, state: "{broken" };
+      return prop === "leases.readLeased"
+        ? { ...out, record: { ...out.record, state: "{broken" } }
+        : out;
+    };
+  const groups = new Map<string | symbol, Record<string, unknown>>();
   const backend = new Proxy(inner, {
     get(target, prop) {
       const value = Reflect.get(target, prop, target);
+      if (typeof value === "object" && value !== null && typeof prop === "string") {
+        let group = groups.get(prop);
+        if (!group) {
+          const members = Object.entries(value as Record<string, (...a: unknown[]) => unknown>)
+            .map(([m, f]) => [m, failing(`${prop}.${m}`, f, value)]);
+          groups.set(prop, group = Object.fromEntries(members));
+        }
+        return group;
+      }
       if (typeof value !== "function" || prop === "close" || prop === "sweep") return value;
-      return async (...args: unknown[]) => {
-        if (mode === "throw") throw new Error("connect ECONNREFUSED 10.1.2.3:6379");
-        const out = await value.apply(target, args);
-        if (mode !== "corrupt" || !out) return out;
-        if (prop === "read") return { ...out, state: "{broken" };
-        return prop === "readLeased"
-          ? { ...out, record: { ...out.record, state: "{broken" } }
-          : out;
-      };
+      return failing(String(prop), value, target);
     },
   }) as Backend;
   const store = new HandleStore(backend);

@@ -48,24 +48,26 @@ Deno.test("contract: sqlite file", (t) =>
   }));
 
 // One in-memory database shared by every store the suite opens, seen through
-// a backend without importRecord, listUsers and readLeased: the suite runs
+// a backend without its records group and leases.readLeased: the suite runs
 // without its import group, and the store reads a record and its lease in
 // two calls.
 const memory = await SqliteBackend.fromUrl("sqlite:///:memory:");
 globalThis.addEventListener("unload", () => memory.close());
 Deno.test("contract: sqlite :memory:", (t) =>
   backendContract(t, {
-    open: () => Promise.resolve(sharedView(memory, ["importRecord", "listUsers", "readLeased"])),
+    open: () => Promise.resolve(sharedView(memory, ["records", "leases.readLeased"])),
   }));
 
 Deno.test("sqlite: listUsers() gives users in the byte order of their UTF-8 names", async () => {
   const backend = await SqliteBackend.fromUrl(urlOf(freshPath("users")));
   try {
     const names = ["zed", "Émile", "adam", "\u{1F600}", "Zoë", "émile"];
-    for (const u of names) await backend.importRecord(u, { ...SAMPLE, handle: "n_aaaaaaaa" }, CTX);
-    const listed = (await backend.listUsers({ limit: 1000 })).filter((u) => names.includes(u));
+    for (const u of names) {
+      await backend.records.import(u, { ...SAMPLE, handle: "n_aaaaaaaa" }, CTX);
+    }
+    const listed = (await backend.records.users({ limit: 1000 })).filter((u) => names.includes(u));
     assert.deepEqual(listed, [...names].sort(byUtf8));
-    assert.deepEqual(await backend.listUsers({ limit: 0 }), []);
+    assert.deepEqual(await backend.records.users({ limit: 0 }), []);
   } finally {
     await backend.close();
   }
@@ -791,7 +793,7 @@ Deno.test("sqlite: trash and changelog, row by row", async () => {
   assert.equal(await backend.read(user, a), null);
   assert.deepEqual(await backend.changes(user, a, 0), []);
   assert.deepEqual(await backend.list(user, { limit: 10 }), []);
-  assert.ok(!(await backend.listUsers({ limit: 1000 })).includes(user));
+  assert.ok(!(await backend.records.users({ limit: 1000 })).includes(user));
   assert.deepEqual(await bump(a, entry(3)), { record: null, written: false });
   assert.deepEqual(await mint(a), { inserted: false });
   const save: ConditionalWrite = {
@@ -831,14 +833,14 @@ Deno.test("sqlite: trash and changelog, row by row", async () => {
   const d = "n_dddddddd";
   await mint(d);
   await backend.remove(user, d, ctx(1000, { trashUntil: 3000 }));
-  assert.equal(await backend.importRecord(user, rec(d, 7), ctx(1000)), "inserted");
+  assert.equal(await backend.records.import(user, rec(d, 7), ctx(1000)), "inserted");
   assert.deepEqual(rows(user, d), [1, 1, 0]);
   await bump(d, entry(8));
   assert.equal(await backend.untrash(user, d, ctx(1000)), null);
   await backend.sweep(user, 0, 3000);
   assert.deepEqual(rows(user, d), [1, 0, 1]);
   assert.deepEqual(await versions(d), [8]);
-  assert.equal(await backend.importRecord(user, rec(d, 9), ctx(1000)), "replaced");
+  assert.equal(await backend.records.import(user, rec(d, 9), ctx(1000)), "replaced");
   assert.deepEqual(rows(user, d), [1, 0, 0]);
 
   // Entries are kept byte for byte, up to the store's 32 KiB.
@@ -923,7 +925,7 @@ Deno.test("sqlite: the changelog, kept partly in the record's row, answers what 
             assert.ok(await backend.untrash(user, h, ctx()));
           } else if (s.kind === "import") {
             version++;
-            await backend.importRecord(user, { ...SAMPLE, handle: h, version }, ctx());
+            await backend.records.import(user, { ...SAMPLE, handle: h, version }, ctx());
             log = [];
           }
           assert.deepEqual(await backend.changes(user, h, 0), log);
@@ -1352,8 +1354,8 @@ Deno.test("sqlite: listeners hear of every committed write, this object's at onc
   const user = freshUser();
   const h = SAMPLE.handle;
   let calls = 0, others = 0;
-  const off = await a.subscribe(user, h, () => calls++);
-  const offOther = await a.subscribe(user, "n_zzzzzzzz", () => others++);
+  const off = await a.feed.subscribe(user, h, () => calls++);
+  const offOther = await a.feed.subscribe(user, "n_zzzzzzzz", () => others++);
   const heard = async (what: string, write: () => Promise<unknown>, n = 1) => {
     const before = calls;
     await write();
@@ -1378,13 +1380,13 @@ Deno.test("sqlite: listeners hear of every committed write, this object's at onc
     a.update(user, h, () => {
       throw new Error("boom");
     }, CTX).catch(() => {}), 0);
-  await heard("a lease", () => a.acquireLease(user, h, { holder: "x", expiresAt: 9e12 }, 0), 0);
+  await heard("a lease", () => a.leases.acquire(user, h, { holder: "x", expiresAt: 9e12 }, 0), 0);
   await heard("remove", () => a.remove(user, h, { ...CTX, trashUntil: CTX.now + DAY }));
   await heard("untrash", () => a.untrash(user, h, CTX));
-  await heard("restore", () => a.importRecord(user, { ...SAMPLE, version: 9 }, CTX));
+  await heard("restore", () => a.records.import(user, { ...SAMPLE, version: 9 }, CTX));
   await heard(
     "a restore that keeps",
-    () => a.importRecord(user, { ...SAMPLE, version: 9 }, CTX),
+    () => a.records.import(user, { ...SAMPLE, version: 9 }, CTX),
     0,
   );
   await a.update(user, h, bump({ expiresAt: 5 }), CTX);
@@ -1405,7 +1407,7 @@ Deno.test("sqlite: listeners hear of every committed write, this object's at onc
   await new Promise((r) => setTimeout(r, 200));
   assert.equal(calls, quiet);
   let later = 0;
-  const offLater = await a.subscribe(user, h, () => later++);
+  const offLater = await a.feed.subscribe(user, h, () => later++);
   await b.insert(user, SAMPLE, CTX);
   const until = Date.now() + 2000;
   while (later === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
@@ -1413,7 +1415,7 @@ Deno.test("sqlite: listeners hear of every committed write, this object's at onc
   offLater();
   await a.close();
   await b.close();
-  await rejectsWith(() => a.subscribe(user, h, () => {}), "backend_error");
+  await rejectsWith(() => a.feed.subscribe(user, h, () => {}), "backend_error");
 });
 
 Deno.test("sqlite: processes creating one new file at the same moment all open it", async () => {

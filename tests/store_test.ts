@@ -47,7 +47,7 @@ async function restoreHandles(
   updatedAt: (i: number) => number,
 ): Promise<void> {
   for (const [i, handle] of handles.entries()) {
-    await backend.importRecord(user, {
+    await backend.records.import(user, {
       handle,
       kind: handle.slice(0, handle.lastIndexOf("_")),
       state: JSON.stringify({ i }),

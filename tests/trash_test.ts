@@ -36,7 +36,7 @@ export function trashGroup(name: string, open: () => Promise<Backend>): void {
     const clock = new FakeClock();
     const store = new HandleStore(backend, { clock: clock.fn, reclaimIntervalMs: 0 });
     try {
-      const listTrash = backend.listTrash?.bind(backend);
+      const listTrash = backend.trash!.list?.bind(backend);
       assert.ok(listTrash, `${name} has no listTrash`);
 
       await t.step("an empty trash lists nothing", async () => {

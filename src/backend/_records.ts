@@ -68,7 +68,7 @@ export interface ForkPoint {
 }
 
 /**
- * Result of {@link Backend.transfer}: `"moved"`, or why nothing moved —
+ * Result of {@link TransferPrimitives.move}: `"moved"`, or why nothing moved —
  * `"absent"` (no live record of the old owner) or `"taken"` (the new owner
  * already has a record, live or trashed, with that handle).
  *
@@ -115,7 +115,7 @@ export function auditEntry(step: AuditStep, version: number): ChangeEntry {
 }
 
 /**
- * What a {@link Backend.transfer} also does in its atomic step.
+ * What a {@link TransferPrimitives.move} also does in its atomic step.
  *
  * @since 0.5.0
  */
@@ -203,7 +203,7 @@ export interface QuotaLimits {
 }
 
 /**
- * A user's usage: what {@link Backend.usage} answers.
+ * A user's usage: what {@link QuotaPrimitives.usage} answers.
  *
  * `handles` counts the user's records that are not in the trash, expired ones
  * included until they are reclaimed (swept, or dropped by the engine's TTL);
@@ -266,10 +266,10 @@ export interface WriteContext {
    * {@link Backend.insert}, {@link Backend.save} and {@link Backend.update}:
    * an advisory lease for the writer, to take in the same atomic step as the
    * write, only when the write lands (`inserted`, `ok`, `written`), by the
-   * rule of {@link Backend.acquireLease} with `now` = {@link WriteContext.now}.
+   * rule of {@link LeasePrimitives.acquire} with `now` = {@link WriteContext.now}.
    * A backend that does answers the outcome as the result's `lease`; one
    * that leaves `lease` out of its answer (it did not take it, or the write
-   * did not land) lets the store call {@link Backend.acquireLease} after.
+   * did not land) lets the store call {@link LeasePrimitives.acquire} after.
    * A replay takes no lease.
    *
    * @since 0.5.0
@@ -281,7 +281,7 @@ export interface WriteContext {
    * backend reads the grant `grant.grant` and, when it is absent, ended
    * (`endedAt !== null`) or expired (`expiresAt <= now`), throws the error
    * `grantEnded(grant, reason)` of `backends/_grants.ts` makes and writes
-   * nothing: once {@link Backend.endGrant} returned, no write through the
+   * nothing: once {@link GrantPrimitives.end} returned, no write through the
    * grant lands.
    *
    * @since 0.5.0
@@ -453,7 +453,7 @@ export interface ListQuery {
 }
 
 /**
- * A record in the trash, as {@link Backend.listTrash} returns it: its
+ * A record in the trash, as {@link TrashPrimitives.list} returns it: its
  * metadata as it was when it was revoked, and the end of its undo window.
  *
  * @since 0.5.0
@@ -464,7 +464,7 @@ export interface TrashedMeta extends HandleMeta {
 }
 
 /**
- * A page request for {@link Backend.listTrash}.
+ * A page request for {@link TrashPrimitives.list}.
  *
  * @since 0.5.0
  */
@@ -489,7 +489,7 @@ export interface LeaseRecord {
 }
 
 /**
- * Result of {@link Backend.acquireLease}.
+ * Result of {@link LeasePrimitives.acquire}.
  *
  * @since 0.4.0
  */

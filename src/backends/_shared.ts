@@ -41,7 +41,7 @@ export function compareListOrder(
 }
 
 /**
- * The order of {@link Backend.listTrash}: `trashUntil` descending, then
+ * The order of {@link TrashPrimitives.list}: `trashUntil` descending, then
  * `handle` ascending (code units).
  *
  * @param a A trashed record.
@@ -59,7 +59,7 @@ export function compareTrashOrder(
 }
 
 /**
- * Listeners of {@link Backend.subscribe}, by `(user, handle)`: backends add
+ * Listeners of {@link FeedPrimitives.subscribe}, by `(user, handle)`: backends add
  * to it, and call {@link Listeners.notify} after their own commits and when
  * their engine's feed reports another writer's.
  */

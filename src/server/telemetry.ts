@@ -126,7 +126,7 @@ export function tracerProviderRegistered(): boolean {
     provider.getDelegateTracer(TRACER_NAME) !== undefined;
 }
 
-/** Every primitive of {@link Backend}: a new one fails to compile until it is listed here. */
+/** Every core primitive of {@link Backend}: a new one fails to compile until it is listed here. */
 type Primitive = Exclude<
   {
     [K in keyof Backend]-?: NonNullable<Backend[K]> extends (...args: never[]) => unknown ? K
@@ -144,26 +144,44 @@ const PRIMITIVES: Readonly<Record<Primitive, true>> = Object.freeze({
   changes: true,
   list: true,
   sweep: true,
-  listUsers: true,
-  listTrash: true,
-  importRecord: true,
-  acquireLease: true,
-  releaseLease: true,
-  leases: true,
-  readLeased: true,
-  subscribe: true,
-  usage: true,
-  transfer: true,
-  putGrant: true,
-  readGrant: true,
-  endGrant: true,
-  grantsOf: true,
-  grantsTo: true,
-  trashedUntil: true,
 });
-/** Every property of {@link Backend} that is not a primitive, likewise. */
-const PROPERTIES: Readonly<Record<Exclude<keyof Backend, Primitive | "close">, true>> = Object
-  .freeze({ reclaimsExpired: true, maxEntryBytes: true });
+/** Every capability group of {@link Backend}. */
+type Group = {
+  [K in keyof Backend]-?: NonNullable<Backend[K]> extends object
+    ? NonNullable<Backend[K]> extends (...args: never[]) => unknown ? never : K
+    : never;
+}[keyof Backend];
+/**
+ * The `op` label (and span name) of each member of each capability group:
+ * the name the primitive had before the groups, so that metrics and traces
+ * keep their series. A new group or member fails to compile until it is
+ * listed here.
+ */
+const GROUP_OPS: {
+  readonly [G in Group]-?: Readonly<Record<keyof NonNullable<Backend[G]>, string>>;
+} = Object.freeze({
+  records: { users: "listUsers", import: "importRecord" },
+  leases: {
+    acquire: "acquireLease",
+    release: "releaseLease",
+    of: "leases",
+    readLeased: "readLeased",
+  },
+  feed: { subscribe: "subscribe" },
+  trash: { list: "listTrash", until: "trashedUntil" },
+  quotas: { usage: "usage" },
+  transfer: { move: "transfer" },
+  grants: {
+    put: "putGrant",
+    read: "readGrant",
+    end: "endGrant",
+    of: "grantsOf",
+    to: "grantsTo",
+  },
+});
+/** Every property of {@link Backend} that is neither a primitive nor a group, likewise. */
+const PROPERTIES: Readonly<Record<Exclude<keyof Backend, Primitive | Group | "close">, true>> =
+  Object.freeze({ reclaimsExpired: true, maxEntryBytes: true });
 
 /**
  * The metrics and tracer of one server. Create it with
@@ -289,8 +307,10 @@ export class Telemetry {
   /**
    * Wraps a backend so that each primitive is timed into
    * `mcpstate_backend_op_duration_seconds{backend, op}` and, inside a tool
-   * call, traced as a child span. The wrapper has exactly the optional
-   * primitives the backend has, so the store sees the same capabilities.
+   * call, traced as a child span. The wrapper has exactly the capability
+   * groups and optional primitives the backend has, so the store sees the
+   * same capabilities; a group member keeps the `op` name the primitive had
+   * as a method of its own (`putGrant` for `grants.put`).
    * `close` is passed through.
    *
    * @param backend The backend to wrap; the wrapper closes it on `close`.
@@ -306,6 +326,18 @@ export class Telemetry {
       if (typeof primitive !== "function") continue;
       wrapped[op] = (...args: unknown[]) =>
         this.#backendOp(name, system, op, () => primitive.apply(backend, args));
+    }
+    for (const [group, ops] of Object.entries(GROUP_OPS)) {
+      const members = source[group] as Record<string, unknown> | undefined;
+      if (members === undefined) continue;
+      const timed: Record<string, unknown> = {};
+      for (const [member, op] of Object.entries(ops)) {
+        const primitive = members[member];
+        if (typeof primitive !== "function") continue;
+        timed[member] = (...args: unknown[]) =>
+          this.#backendOp(name, system, op, () => primitive.apply(members, args));
+      }
+      wrapped[group] = timed;
     }
     for (const property of Object.keys(PROPERTIES)) {
       if (source[property] !== undefined) wrapped[property] = source[property];

@@ -144,7 +144,7 @@ export function checkQuotas(
     out[name] = v;
   }
   if (Object.keys(out).length === 0) return undefined;
-  if (typeof backend.usage !== "function") {
+  if (backend.quotas === undefined) {
     throw new InvalidArgument(
       "This backend keeps no per-user usage, so it cannot enforce quotas; open the store without quotas.",
       { field: "quotas" },

@@ -231,9 +231,9 @@ export async function missing(
   // A call that goes on through an alias when it finds no handle of the
   // caller's asks the trash only once no alias is found either (`routed`).
   if (via === null) return new HandleNotFound(handle);
-  const b = core.backend;
-  if (!b.trashedUntil) return new HandleNotFound(handle);
-  const until = await call(core, () => b.trashedUntil!(user, handle));
+  const trash = core.backend.trash;
+  if (!trash) return new HandleNotFound(handle);
+  const until = await call(core, () => trash.until(user, handle));
   return until === null || until <= core.clock()
     ? new HandleNotFound(handle)
     : new HandleNotFound(handle, { restorableUntil: new Date(until) });
@@ -502,11 +502,12 @@ export async function leaseAfter(
   let out = taken;
   if (!out) {
     const b = core.backend;
-    if (!b.acquireLease) return;
+    const leases = b.leases;
+    if (!leases) return;
     try {
       out = await call(core, async () => {
         if (wasReplayed) alive(await b.read(user, handle), handle, core.clock());
-        return await b.acquireLease!(user, handle, lease, ctx.now);
+        return await leases.acquire(user, handle, lease, ctx.now);
       });
     } catch {
       return;
@@ -524,7 +525,7 @@ export async function leasesOf(
   handles: readonly string[],
   now: number,
 ): Promise<Map<string, LeaseRecord> | undefined> {
-  return await core.backend.leases?.(user, handles, now);
+  return await core.backend.leases?.of(user, handles, now);
 }
 
 /** Sets `info.activeLease` from the lease `leases` holds for its handle, if any. */

@@ -32,14 +32,14 @@ export async function lease(
   const user = checkUserHandle(options, handle);
   const holder = checkHolder(options.writer);
   const seconds = checkLeaseSeconds(options.seconds);
-  const acquire = core.backend.acquireLease?.bind(core.backend);
-  if (!acquire) throw noLeases();
+  const leases = core.backend.leases;
+  if (!leases) throw noLeases();
   const now = core.clock();
   const r = await call(core, () => core.backend.read(user, handle));
   if (!r) throw await missing(core, user, handle);
   alive(r, handle, now);
   const expiresAt = now + Math.max(1, Math.round(seconds * 1000));
-  const res = await call(core, () => acquire(user, handle, { holder, expiresAt }, now));
+  const res = await call(core, () => leases.acquire(user, handle, { holder, expiresAt }, now));
   return {
     acquired: res.acquired,
     holder: res.lease.holder,
@@ -55,9 +55,9 @@ export async function release(
 ): Promise<boolean> {
   const user = checkUserHandle(options, handle);
   const holder = checkHolder(options.writer);
-  const release = core.backend.releaseLease?.bind(core.backend);
-  if (!release) throw noLeases();
-  return await call(core, () => release(user, handle, holder, core.clock()));
+  const leases = core.backend.leases;
+  if (!leases) throw noLeases();
+  return await call(core, () => leases.release(user, handle, holder, core.clock()));
 }
 
 /** Watches a handle (see {@link HandleStore.watch}). */
@@ -97,9 +97,8 @@ async function* watching<S>(
   };
   const onAbort = () => wake.resolve();
   signal?.addEventListener("abort", onAbort);
-  const unsubscribe = core.backend.subscribe
-    ? await call(core, () => core.backend.subscribe!(user, handle, poke))
-    : undefined;
+  const feed = core.backend.feed;
+  const unsubscribe = feed ? await call(core, () => feed.subscribe(user, handle, poke)) : undefined;
   const timer = setInterval(poke, pollMs);
   Deno.unrefTimer(timer);
   try {

@@ -129,7 +129,8 @@ export async function transfer(
     });
   }
   const keep = options.keep === undefined ? undefined : checkRights(options.keep, "keep");
-  if (typeof core.backend.transfer !== "function") {
+  const transfer = core.backend.transfer;
+  if (transfer === undefined) {
     throw new InvalidArgument(
       "transfer needs a backend that moves a record between users in one atomic step; this one cannot.",
     );
@@ -161,7 +162,7 @@ export async function transfer(
     ...(keep === undefined ? {} : { keep }),
   });
   const res = await call(core, () =>
-    core.backend.transfer!(user, handle, to, ctx, {
+    transfer.move(user, handle, to, ctx, {
       ...(audit ? { audit } : {}),
       ...(kept ? { keep: kept } : {}),
     }));

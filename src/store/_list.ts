@@ -111,7 +111,7 @@ async function sharedRows(
   const b = grantBackend(core);
   if (!b) return out;
   const now = core.clock();
-  const grants = (await call(core, () => b.grantsTo(user))).filter((g) =>
+  const grants = (await call(core, () => b.grants.to(user))).filter((g) =>
     grantGone(g, now) === null
   );
   const records = await Promise.all(
@@ -141,7 +141,10 @@ export async function users(core: Core, options: UsersOptions): Promise<string[]
   if (after !== undefined && typeof after !== "string") {
     throw new InvalidArgument("after must be a user of the previous page.", { field: "after" });
   }
-  const listUsers = core.backend.listUsers?.bind(core.backend);
-  if (!listUsers) throw unsupported("list its users");
-  return await call(core, () => listUsers({ limit, ...(after === undefined ? {} : { after }) }));
+  const records = core.backend.records;
+  if (!records) throw unsupported("list its users");
+  return await call(
+    core,
+    () => records.users({ limit, ...(after === undefined ? {} : { after }) }),
+  );
 }

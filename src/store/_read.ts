@@ -38,8 +38,9 @@ async function getAs<S>(
   const now = core.clock();
   const b = core.backend;
   let r: HandleRecord | null, leases: Map<string, LeaseRecord> | undefined;
-  if (b.readLeased) {
-    const { record, lease } = await call(core, () => b.readLeased!(user, handle, now));
+  const fast = b.leases;
+  if (fast?.readLeased) {
+    const { record, lease } = await call(core, () => fast.readLeased!(user, handle, now));
     r = record;
     if (lease) leases = new Map([[handle, lease]]);
   } else {

@@ -149,17 +149,19 @@ export async function importRecord(
 }
 
 /** The backend's import primitive, bound, or `undefined` when it has none. */
-export function importer(core: Core): Backend["importRecord"] {
-  return core.backend.importRecord?.bind(core.backend);
+export function importer(core: Core): NonNullable<Backend["records"]>["import"] | undefined {
+  const records = core.backend.records;
+  return records?.import.bind(records);
 }
 
 /** A user's usage (see {@link HandleStore.usage}). */
 export async function usage(core: Core, user: string): Promise<UsageInfo> {
   checkUser({ user });
   const b = core.backend;
-  if (!b.usage) throw unsupported("report usage");
+  const quotas = b.quotas;
+  if (!quotas) throw unsupported("report usage");
   const now = core.clock();
-  return await call(core, () => b.usage!(user, now));
+  return await call(core, () => quotas.usage(user, now));
 }
 
 /** The grants in force on a user's handle, whole (see {@link HandleStore.exportGrants}). */
@@ -172,7 +174,7 @@ export async function exportGrants(
   // A name the store would refuse (a record written from outside) has no grants: `share` checks.
   if (!b || !isIdentifier(user) || !isIdentifier(handle)) return [];
   const now = core.clock();
-  const all = await call(core, () => b.grantsOf(user, handle));
+  const all = await call(core, () => b.grants.of(user, handle));
   // Oldest first, and each re-share after the grant it re-shares (two
   // grants of one millisecond may come back in either order).
   const pending = all.filter((g) => grantGone(g, now) === null);
@@ -201,7 +203,7 @@ export async function importGrant(
   const now = core.clock();
   const same = (g: GrantRecord) => GRANT_KEYS.every((k) => g[k] === grant[k]);
   for (const id of [grant.grant, grant.alias]) {
-    const held = await call(core, () => b.readGrant(id));
+    const held = await call(core, () => b.grants.read(id));
     if (!held) continue;
     if (same(held)) return grantGone(held, now) === null ? "identical" : "ended";
     throw new InvalidArgument(
@@ -212,7 +214,7 @@ export async function importGrant(
   if (grantGone(grant, now) !== null) return "ended";
   const record = await call(core, () => b.read(grant.owner, grant.handle));
   if (!record || options.dryRun) return "missing";
-  const res = await call(core, () => b.putGrant({ ...grant, endedAt: null }, now)).catch(
+  const res = await call(core, () => b.grants.put({ ...grant, endedAt: null }, now)).catch(
     (e) => {
       if (e instanceof GrantEnded) return "ended" as const;
       throw e;

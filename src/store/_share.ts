@@ -146,7 +146,7 @@ export async function share(core: Core, handle: string, options: ShareOptions): 
     expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString(),
     ...(parent ? { via: parent.grant } : {}),
   });
-  const res = await call(core, () => b.putGrant(grant, now, audit)).catch((e) => {
+  const res = await call(core, () => b.grants.put(grant, now, audit)).catch((e) => {
     throw e instanceof GrantEnded ? new GrantEnded(handle, e.details.reason as never) : e;
   });
   if (res === "absent") throw new HandleNotFound(handle);
@@ -162,13 +162,13 @@ export async function unshare(
   const user = checkUser(options);
   checkHandle(grantOrAlias);
   const b = needGrants(core);
-  const g = await call(core, () => b.readGrant(grantOrAlias));
+  const g = await call(core, () => b.grants.read(grantOrAlias));
   if (!g || (g.grant !== grantOrAlias && g.alias !== grantOrAlias)) {
     throw new HandleNotFound(grantOrAlias);
   }
   let allowed = g.owner === user || g.by === user;
   for (let p = g.parent; !allowed && p !== null;) {
-    const up = await call(core, () => b.readGrant(p!));
+    const up = await call(core, () => b.grants.read(p!));
     if (!up) break;
     allowed = up.by === user;
     p = up.parent;
@@ -182,7 +182,7 @@ export async function unshare(
   if (g.endedAt !== null) return 0;
   const now = core.clock();
   const audit = auditStep(core, now, user, "unshare", { grant: g.grant });
-  return (await call(core, () => b.endGrant(g.grant, now, audit))).length;
+  return (await call(core, () => b.grants.end(g.grant, now, audit))).length;
 }
 
 /** The grants in force on a handle, for its owner or a grantee (see {@link HandleStore.grants}). */
@@ -193,14 +193,14 @@ export async function grants(core: Core, handle: string, options: UserOption): P
   const own = await call(core, () => b.read(user, handle));
   if (own) {
     alive(own, handle, now);
-    const all = await call(core, () => b.grantsOf(user, handle));
+    const all = await call(core, () => b.grants.of(user, handle));
     return all.filter((g) => grantGone(g, now) === null).map(grantOf);
   }
   const mine = await alias(core, user, handle);
   if (!mine) throw new HandleNotFound(handle);
   const reason = grantGone(mine, now);
   if (reason) throw new GrantEnded(handle, reason);
-  const all = await call(core, () => b.grantsOf(mine.owner, mine.handle));
+  const all = await call(core, () => b.grants.of(mine.owner, mine.handle));
   const under = new Set([mine.grant]);
   const out: Grant[] = [];
   for (const g of all) {
@@ -214,9 +214,7 @@ export async function grants(core: Core, handle: string, options: UserOption): P
 /** The backend when it keeps grants. */
 export function grantBackend(core: Core): GrantBackend | undefined {
   const b = core.backend;
-  return b.putGrant && b.readGrant && b.endGrant && b.grantsOf && b.grantsTo
-    ? b as GrantBackend
-    : undefined;
+  return b.grants ? b as GrantBackend : undefined;
 }
 
 /** The backend, refused when it keeps no grants. */
@@ -238,7 +236,7 @@ export async function alias(
 ): Promise<GrantRecord | null> {
   const b = grantBackend(core);
   if (!b || typeof user !== "string") return null;
-  const g = await call(core, () => b.readGrant(alias));
+  const g = await call(core, () => b.grants.read(alias));
   if (!g || g.alias !== alias || (g.to !== "*" && g.to !== user)) return null;
   return g;
 }
@@ -246,9 +244,7 @@ export async function alias(
 /** The backend primitives sharing needs. */
 export type GrantBackend =
   & Backend
-  & Required<
-    Pick<Backend, "putGrant" | "readGrant" | "endGrant" | "grantsOf" | "grantsTo">
-  >;
+  & Required<Pick<Backend, "grants">>;
 
 /** A result through a grant: named by the alias, with who shared it and the rights. */
 export function asAlias<T extends HandleInfo>(r: T, g: GrantRecord): T {

@@ -68,8 +68,8 @@ export async function trash(core: Core, user: string, options: TrashOptions): Pr
   if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1 || limit > 500) {
     throw new InvalidArgument("limit must be a whole number from 1 to 500.", { field: "limit" });
   }
-  const listTrash = core.backend.listTrash?.bind(core.backend);
-  if (!listTrash) throw unsupported("list its trash");
+  const trash = core.backend.trash;
+  if (!trash) throw unsupported("list its trash");
   let after: { trashUntil: number; handle: string } | undefined;
   const c = options.cursor;
   if (c != null) {
@@ -88,7 +88,7 @@ export async function trash(core: Core, user: string, options: TrashOptions): Pr
   }
   const rows = await call(
     core,
-    () => listTrash(user, { limit: limit + 1, ...(after ? { after } : {}) }),
+    () => trash.list(user, { limit: limit + 1, ...(after ? { after } : {}) }),
   );
   // Past-window records sort last: the page ends at the first one.
   const now = core.clock();

@@ -46,20 +46,44 @@ export interface WorkloadRun {
   patches: number;
 }
 
+/** A capability group of {@link Backend} (`grants`, `leases`, …). */
+export type Group = {
+  [K in keyof Backend]-?: NonNullable<Backend[K]> extends object
+    ? NonNullable<Backend[K]> extends (...args: never[]) => unknown ? never : K
+    : never;
+}[keyof Backend];
+
+/** A member of a capability group, as `group.member` (`grants.put`). */
+export type Member = {
+  [G in Group]: `${G}.${keyof NonNullable<Backend[G]> & string}`;
+}[Group];
+
 /**
- * How a backend object declares each capability: the optional primitives
- * that make it (all of them, or none). A new capability is one line here.
+ * How a backend object declares each capability: the group members that
+ * make it (all of them, or none). A new capability is one line here.
  */
 export const CAPABILITIES = {
-  users: ["listUsers"],
-  importRecord: ["importRecord"],
-  feed: ["subscribe"],
-  leases: ["acquireLease", "releaseLease", "leases"],
-  quotas: ["usage"],
-  transfer: ["transfer"],
-  grants: ["putGrant", "readGrant", "endGrant", "grantsOf", "grantsTo"],
-  found: ["trashedUntil"],
-} as const satisfies Record<string, readonly (keyof Backend)[]>;
+  users: ["records.users"],
+  importRecord: ["records.import"],
+  feed: ["feed.subscribe"],
+  leases: ["leases.acquire", "leases.release", "leases.of"],
+  quotas: ["quotas.usage"],
+  transfer: ["transfer.move"],
+  grants: ["grants.put", "grants.read", "grants.end", "grants.of", "grants.to"],
+  found: ["trash.until"],
+} as const satisfies Record<string, readonly Member[]>;
+
+/**
+ * The group member `member` (`group.member`) of a backend, or `undefined`.
+ *
+ * @param backend The backend.
+ * @param member The member.
+ * @returns The member.
+ */
+export function memberOf(backend: Backend, member: Member): unknown {
+  const [g, m] = member.split(".") as [Group, string];
+  return (backend[g] as Record<string, unknown> | undefined)?.[m];
+}
 
 /**
  * The capabilities a group or a step may require: those of

@@ -157,7 +157,7 @@ export default group("found", ["found"], [
       // Below the store, a record written without a preview (as before previews existed).
       const old = { ...record, handle: "found_oldrecord00001" };
       assert.equal(
-        await backend.importRecord!(user, old, { now, graceMs: 0 }),
+        await backend.records!.import(user, old, { now, graceMs: 0 }),
         "inserted",
       );
       assert.equal(await previewIn(store, user, old.handle), undefined);

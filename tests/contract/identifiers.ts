@@ -208,6 +208,6 @@ async function allPages(store: HandleStore, user: string, limit: number): Promis
  */
 async function write(backend: Backend, user: string, record: HandleRecord): Promise<void> {
   const ctx = { now: record.updatedAt, graceMs: 7 * DAY };
-  if (backend.importRecord) assert.equal(await backend.importRecord(user, record, ctx), "inserted");
+  if (backend.records) assert.equal(await backend.records.import(user, record, ctx), "inserted");
   else assert.deepEqual(await backend.insert(user, record, ctx), { inserted: true });
 }

@@ -64,7 +64,7 @@ const STEPS: [string, (backend: Backend, tag: string) => Promise<void>][] = [
     async (b, tag) => {
       const user = `rc-${tag}-a`;
       const rec = sampleRecord("note_aaaaaaaa", 7);
-      assert.equal(await b.importRecord!(user, rec, importContext()), "inserted");
+      assert.equal(await b.records!.import(user, rec, importContext()), "inserted");
       assert.deepEqual(await b.read(user, rec.handle), rec);
       const rows = await b.list(user, { limit: 10 });
       assert.deepEqual(rows.map((r) => [r.handle, r.version, r.updatedAt]), [[
@@ -77,22 +77,22 @@ const STEPS: [string, (backend: Backend, tag: string) => Promise<void>][] = [
   ["importRecord() keeps an equal or newer version and replaces an older one", async (b, tag) => {
     const user = `rc-${tag}-b`;
     const v5 = sampleRecord("doc_bbbbbbbb", 5);
-    assert.equal(await b.importRecord!(user, v5, importContext()), "inserted");
-    assert.equal(await b.importRecord!(user, v5, importContext()), "kept");
+    assert.equal(await b.records!.import(user, v5, importContext()), "inserted");
+    assert.equal(await b.records!.import(user, v5, importContext()), "kept");
     const v3 = sampleRecord("doc_bbbbbbbb", 3, { lastWriter: "older" });
-    assert.equal(await b.importRecord!(user, v3, importContext()), "kept");
+    assert.equal(await b.records!.import(user, v3, importContext()), "kept");
     assert.deepEqual(await b.read(user, v5.handle), v5);
     const v9 = sampleRecord("doc_bbbbbbbb", 9, { kind: "doc", expiresAt: null, lastWriter: null });
-    assert.equal(await b.importRecord!(user, v9, importContext()), "replaced");
+    assert.equal(await b.records!.import(user, v9, importContext()), "replaced");
     assert.deepEqual(await b.read(user, v5.handle), v9);
   }],
   ["importRecord() is scoped to the user", async (b, tag) => {
     const x = `rc-${tag}-c1`, y = `rc-${tag}-c2`;
     const rec = sampleRecord("note_cccccccc", 2);
-    assert.equal(await b.importRecord!(x, rec, importContext()), "inserted");
+    assert.equal(await b.records!.import(x, rec, importContext()), "inserted");
     assert.equal(await b.read(y, rec.handle), null);
     assert.equal(
-      await b.importRecord!(y, sampleRecord("note_cccccccc", 1), importContext()),
+      await b.records!.import(y, sampleRecord("note_cccccccc", 1), importContext()),
       "inserted",
     );
     assert.deepEqual(await b.read(x, rec.handle), rec);
@@ -100,18 +100,18 @@ const STEPS: [string, (backend: Backend, tag: string) => Promise<void>][] = [
   ["importRecord() writes an expired record that is still in its grace period", async (b, tag) => {
     const user = `rc-${tag}-d`;
     const rec = sampleRecord("note_dddddddd", 2, { expiresAt: Date.now() - DAY });
-    assert.equal(await b.importRecord!(user, rec, importContext()), "inserted");
+    assert.equal(await b.records!.import(user, rec, importContext()), "inserted");
     assert.deepEqual(await b.read(user, rec.handle), rec);
   }],
   ["listUsers() pages through every user exactly once, in order", async (b, tag) => {
     const mine = Array.from({ length: 7 }, (_, i) => `rc-${tag}-list-${i}`);
     for (const u of mine) {
-      await b.importRecord!(u, sampleRecord("note_eeeeeeee", 1), importContext());
+      await b.records!.import(u, sampleRecord("note_eeeeeeee", 1), importContext());
     }
     const seen: string[] = [];
     let after: string | undefined;
     for (let pages = 0; pages < 10_000; pages++) {
-      const page = await b.listUsers!({ limit: 3, ...(after === undefined ? {} : { after }) });
+      const page = await b.records!.users({ limit: 3, ...(after === undefined ? {} : { after }) });
       assert.ok(page.length <= 3);
       seen.push(...page);
       if (page.length < 3) break;
@@ -124,13 +124,16 @@ const STEPS: [string, (backend: Backend, tag: string) => Promise<void>][] = [
   ["listUsers() leaves out a user whose records are all gone", async (b, tag) => {
     const user = `rc-${tag}-gone`;
     const rec = sampleRecord("note_ffffffff", 1);
-    await b.importRecord!(user, rec, importContext());
+    await b.records!.import(user, rec, importContext());
     const r = await b.remove(user, rec.handle, importContext());
     assert.deepEqual(r, { removed: true });
     const all: string[] = [];
     let after: string | undefined;
     for (;;) {
-      const page = await b.listUsers!({ limit: 500, ...(after === undefined ? {} : { after }) });
+      const page = await b.records!.users({
+        limit: 500,
+        ...(after === undefined ? {} : { after }),
+      });
       all.push(...page);
       if (page.length < 500) break;
       after = page[page.length - 1];
@@ -152,8 +155,8 @@ export default group(
  * @param backend The backend (with `importRecord` and `listUsers`).
  */
 export async function importContract(t: Deno.TestContext, backend: Backend): Promise<void> {
-  assert.equal(typeof backend.listUsers, "function", "the backend lacks listUsers()");
-  assert.equal(typeof backend.importRecord, "function", "the backend lacks importRecord()");
+  assert.equal(typeof backend.records!.users, "function", "the backend lacks listUsers()");
+  assert.equal(typeof backend.records!.import, "function", "the backend lacks importRecord()");
   const tag = tagOf(backend);
   for (const [name, run] of STEPS) await t.step(name, () => run(backend, tag));
 }

@@ -360,7 +360,7 @@ export async function leasePrimitivesHold(
   assert.deepEqual(await a.insert(user, recordOf(h), { now: 1, graceMs: 0 }), { inserted: true });
   const before = await probe.records();
   const take = (holder: string, expiresAt: number, now: number, handle = h) =>
-    a.acquireLease!(user, handle, { holder, expiresAt }, now);
+    a.leases!.acquire(user, handle, { holder, expiresAt }, now);
   const lease = (holder: string, expiresAt: number) => ({ holder, expiresAt });
   assert.deepEqual(await take("a", 2000, 1000), { acquired: true, lease: lease("a", 2000) });
   assert.deepEqual(await take("b", 3000, 1999), { acquired: false, lease: lease("a", 2000) });
@@ -369,23 +369,23 @@ export async function leasePrimitivesHold(
   assert.deepEqual(await take("b", 3000, 2500), { acquired: true, lease: lease("b", 3000) });
   assert.deepEqual(await take("c", 1500, 1000, other), { acquired: true, lease: lease("c", 1500) });
   assert.deepEqual(
-    await b.leases!(user, [h, other, "n_none"], 1499),
+    await b.leases!.of(user, [h, other, "n_none"], 1499),
     new Map([[h, lease("b", 3000)], [other, lease("c", 1500)]]),
   );
-  assert.deepEqual(await b.leases!(user, [h, other], 1500), new Map([[h, lease("b", 3000)]]));
-  assert.deepEqual(await b.leases!(user, [], 0), new Map());
-  assert.deepEqual(await b.leases!(freshUser(), [h], 0), new Map());
+  assert.deepEqual(await b.leases!.of(user, [h, other], 1500), new Map([[h, lease("b", 3000)]]));
+  assert.deepEqual(await b.leases!.of(user, [], 0), new Map());
+  assert.deepEqual(await b.leases!.of(freshUser(), [h], 0), new Map());
   // Sweep drops the lapsed leases, and only them.
   assert.equal(await b.sweep(null, 0, 1500), 0);
   assert.deepEqual(await probe.rows(), [`${h} b 3000`]);
   // Only the holder releases; a lapsed lease is dropped but not "released".
-  assert.equal(await b.releaseLease!(user, h, "a", 2000), false);
-  assert.equal(await b.releaseLease!(freshUser(), h, "b", 2000), false);
+  assert.equal(await b.leases!.release(user, h, "a", 2000), false);
+  assert.equal(await b.leases!.release(freshUser(), h, "b", 2000), false);
   assert.deepEqual(await probe.rows(), [`${h} b 3000`]);
-  assert.equal(await b.releaseLease!(user, h, "b", 3000), false);
+  assert.equal(await b.leases!.release(user, h, "b", 3000), false);
   assert.deepEqual(await probe.rows(), []);
   await take("b", 4000, 3000);
-  assert.equal(await b.releaseLease!(user, h, "b", 3999), true);
-  assert.equal(await b.releaseLease!(user, h, "b", 3999), false);
+  assert.equal(await b.leases!.release(user, h, "b", 3999), true);
+  assert.equal(await b.leases!.release(user, h, "b", 3999), false);
   assert.equal(await probe.records(), before, "a lease changed a record");
 }

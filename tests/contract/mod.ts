@@ -71,6 +71,8 @@ import {
   type ContractContext,
   type ContractGroup,
   type ContractTarget,
+  type Member,
+  memberOf,
 } from "./_group.ts";
 
 export { CAPABILITIES } from "./_group.ts";
@@ -172,7 +174,7 @@ export async function backendContract(
 function capabilitiesOf(backend: Backend, target: ContractTarget): Capabilities {
   const found = {} as Capabilities;
   for (const [name, primitives] of Object.entries(CAPABILITIES)) {
-    const present = primitives.filter((p) => typeof backend[p] === "function");
+    const present = primitives.filter((p) => typeof memberOf(backend, p) === "function");
     assert.ok(
       present.length === 0 || present.length === primitives.length,
       `${name} needs ${primitives.join(", ")}; the backend has only ${present.join(", ")}`,
@@ -191,19 +193,31 @@ function lacking(name: Capability): string {
 /**
  * A view of one backend that every store of the suite can open and close:
  * its `close` does nothing, so the data outlives each store, as a database
- * outlives its connections. `without` leaves optional primitives out, for a
- * target that runs the suite on fewer capabilities.
+ * outlives its connections. `without` leaves capability groups (`records`)
+ * or members of one (`leases.readLeased`) out, for a target that runs the
+ * suite on fewer capabilities.
  *
  * @param backend The backend holding the data.
- * @param without Primitives the view does not have.
+ * @param without Groups and members the view does not have.
  * @returns The view.
  */
-export function sharedView(backend: Backend, without: readonly (keyof Backend)[] = []): Backend {
+export function sharedView(
+  backend: Backend,
+  without: readonly (keyof Backend | Member)[] = [],
+): Backend {
   return new Proxy(backend, {
     get(target, name) {
       if (name === "close") return () => Promise.resolve();
       if (without.includes(name as keyof Backend)) return undefined;
       const v = Reflect.get(target, name, target);
+      const hidden = without.filter((w) => w.startsWith(`${String(name)}.`));
+      if (hidden.length > 0) {
+        return Object.fromEntries(
+          Object.entries(v as object).filter(([m]) =>
+            !hidden.includes(`${String(name)}.${m}` as Member)
+          ),
+        );
+      }
       return typeof v === "function" ? v.bind(target) : v;
     },
     has(target, name) {

@@ -228,15 +228,20 @@ export default group("share", ["grants"], [
     "the backend itself refuses a write whose grant ended after the store looked it up",
     async ({ backend, clock }) => {
       // A view whose grant look-ups are stale: every grant reads as in force.
+      const grants = backend.grants!;
+      const staleGrants = {
+        ...grants,
+        read: async (x: string) => {
+          const g = await grants.read(x);
+          return g && { ...g, endedAt: null, expiresAt: null };
+        },
+      };
       const stale = new Proxy(backend, {
         get(target, name) {
           if (name === "close") return () => Promise.resolve();
           const v = Reflect.get(target, name, target);
-          if (name !== "readGrant") return typeof v === "function" ? v.bind(target) : v;
-          return async (x: string) => {
-            const g = await target.readGrant!(x);
-            return g && { ...g, endedAt: null, expiresAt: null };
-          };
+          if (name !== "grants") return typeof v === "function" ? v.bind(target) : v;
+          return staleGrants;
         },
       });
       await using store = new HandleStore(stale, { clock: clock.fn });

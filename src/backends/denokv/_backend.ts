@@ -5,26 +5,27 @@
  * @module
  */
 import type {
-  AuditStep,
   Backend,
   Change,
   ChangeEntry,
   ConditionalWrite,
-  GrantRecord,
+  FeedPrimitives,
+  GrantPrimitives,
   HandleMeta,
   HandleRecord,
   InsertOutcome,
   LeaseOutcome,
+  LeasePrimitives,
   LeaseRecord,
   ListQuery,
+  QuotaPrimitives,
+  RecordPrimitives,
   Replayed,
   SaveOutcome,
-  TransferOutcome,
-  TransferStep,
+  TransferPrimitives,
   TrashedMeta,
-  TrashQuery,
+  TrashPrimitives,
   UpdateOutcome,
-  Usage,
   WriteContext,
 } from "../../backend.ts";
 import { BackendError, InvalidArgument } from "../../errors.ts";
@@ -217,23 +218,24 @@ export class DenoKvBackend implements Backend {
     return (await loadRecord(this.#db, u, h, handle)).record;
   }
 
-  /** {@inheritDoc Backend.readLeased} */
-  async readLeased(
-    user: string,
-    handle: string,
-    now: number,
-  ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }> {
-    const u = this.#k.user(user), h = this.#k.handle(handle);
-    // The head and the lease in one read; the state's chunks (if any) follow.
-    const [head, l] = await this.#db.io(() =>
-      this.#db.kv.getMany<[Head, LeaseRecord]>([this.#k.head(u, h), this.#k.lease(user, handle)])
-    );
-    const { record } = await loadRecord(this.#db, u, h, handle, head);
-    const lease = l.value && l.value.expiresAt > now
-      ? { holder: l.value.holder, expiresAt: l.value.expiresAt }
-      : null;
-    return { record, lease };
-  }
+  /** {@inheritDoc Backend.leases} */
+  readonly leases: LeasePrimitives = {
+    acquire: (user, handle, lease, now) => acquireLease(this.#db, user, handle, lease, now),
+    release: (user, handle, holder, now) => releaseLease(this.#db, user, handle, holder, now),
+    of: (user, handles, now) => leasesOf(this.#db, user, handles, now),
+    readLeased: async (user, handle, now) => {
+      const u = this.#k.user(user), h = this.#k.handle(handle);
+      // The head and the lease in one read; the state's chunks (if any) follow.
+      const [head, l] = await this.#db.io(() =>
+        this.#db.kv.getMany<[Head, LeaseRecord]>([this.#k.head(u, h), this.#k.lease(user, handle)])
+      );
+      const { record } = await loadRecord(this.#db, u, h, handle, head);
+      const lease = l.value && l.value.expiresAt > now
+        ? { holder: l.value.holder, expiresAt: l.value.expiresAt }
+        : null;
+      return { record, lease };
+    },
+  };
 
   /** {@inheritDoc Backend.save} */
   save(
@@ -471,12 +473,34 @@ export class DenoKvBackend implements Backend {
     }, this.#db.contended(handle));
   }
 
-  /** {@inheritDoc Backend.trashedUntil} */
-  async trashedUntil(user: string, handle: string): Promise<number | null> {
-    const key = this.#k.trash(this.#k.user(user), this.#k.handle(handle));
-    const t = await this.#db.get<Trashed>(key);
-    return t.value?.t ?? null;
-  }
+  /** {@inheritDoc Backend.trash} */
+  readonly trash: TrashPrimitives = {
+    /**
+     * Reads the user's trash entries (one range read of their heads — a small
+     * state kept inline in its head comes along — never a chunk or a log) and
+     * sorts them. A handle longer than 200 UTF-8 bytes,
+     * which only an import can write, is keyed by its digest and cannot be
+     * named back from its key: such a record is left out of the listing.
+     */
+    list: async (user, q) => {
+      const rows = await this.#db.range<Trashed>({
+        prefix: [...this.#k.p, "u", this.#k.user(user), "t"],
+      });
+      const out: TrashedMeta[] = [];
+      for (const { key, value } of rows) {
+        const handle = key[key.length - 1];
+        if (typeof handle !== "string") continue;
+        const row = { ...metaOfIndex({ ...value.h, h: handle }), trashUntil: value.t };
+        if (!q.after || compareTrashOrder(row, q.after) > 0) out.push(row);
+      }
+      return out.sort(compareTrashOrder).slice(0, q.limit);
+    },
+    until: async (user, handle) => {
+      const key = this.#k.trash(this.#k.user(user), this.#k.handle(handle));
+      const t = await this.#db.get<Trashed>(key);
+      return t.value?.t ?? null;
+    },
+  };
 
   /** {@inheritDoc Backend.untrash} */
   async untrash(user: string, handle: string, ctx: WriteContext): Promise<HandleRecord | null> {
@@ -569,203 +593,132 @@ export class DenoKvBackend implements Backend {
     });
   }
 
-  /**
-   * {@inheritDoc Backend.listTrash}
-   *
-   * Reads the user's trash entries (one range read of their heads — a small
-   * state kept inline in its head comes along — never a chunk or a log) and
-   * sorts them. A handle longer than 200 UTF-8 bytes,
-   * which only an import can write, is keyed by its digest and cannot be
-   * named back from its key: such a record is left out of the listing.
-   */
-  async listTrash(user: string, q: TrashQuery): Promise<TrashedMeta[]> {
-    const rows = await this.#db.range<Trashed>({
-      prefix: [...this.#k.p, "u", this.#k.user(user), "t"],
-    });
-    const out: TrashedMeta[] = [];
-    for (const { key, value } of rows) {
-      const handle = key[key.length - 1];
-      if (typeof handle !== "string") continue;
-      const row = { ...metaOfIndex({ ...value.h, h: handle }), trashUntil: value.t };
-      if (!q.after || compareTrashOrder(row, q.after) > 0) out.push(row);
-    }
-    return out.sort(compareTrashOrder).slice(0, q.limit);
-  }
-
   /** {@inheritDoc Backend.sweep} */
   sweep(user: string | null, expiredAtOrBefore: number, now: number): Promise<number> {
     return sweep(this.#db, this.#orphanAgeMs, user, expiredAtOrBefore, now);
   }
 
-  /**
-   * One page of the users that have at least one record, in the order of
-   * their keys (UTF-8 byte order; users whose name is too long for a key,
-   * or not well-formed Unicode, come first).
-   *
-   * @param query `after`: the last user of the previous page; `limit`: page size.
-   * @returns Up to `limit` user names.
-   */
-  listUsers(query: { after?: string; limit: number }): Promise<string[]> {
-    return listUsers(this.#db, query);
-  }
-
-  /** {@inheritDoc Backend.importRecord} */
-  async importRecord(
-    user: string,
-    record: HandleRecord,
-    ctx: WriteContext,
-  ): Promise<"inserted" | "replaced" | "kept"> {
-    const u = this.#k.user(user), h = this.#k.handle(record.handle);
-    return await optimistic(async () => {
-      const head = await this.#db.get<Head>(this.#k.head(u, h));
-      const old = head.value;
-      if (old && old.v >= record.version) return "kept";
-      const w = newId();
-      const body = await bodyOf(this.#db, u, h, record.state);
-      let ok = false;
-      try {
-        if (body) {
-          // A replaced record's changelog is dropped: its history is unknown.
-          const log = await planLog(this.#db, u, h, old, undefined, ctx);
-          let after: Deno.KvKey[] = [];
-          const res = await this.#db.commit((op) => {
-            op.check(head);
-            after = putHead(this.#db, op, u, h, old, record, body, w, log);
-            op.set(this.#k.userName(u), user);
-            staleUsage(this.#db, op, u);
-          });
-          ok = res.ok || await landed(this.#db, u, h, w);
-          if (ok) this.#feed.changed(user, record.handle, res);
-          if (res.ok) await afterCommit(this.#db, after, res.versionstamp);
+  /** {@inheritDoc Backend.records} */
+  readonly records: RecordPrimitives = {
+    /**
+     * One page of the users that have at least one record, in the order of
+     * their keys (UTF-8 byte order; users whose name is too long for a key,
+     * or not well-formed Unicode, come first).
+     *
+     * @param query `after`: the last user of the previous page; `limit`: page size.
+     * @returns Up to `limit` user names.
+     */
+    users: (query) => listUsers(this.#db, query),
+    import: async (user, record, ctx) => {
+      const u = this.#k.user(user), h = this.#k.handle(record.handle);
+      return await optimistic(async () => {
+        const head = await this.#db.get<Head>(this.#k.head(u, h));
+        const old = head.value;
+        if (old && old.v >= record.version) return "kept";
+        const w = newId();
+        const body = await bodyOf(this.#db, u, h, record.state);
+        let ok = false;
+        try {
+          if (body) {
+            // A replaced record's changelog is dropped: its history is unknown.
+            const log = await planLog(this.#db, u, h, old, undefined, ctx);
+            let after: Deno.KvKey[] = [];
+            const res = await this.#db.commit((op) => {
+              op.check(head);
+              after = putHead(this.#db, op, u, h, old, record, body, w, log);
+              op.set(this.#k.userName(u), user);
+              staleUsage(this.#db, op, u);
+            });
+            ok = res.ok || await landed(this.#db, u, h, w);
+            if (ok) this.#feed.changed(user, record.handle, res);
+            if (res.ok) await afterCommit(this.#db, after, res.versionstamp);
+          }
+        } finally {
+          if (!ok) await releaseBody(this.#db, body);
         }
-      } finally {
-        if (!ok) await releaseBody(this.#db, body);
+        if (ok) return old ? "replaced" : "inserted";
+        return AGAIN;
+      }, this.#db.contended(record.handle));
+    },
+  };
+
+  /** {@inheritDoc Backend.quotas} */
+  readonly quotas: QuotaPrimitives = {
+    /**
+     * One read of the user's usage key; when it is unknown (a write without
+     * quotas, an import or a sweep marked it so), a read of the user's heads.
+     */
+    usage: (user, now) => usageOf(this.#db, this.#k.user(user), now),
+  };
+
+  /** {@inheritDoc Backend.transfer} */
+  readonly transfer: TransferPrimitives = {
+    /**
+     * The state and the changelog are first copied below `to` under fresh ids
+     * (invisible until a head names them, collected by `sweep` if none ever
+     * does); then one commit checks the old head's versionstamp and the absence
+     * of `to`'s head and trash entry, and moves the record, the usage of both
+     * users, the grants it ends and the one it keeps (see `denokv/_transfer.ts`).
+     * So a state or a changelog of any size moves; what is bounded is that
+     * commit: a handle with more grants in force than fit in it (about 960,
+     * fewer when they are large: Deno KV takes 1,000 changes and 819,200 bytes
+     * a commit) is refused with `invalid_argument`, nothing moved.
+     */
+    move: (user, handle, to, ctx, step = {}) => {
+      return this.#turn(user, handle, async () => {
+        const { outcome, res } = await transfer(
+          this.#db,
+          this.#grants,
+          user,
+          handle,
+          to,
+          ctx,
+          step,
+        );
+        if (outcome === "moved") {
+          this.#feed.changed(user, handle, null);
+          this.#feed.changed(to, handle, res ?? null);
+        }
+        return outcome;
+      });
+    },
+  };
+
+  /** {@inheritDoc Backend.feed} */
+  readonly feed: FeedPrimitives = {
+    /**
+     * Writes through this object are heard of once they commit; those of other
+     * `Deno.Kv`s through `kv.watch` on the handle's head key and, except on a
+     * KV Connect endpoint, a poll of the watched heads' versionstamps every
+     * 100 ms while anyone listens (`kv.watch` on a local file does not hear
+     * other processes).
+     */
+    subscribe: (user, handle, listener) => {
+      if (this.#closed) {
+        return Promise.reject(new BackendError("The Deno KV backend is closed; open a new one."));
       }
-      if (ok) return old ? "replaced" : "inserted";
-      return AGAIN;
-    }, this.#db.contended(record.handle));
-  }
+      return this.#feed.subscribe(user, handle, listener);
+    },
+  };
 
-  /**
-   * {@inheritDoc Backend.usage}
-   *
-   * One read of the user's usage key; when it is unknown (a write without
-   * quotas, an import or a sweep marked it so), a read of the user's heads.
-   */
-  usage(user: string, now: number): Promise<Usage> {
-    return usageOf(this.#db, this.#k.user(user), now);
-  }
-
-  /** {@inheritDoc Backend.acquireLease} */
-  acquireLease(
-    user: string,
-    handle: string,
-    lease: LeaseRecord,
-    now: number,
-  ): Promise<LeaseOutcome> {
-    return acquireLease(this.#db, user, handle, lease, now);
-  }
-
-  /** {@inheritDoc Backend.releaseLease} */
-  releaseLease(user: string, handle: string, holder: string, now: number): Promise<boolean> {
-    return releaseLease(this.#db, user, handle, holder, now);
-  }
-
-  /** {@inheritDoc Backend.leases} */
-  leases(user: string, handles: readonly string[], now: number): Promise<Map<string, LeaseRecord>> {
-    return leasesOf(this.#db, user, handles, now);
-  }
-
-  /**
-   * {@inheritDoc Backend.transfer}
-   *
-   * The state and the changelog are first copied below `to` under fresh ids
-   * (invisible until a head names them, collected by `sweep` if none ever
-   * does); then one commit checks the old head's versionstamp and the absence
-   * of `to`'s head and trash entry, and moves the record, the usage of both
-   * users, the grants it ends and the one it keeps (see `denokv/_transfer.ts`).
-   * So a state or a changelog of any size moves; what is bounded is that
-   * commit: a handle with more grants in force than fit in it (about 960,
-   * fewer when they are large: Deno KV takes 1,000 changes and 819,200 bytes
-   * a commit) is refused with `invalid_argument`, nothing moved.
-   */
-  transfer(
-    user: string,
-    handle: string,
-    to: string,
-    ctx: WriteContext,
-    step: TransferStep = {},
-  ): Promise<TransferOutcome> {
-    return this.#turn(user, handle, async () => {
-      const { outcome, res } = await transfer(
-        this.#db,
-        this.#grants,
-        user,
-        handle,
-        to,
-        ctx,
-        step,
-      );
-      if (outcome === "moved") {
-        this.#feed.changed(user, handle, null);
-        this.#feed.changed(to, handle, res ?? null);
-      }
-      return outcome;
-    });
-  }
-
-  /**
-   * {@inheritDoc Backend.subscribe}
-   *
-   * Writes through this object are heard of once they commit; those of other
-   * `Deno.Kv`s through `kv.watch` on the handle's head key and, except on a
-   * KV Connect endpoint, a poll of the watched heads' versionstamps every
-   * 100 ms while anyone listens (`kv.watch` on a local file does not hear
-   * other processes).
-   */
-  subscribe(user: string, handle: string, listener: () => void): Promise<() => void> {
-    if (this.#closed) {
-      return Promise.reject(new BackendError("The Deno KV backend is closed; open a new one."));
-    }
-    return this.#feed.subscribe(user, handle, listener);
-  }
-
-  /**
-   * {@inheritDoc Backend.putGrant}
-   *
-   * With `audit`, the commit that stores the grant also checks the head of
-   * `(grant.owner, grant.handle)` by versionstamp and writes its next version
-   * with the entry.
-   */
-  putGrant(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent"> {
-    return this.#grants.put(grant, now, audit);
-  }
-
-  /** {@inheritDoc Backend.readGrant} */
-  readGrant(idOrAlias: string): Promise<GrantRecord | null> {
-    return this.#grants.read(idOrAlias);
-  }
-
-  /**
-   * {@inheritDoc Backend.endGrant}
-   *
-   * The grant and its re-shares end level by level (see `denokv/_grants.ts`);
-   * `audit` is written by the first commit, the one that ends `grant`, which
-   * checks the record's head by versionstamp.
-   */
-  endGrant(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]> {
-    return this.#grants.end(grant, now, audit);
-  }
-
-  /** {@inheritDoc Backend.grantsOf} */
-  grantsOf(owner: string, handle: string): Promise<GrantRecord[]> {
-    return this.#grants.of(owner, handle);
-  }
-
-  /** {@inheritDoc Backend.grantsTo} */
-  grantsTo(to: string): Promise<GrantRecord[]> {
-    return this.#grants.to(to);
-  }
+  /** {@inheritDoc Backend.grants} */
+  readonly grants: GrantPrimitives = {
+    /**
+     * With `audit`, the commit that stores the grant also checks the head of
+     * `(grant.owner, grant.handle)` by versionstamp and writes its next version
+     * with the entry.
+     */
+    put: (grant, now, audit) => this.#grants.put(grant, now, audit),
+    read: (idOrAlias) => this.#grants.read(idOrAlias),
+    /**
+     * The grant and its re-shares end level by level (see `denokv/_grants.ts`);
+     * `audit` is written by the first commit, the one that ends `grant`, which
+     * checks the record's head by versionstamp.
+     */
+    end: (grant, now, audit) => this.#grants.end(grant, now, audit),
+    of: (owner, handle) => this.#grants.of(owner, handle),
+    to: (to) => this.#grants.to(to),
+  };
 
   /** {@inheritDoc Backend.close} */
   async close(): Promise<void> {

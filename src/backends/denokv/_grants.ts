@@ -127,7 +127,7 @@ export class KvGrants {
     if (reason) throw grantEnded(check, reason);
   }
 
-  /** {@inheritDoc Backend.putGrant} */
+  /** {@inheritDoc GrantPrimitives.put} */
   async put(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent"> {
     const g = { ...grant };
     const tick = performance.timeOrigin + performance.now();
@@ -190,7 +190,7 @@ export class KvGrants {
     for (const g of grants) op.set(this.#k.grant(g.grant), { ...g, endedAt: now });
   }
 
-  /** {@inheritDoc Backend.readGrant} */
+  /** {@inheritDoc GrantPrimitives.read} */
   async read(idOrAlias: string): Promise<GrantRecord | null> {
     const [byId, byAlias] = await this.#db.io(() =>
       this.#db.kv.getMany<[GrantRecord, string]>([
@@ -203,7 +203,7 @@ export class KvGrants {
     return (await this.#db.get<GrantRecord>(this.#k.grant(byAlias.value))).value;
   }
 
-  /** {@inheritDoc Backend.endGrant} */
+  /** {@inheritDoc GrantPrimitives.end} */
   async end(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]> {
     const ended: GrantRecord[] = [];
     const seen = new Set<string>();
@@ -267,12 +267,12 @@ export class KvGrants {
     }, this.#db.contended(ids[0]!));
   }
 
-  /** {@inheritDoc Backend.grantsOf} */
+  /** {@inheritDoc GrantPrimitives.of} */
   async of(owner: string, handle: string): Promise<GrantRecord[]> {
     return await this.#records(this.#k.ofHandle(owner, handle));
   }
 
-  /** {@inheritDoc Backend.grantsTo} */
+  /** {@inheritDoc GrantPrimitives.to} */
   async to(to: string): Promise<GrantRecord[]> {
     return (await this.#records(this.#k.toUser(to))).filter((g) => g.endedAt === null);
   }

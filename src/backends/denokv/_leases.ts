@@ -50,7 +50,7 @@ export function takeLease(
   return { acquired: true, lease: { ...value } };
 }
 
-/** {@inheritDoc Backend.acquireLease} */
+/** {@inheritDoc LeasePrimitives.acquire} */
 export async function acquireLease(
   db: KvIo,
   user: string,
@@ -74,7 +74,7 @@ export async function acquireLease(
   }, db.contended(handle));
 }
 
-/** {@inheritDoc Backend.releaseLease} */
+/** {@inheritDoc LeasePrimitives.release} */
 export async function releaseLease(
   db: KvIo,
   user: string,
@@ -92,7 +92,7 @@ export async function releaseLease(
   }, db.contended(handle));
 }
 
-/** {@inheritDoc Backend.leases} */
+/** {@inheritDoc LeasePrimitives.of} */
 export async function leasesOf(
   db: KvIo,
   user: string,

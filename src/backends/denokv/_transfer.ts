@@ -65,7 +65,7 @@ export interface Transferred {
   res?: Deno.KvCommitResult | null;
 }
 
-/** See `Backend.transfer`. */
+/** See `TransferPrimitives.move`. */
 export async function transfer(
   db: KvIo,
   grants: KvGrants,

@@ -8,7 +8,7 @@
 import type { KvIo } from "./_io.ts";
 import { sameKey } from "./_keys.ts";
 
-/** {@inheritDoc Backend.listUsers} */
+/** {@inheritDoc RecordPrimitives.users} */
 export async function listUsers(
   db: KvIo,
   query: { after?: string; limit: number },

@@ -11,19 +11,23 @@ import type {
   Change,
   ChangeEntry,
   ConditionalWrite,
+  FeedPrimitives,
+  GrantPrimitives,
   GrantRecord,
   HandleMeta,
   HandleRecord,
   InsertOutcome,
   LeaseOutcome,
+  LeasePrimitives,
   LeaseRecord,
   ListQuery,
+  QuotaPrimitives,
+  RecordPrimitives,
   Replayed,
   SaveOutcome,
-  TransferOutcome,
-  TransferStep,
+  TransferPrimitives,
   TrashedMeta,
-  TrashQuery,
+  TrashPrimitives,
   UpdateOutcome,
   Usage,
   WriteContext,
@@ -137,14 +141,13 @@ export class MemoryBackend implements Backend {
     return { handles, bytes, writesThisMinute: r ? writesAt(r.minute, r.writes, now) : 0 };
   }
 
-  /**
-   * {@inheritDoc Backend.usage}
-   *
-   * Computed from the records on each call (the reference implementation).
-   */
-  usage(user: string, now: number): Promise<Usage> {
-    return Promise.resolve(this.#usageOf(user, now));
-  }
+  /** {@inheritDoc Backend.quotas} */
+  readonly quotas: QuotaPrimitives = {
+    /**
+     * Computed from the records on each call (the reference implementation).
+     */
+    usage: (user, now) => Promise.resolve(this.#usageOf(user, now)),
+  };
 
   #remember(user: string, ctx: WriteContext, result: HandleRecord | null): void {
     const c = ctx.idempotency;
@@ -235,34 +238,44 @@ export class MemoryBackend implements Backend {
     if (reason) throw grantEnded(ctx.grant, reason);
   }
 
-  /** {@inheritDoc Backend.putGrant} */
-  putGrant(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent"> {
-    if (grant.parent !== null) {
-      const reason = grantGone(this.#grants.get(grant.parent) ?? null, now);
-      if (reason) {
-        return Promise.reject(grantEnded({ grant: grant.parent, alias: grant.alias }, reason));
+  /** {@inheritDoc Backend.grants} */
+  readonly grants: GrantPrimitives = {
+    put: (grant, now, audit) => {
+      if (grant.parent !== null) {
+        const reason = grantGone(this.#grants.get(grant.parent) ?? null, now);
+        if (reason) {
+          return Promise.reject(grantEnded({ grant: grant.parent, alias: grant.alias }, reason));
+        }
       }
-    }
-    if (!this.#audit(grant.owner, grant.handle, audit, now)) return Promise.resolve("absent");
-    this.#grants.set(grant.grant, { ...grant });
-    this.#aliases.set(grant.alias, grant.grant);
-    return Promise.resolve();
-  }
-
-  /** {@inheritDoc Backend.readGrant} */
-  readGrant(idOrAlias: string): Promise<GrantRecord | null> {
-    const g = this.#grants.get(idOrAlias) ??
-      this.#grants.get(this.#aliases.get(idOrAlias) ?? "");
-    return Promise.resolve(g ? { ...g } : null);
-  }
-
-  /** {@inheritDoc Backend.endGrant} */
-  endGrant(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]> {
-    const root = this.#grants.get(grant);
-    const ended = this.#endGrants(grant, now);
-    if (root && ended.length > 0) this.#audit(root.owner, root.handle, audit, now);
-    return Promise.resolve(ended);
-  }
+      if (!this.#audit(grant.owner, grant.handle, audit, now)) return Promise.resolve("absent");
+      this.#grants.set(grant.grant, { ...grant });
+      this.#aliases.set(grant.alias, grant.grant);
+      return Promise.resolve();
+    },
+    read: (idOrAlias) => {
+      const g = this.#grants.get(idOrAlias) ??
+        this.#grants.get(this.#aliases.get(idOrAlias) ?? "");
+      return Promise.resolve(g ? { ...g } : null);
+    },
+    end: (grant, now, audit) => {
+      const root = this.#grants.get(grant);
+      const ended = this.#endGrants(grant, now);
+      if (root && ended.length > 0) this.#audit(root.owner, root.handle, audit, now);
+      return Promise.resolve(ended);
+    },
+    of: (owner, handle) => {
+      return Promise.resolve(
+        [...this.#grants.values()].filter((g) => g.owner === owner && g.handle === handle)
+          .map((g) => ({ ...g })),
+      );
+    },
+    to: (to) => {
+      return Promise.resolve(
+        [...this.#grants.values()].filter((g) => g.to === to && g.endedAt === null)
+          .map((g) => ({ ...g })),
+      );
+    },
+  };
 
   /** Ends grant `grant` and every grant under it; returns those it ended. */
   #endGrants(grant: string, now: number): GrantRecord[] {
@@ -277,22 +290,6 @@ export class MemoryBackend implements Backend {
       ended.push({ ...g });
     }
     return ended;
-  }
-
-  /** {@inheritDoc Backend.grantsOf} */
-  grantsOf(owner: string, handle: string): Promise<GrantRecord[]> {
-    return Promise.resolve(
-      [...this.#grants.values()].filter((g) => g.owner === owner && g.handle === handle)
-        .map((g) => ({ ...g })),
-    );
-  }
-
-  /** {@inheritDoc Backend.grantsTo} */
-  grantsTo(to: string): Promise<GrantRecord[]> {
-    return Promise.resolve(
-      [...this.#grants.values()].filter((g) => g.to === to && g.endedAt === null)
-        .map((g) => ({ ...g })),
-    );
   }
 
   /** {@inheritDoc Backend.remove} */
@@ -384,99 +381,108 @@ export class MemoryBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.transfer} */
-  transfer(
-    user: string,
-    handle: string,
-    to: string,
-    ctx: WriteContext,
-    step: TransferStep = {},
-  ): Promise<TransferOutcome> {
-    const current = this.#users.get(user)?.get(handle);
-    if (!current) return Promise.resolve("absent");
-    const target = JSON.stringify([to, handle]);
-    if (this.#users.get(to)?.has(handle) || this.#trash.has(target)) {
-      return Promise.resolve("taken");
-    }
+  readonly transfer: TransferPrimitives = {
+    move: (user, handle, to, ctx, step = {}) => {
+      const current = this.#users.get(user)?.get(handle);
+      if (!current) return Promise.resolve("absent");
+      const target = JSON.stringify([to, handle]);
+      if (this.#users.get(to)?.has(handle) || this.#trash.has(target)) {
+        return Promise.resolve("taken");
+      }
 
-    try {
-      this.#quota(to, ctx, { handles: 1, bytes: utf8Length(current.state) });
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    const key = JSON.stringify([user, handle]);
-    this.#users.get(user)?.delete(handle);
-    this.#records(to).set(handle, current);
-    const log = this.#logs.get(key);
-    this.#logs.delete(key);
-    if (log) this.#logs.set(target, log);
-    this.#leases.delete(key);
-    this.#audit(to, handle, step.audit, ctx.now);
-    for (const g of [...this.#grants.values()]) {
-      if (g.owner === user && g.handle === handle && g.endedAt === null) g.endedAt = ctx.now;
-    }
-    if (step.keep) {
-      this.#grants.set(step.keep.grant, { ...step.keep });
-      this.#aliases.set(step.keep.alias, step.keep.grant);
-    }
-    this.#listeners.notify(user, handle);
-    this.#listeners.notify(to, handle);
-    return Promise.resolve("moved");
-  }
+      try {
+        this.#quota(to, ctx, { handles: 1, bytes: utf8Length(current.state) });
+      } catch (e) {
+        return Promise.reject(e);
+      }
+      const key = JSON.stringify([user, handle]);
+      this.#users.get(user)?.delete(handle);
+      this.#records(to).set(handle, current);
+      const log = this.#logs.get(key);
+      this.#logs.delete(key);
+      if (log) this.#logs.set(target, log);
+      this.#leases.delete(key);
+      this.#audit(to, handle, step.audit, ctx.now);
+      for (const g of [...this.#grants.values()]) {
+        if (g.owner === user && g.handle === handle && g.endedAt === null) g.endedAt = ctx.now;
+      }
+      if (step.keep) {
+        this.#grants.set(step.keep.grant, { ...step.keep });
+        this.#aliases.set(step.keep.alias, step.keep.grant);
+      }
+      this.#listeners.notify(user, handle);
+      this.#listeners.notify(to, handle);
+      return Promise.resolve("moved");
+    },
+  };
 
-  /** {@inheritDoc Backend.listTrash} */
-  listTrash(user: string, q: TrashQuery): Promise<TrashedMeta[]> {
-    const rows: TrashedMeta[] = [];
-    for (const [k, t] of this.#trash) {
-      if (JSON.parse(k)[0] !== user) continue;
-      const row = { ...metaOf(t.record), trashUntil: t.until };
-      if (q.after && compareTrashOrder(row, q.after) <= 0) continue;
-      rows.push(row);
-    }
-    rows.sort(compareTrashOrder);
-    return Promise.resolve(rows.slice(0, q.limit));
-  }
+  /** {@inheritDoc Backend.trash} */
+  readonly trash: TrashPrimitives = {
+    list: (user, q) => {
+      const rows: TrashedMeta[] = [];
+      for (const [k, t] of this.#trash) {
+        if (JSON.parse(k)[0] !== user) continue;
+        const row = { ...metaOf(t.record), trashUntil: t.until };
+        if (q.after && compareTrashOrder(row, q.after) <= 0) continue;
+        rows.push(row);
+      }
+      rows.sort(compareTrashOrder);
+      return Promise.resolve(rows.slice(0, q.limit));
+    },
+    until: (user, handle) =>
+      Promise.resolve(this.#trash.get(JSON.stringify([user, handle]))?.until ?? null),
+  };
 
-  /** {@inheritDoc Backend.trashedUntil} */
-  trashedUntil(user: string, handle: string): Promise<number | null> {
-    return Promise.resolve(this.#trash.get(JSON.stringify([user, handle]))?.until ?? null);
-  }
+  /** {@inheritDoc Backend.records} */
+  readonly records: RecordPrimitives = {
+    users: (query) => {
+      const users: string[] = [];
+      for (const [user, records] of this.#users) {
+        if (records.size === 0) continue;
+        if (query.after !== undefined && user <= query.after) continue;
+        users.push(user);
+      }
+      users.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+      return Promise.resolve(users.slice(0, query.limit));
+    },
+    import: (user, record, _ctx) => {
+      const records = this.#records(user);
+      const current = records.get(record.handle);
+      if (current && current.version >= record.version) return Promise.resolve("kept");
+      records.set(record.handle, { ...record });
+      this.#logs.delete(JSON.stringify([user, record.handle]));
+      this.#listeners.notify(user, record.handle);
+      return Promise.resolve(current ? "replaced" : "inserted");
+    },
+  };
 
-  /** {@inheritDoc Backend.listUsers} */
-  listUsers(query: { after?: string; limit: number }): Promise<string[]> {
-    const users: string[] = [];
-    for (const [user, records] of this.#users) {
-      if (records.size === 0) continue;
-      if (query.after !== undefined && user <= query.after) continue;
-      users.push(user);
-    }
-    users.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-    return Promise.resolve(users.slice(0, query.limit));
-  }
-
-  /** {@inheritDoc Backend.importRecord} */
-  importRecord(
-    user: string,
-    record: HandleRecord,
-    _ctx: WriteContext,
-  ): Promise<"inserted" | "replaced" | "kept"> {
-    const records = this.#records(user);
-    const current = records.get(record.handle);
-    if (current && current.version >= record.version) return Promise.resolve("kept");
-    records.set(record.handle, { ...record });
-    this.#logs.delete(JSON.stringify([user, record.handle]));
-    this.#listeners.notify(user, record.handle);
-    return Promise.resolve(current ? "replaced" : "inserted");
-  }
-
-  /** {@inheritDoc Backend.acquireLease} */
-  acquireLease(
-    user: string,
-    handle: string,
-    lease: LeaseRecord,
-    now: number,
-  ): Promise<LeaseOutcome> {
-    return Promise.resolve(this.#take(user, handle, lease, now));
-  }
+  /** {@inheritDoc Backend.leases} */
+  readonly leases: LeasePrimitives = {
+    acquire: (user, handle, lease, now) => Promise.resolve(this.#take(user, handle, lease, now)),
+    release: (user, handle, holder, now) => {
+      const key = JSON.stringify([user, handle]);
+      const cur = this.#leases.get(key);
+      if (!cur || cur.holder !== holder) return Promise.resolve(false);
+      this.#leases.delete(key);
+      return Promise.resolve(cur.expiresAt > now);
+    },
+    of: (user, handles, now) => {
+      const out = new Map<string, LeaseRecord>();
+      for (const h of handles) {
+        const l = this.#leases.get(JSON.stringify([user, h]));
+        if (l && l.expiresAt > now) out.set(h, { ...l });
+      }
+      return Promise.resolve(out);
+    },
+    readLeased: (user, handle, now) => {
+      const r = this.#users.get(user)?.get(handle);
+      const l = this.#leases.get(JSON.stringify([user, handle]));
+      return Promise.resolve({
+        record: r ? { ...r } : null,
+        lease: l && l.expiresAt > now ? { ...l } : null,
+      });
+    },
+  };
 
   #take(user: string, handle: string, lease: LeaseRecord, now: number): LeaseOutcome {
     const key = JSON.stringify([user, handle]);
@@ -488,43 +494,11 @@ export class MemoryBackend implements Backend {
     return { acquired: true, lease: { ...lease } };
   }
 
-  /** {@inheritDoc Backend.releaseLease} */
-  releaseLease(user: string, handle: string, holder: string, now: number): Promise<boolean> {
-    const key = JSON.stringify([user, handle]);
-    const cur = this.#leases.get(key);
-    if (!cur || cur.holder !== holder) return Promise.resolve(false);
-    this.#leases.delete(key);
-    return Promise.resolve(cur.expiresAt > now);
-  }
-
-  /** {@inheritDoc Backend.leases} */
-  leases(user: string, handles: readonly string[], now: number): Promise<Map<string, LeaseRecord>> {
-    const out = new Map<string, LeaseRecord>();
-    for (const h of handles) {
-      const l = this.#leases.get(JSON.stringify([user, h]));
-      if (l && l.expiresAt > now) out.set(h, { ...l });
-    }
-    return Promise.resolve(out);
-  }
-
-  /** {@inheritDoc Backend.readLeased} */
-  readLeased(
-    user: string,
-    handle: string,
-    now: number,
-  ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }> {
-    const r = this.#users.get(user)?.get(handle);
-    const l = this.#leases.get(JSON.stringify([user, handle]));
-    return Promise.resolve({
-      record: r ? { ...r } : null,
-      lease: l && l.expiresAt > now ? { ...l } : null,
-    });
-  }
-
-  /** {@inheritDoc Backend.subscribe} */
-  subscribe(user: string, handle: string, listener: () => void): Promise<() => void> {
-    return Promise.resolve(this.#listeners.add(user, handle, listener));
-  }
+  /** {@inheritDoc Backend.feed} */
+  readonly feed: FeedPrimitives = {
+    subscribe: (user, handle, listener) =>
+      Promise.resolve(this.#listeners.add(user, handle, listener)),
+  };
 
   /** {@inheritDoc Backend.close} */
   close(): Promise<void> {

@@ -6,26 +6,25 @@
  */
 import type postgres from "postgres";
 import type {
-  AuditStep,
   Backend,
   Change,
   ChangeEntry,
   ConditionalWrite,
-  GrantRecord,
+  FeedPrimitives,
+  GrantPrimitives,
   HandleMeta,
   HandleRecord,
   InsertOutcome,
-  LeaseOutcome,
-  LeaseRecord,
+  LeasePrimitives,
   ListQuery,
+  QuotaPrimitives,
+  RecordPrimitives,
   Replayed,
   SaveOutcome,
   TransferOutcome,
-  TransferStep,
-  TrashedMeta,
-  TrashQuery,
+  TransferPrimitives,
+  TrashPrimitives,
   UpdateOutcome,
-  Usage,
   WriteContext,
 } from "../../backend.ts";
 import { type ListDialect, listFilters, listSql } from "../_sql.ts";
@@ -244,20 +243,23 @@ export class PostgresBackend implements Backend {
     });
   }
 
-  /** {@inheritDoc Backend.readLeased} */
-  readLeased(
-    user: string,
-    handle: string,
-    now: number,
-  ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }> {
-    return this.#pool.read(async (sql) => {
-      const [row] = await sql.unsafe(this.#q.readLeased, [user, handle, now]).values();
-      const record = row ? recordOf(row) : null;
-      this.#guesses.set(user, handle, record);
-      if (!row) return { record: null, lease: null };
-      return { record, lease: row[11] == null ? null : leaseOf(row.slice(11)) };
-    });
-  }
+  /** {@inheritDoc Backend.leases} */
+  readonly leases: LeasePrimitives = {
+    acquire: (user, handle, lease, now) =>
+      acquireLease(this.#pool, this.#q, user, handle, lease, now),
+    release: (user, handle, holder, now) =>
+      releaseLease(this.#pool, this.#q, user, handle, holder, now),
+    of: (user, handles, now) => leasesOf(this.#pool, this.#q, user, handles, now),
+    readLeased: (user, handle, now) => {
+      return this.#pool.read(async (sql) => {
+        const [row] = await sql.unsafe(this.#q.readLeased, [user, handle, now]).values();
+        const record = row ? recordOf(row) : null;
+        this.#guesses.set(user, handle, record);
+        if (!row) return { record: null, lease: null };
+        return { record, lease: row[11] == null ? null : leaseOf(row.slice(11)) };
+      });
+    },
+  };
 
   /** {@inheritDoc Backend.save} */
   save(
@@ -522,61 +524,56 @@ export class PostgresBackend implements Backend {
     });
   }
 
-  /**
-   * {@inheritDoc Backend.transfer}
-   *
-   * One transaction, locking as `postgres/_grants.ts` says: the grant locks
-   * of both keys, then both records' rows, the old owner's first; then the
-   * row and its changelog move, the entry is written under the new owner,
-   * and the old owner's grants end (their rows locked last).
-   */
-  transfer(
-    user: string,
-    handle: string,
-    to: string,
-    ctx: WriteContext,
-    step: TransferStep = {},
-  ): Promise<TransferOutcome> {
-    const { audit, keep } = step;
-    const move = async (
-      tx: Queryable,
-    ): Promise<{ out: TransferOutcome; delta: UsageDelta | null }> => {
-      // A second transfer of the same row waits here and then finds it gone.
-      const [, [row], [taken]] = await Promise.all([
-        this.#g.lock(tx, [user, handle], [to, handle]),
-        tx.unsafe(this.#q.lock, [user, handle]).values().execute(),
-        tx.unsafe(this.#q.lockAny, [to, handle]).values().execute(),
-      ]);
-      if (!row) return { out: "absent", delta: null };
-      if (taken) return { out: "taken", delta: null };
-      const record = recordOf(row);
-      // Entries left under the new owner's key by a row deleted long ago are orphans.
-      await tx.unsafe(this.#q.dropLog, [to, handle]);
-      // A row of the new owner inserted after the lock check meets the primary key.
-      await tx.unsafe(this.#q.moveRecord, [user, handle, to]).catch((e) => {
-        if ((e as { code?: unknown })?.code === "23505") {
-          throw new Rollback<TransferOutcome>("taken");
-        }
-        throw e;
-      });
-      // Sent in this order: the entry (after the log it trims) before the grants.
-      await Promise.all([
-        tx.unsafe(this.#q.moveLog, [user, handle, to]).execute(),
-        tx.unsafe(this.#q.dropLease, [user, handle]).execute(),
-        tx.unsafe(this.#q.notify, [payloadOf(user, handle)]).execute(),
-        // The entry's statement notifies the new owner's key itself.
-        audit
-          ? tx.unsafe(this.#q.audit, auditParams(to, handle, audit)).execute()
-          : tx.unsafe(this.#q.notify, [payloadOf(to, handle)]).execute(),
-        this.#g.endOf(tx, user, handle, ctx.now),
-        keep && this.#g.put(tx, keep, ctx.now),
-      ]);
-      return { out: "moved", delta: { handles: 1, bytes: utf8Length(record.state) } };
-    };
-    return ctx.quota
-      ? this.#guarded(to, ctx, move) as Promise<TransferOutcome>
-      : this.#pool.op((sql) => this.#pool.begin(sql, async (tx) => (await move(tx)).out));
-  }
+  /** {@inheritDoc Backend.transfer} */
+  readonly transfer: TransferPrimitives = {
+    /**
+     * One transaction, locking as `postgres/_grants.ts` says: the grant locks
+     * of both keys, then both records' rows, the old owner's first; then the
+     * row and its changelog move, the entry is written under the new owner,
+     * and the old owner's grants end (their rows locked last).
+     */
+    move: (user, handle, to, ctx, step = {}) => {
+      const { audit, keep } = step;
+      const move = async (
+        tx: Queryable,
+      ): Promise<{ out: TransferOutcome; delta: UsageDelta | null }> => {
+        // A second transfer of the same row waits here and then finds it gone.
+        const [, [row], [taken]] = await Promise.all([
+          this.#g.lock(tx, [user, handle], [to, handle]),
+          tx.unsafe(this.#q.lock, [user, handle]).values().execute(),
+          tx.unsafe(this.#q.lockAny, [to, handle]).values().execute(),
+        ]);
+        if (!row) return { out: "absent", delta: null };
+        if (taken) return { out: "taken", delta: null };
+        const record = recordOf(row);
+        // Entries left under the new owner's key by a row deleted long ago are orphans.
+        await tx.unsafe(this.#q.dropLog, [to, handle]);
+        // A row of the new owner inserted after the lock check meets the primary key.
+        await tx.unsafe(this.#q.moveRecord, [user, handle, to]).catch((e) => {
+          if ((e as { code?: unknown })?.code === "23505") {
+            throw new Rollback<TransferOutcome>("taken");
+          }
+          throw e;
+        });
+        // Sent in this order: the entry (after the log it trims) before the grants.
+        await Promise.all([
+          tx.unsafe(this.#q.moveLog, [user, handle, to]).execute(),
+          tx.unsafe(this.#q.dropLease, [user, handle]).execute(),
+          tx.unsafe(this.#q.notify, [payloadOf(user, handle)]).execute(),
+          // The entry's statement notifies the new owner's key itself.
+          audit
+            ? tx.unsafe(this.#q.audit, auditParams(to, handle, audit)).execute()
+            : tx.unsafe(this.#q.notify, [payloadOf(to, handle)]).execute(),
+          this.#g.endOf(tx, user, handle, ctx.now),
+          keep && this.#g.put(tx, keep, ctx.now),
+        ]);
+        return { out: "moved", delta: { handles: 1, bytes: utf8Length(record.state) } };
+      };
+      return ctx.quota
+        ? this.#guarded(to, ctx, move) as Promise<TransferOutcome>
+        : this.#pool.op((sql) => this.#pool.begin(sql, async (tx) => (await move(tx)).out));
+    },
+  };
 
   /** {@inheritDoc Backend.changes} */
   changes(user: string, handle: string, afterVersion: number): Promise<ChangeEntry[]> {
@@ -602,13 +599,23 @@ export class PostgresBackend implements Backend {
     });
   }
 
-  /** {@inheritDoc Backend.trashedUntil} */
-  trashedUntil(user: string, handle: string): Promise<number | null> {
-    return this.#pool.read(async (sql) => {
-      const [row] = await sql.unsafe(this.#q.trashedUntil, [user, handle]).values();
-      return row ? Number(row[0]) : null;
-    });
-  }
+  /** {@inheritDoc Backend.trash} */
+  readonly trash: TrashPrimitives = {
+    list: (user, q) => {
+      const a = q.after;
+      return this.#pool.read(async (sql) => {
+        const params = [user, a?.trashUntil ?? null, a?.handle ?? "", q.limit];
+        const rows = await sql.unsafe(this.#q.listTrash, params).values();
+        return rows.map((r) => ({ ...metaOf(r), trashUntil: Number(r[7]) }));
+      });
+    },
+    until: (user, handle) => {
+      return this.#pool.read(async (sql) => {
+        const [row] = await sql.unsafe(this.#q.trashedUntil, [user, handle]).values();
+        return row ? Number(row[0]) : null;
+      });
+    },
+  };
 
   /** {@inheritDoc Backend.sweep} */
   sweep(user: string | null, expiredAtOrBefore: number, now: number): Promise<number> {
@@ -620,137 +627,85 @@ export class PostgresBackend implements Backend {
     });
   }
 
-  /** {@inheritDoc Backend.listTrash} */
-  listTrash(user: string, q: TrashQuery): Promise<TrashedMeta[]> {
-    const a = q.after;
-    return this.#pool.read(async (sql) => {
-      const params = [user, a?.trashUntil ?? null, a?.handle ?? "", q.limit];
-      const rows = await sql.unsafe(this.#q.listTrash, params).values();
-      return rows.map((r) => ({ ...metaOf(r), trashUntil: Number(r[7]) }));
-    });
-  }
+  /** {@inheritDoc Backend.records} */
+  readonly records: RecordPrimitives = {
+    users: (query) => {
+      return this.#pool.read(async (sql) => {
+        const rows = await sql.unsafe(this.#q.users, [query.after ?? "", query.limit]).values();
+        return rows.map((r) => String(r[0]));
+      });
+    },
+    import: (user, record, _ctx) => {
+      const key = [user, record.handle];
+      return this.#pool.op((sql) =>
+        this.#pool.begin(sql, async (tx) => {
+          // The lock tells a trashed row (overwritten as if absent) from a live
+          // one, and keeps writers off the handle until the changelog is gone.
+          const [[prev], [row]] = await Promise.all([
+            tx.unsafe(this.#q.lockAny, key).values(),
+            tx.unsafe(this.#q.importRecord, [
+              user,
+              ...recordParams(record),
+              record.schemaVersion ?? null,
+              record.preview ?? null,
+              forkedFromText(record),
+            ]).values(),
+          ]);
+          if (row === undefined) return "kept";
+          // A new statement: it sees every entry committed before the lock.
+          await Promise.all([
+            tx.unsafe(this.#q.dropLog, key),
+            tx.unsafe(this.#q.notify, [payloadOf(user, record.handle)]),
+          ]);
+          return row[0] === true || prev?.[0] === true ? "inserted" : "replaced";
+        })
+      );
+    },
+  };
 
-  /** {@inheritDoc Backend.listUsers} */
-  listUsers(query: { after?: string; limit: number }): Promise<string[]> {
-    return this.#pool.read(async (sql) => {
-      const rows = await sql.unsafe(this.#q.users, [query.after ?? "", query.limit]).values();
-      return rows.map((r) => String(r[0]));
-    });
-  }
+  /** {@inheritDoc Backend.grants} */
+  readonly grants: GrantPrimitives = {
+    /**
+     * One transaction, locking as `postgres/_grants.ts` says: the handle's
+     * grant lock, the record's version step and entry, then the parent's row
+     * and the grant's.
+     */
+    put: (grant, now, audit) => putGrant(this.#pool, this.#q, this.#g, grant, now, audit),
+    read: (idOrAlias) => this.#pool.read((sql) => this.#g.read(sql, idOrAlias)),
+    /**
+     * One transaction, locking as `postgres/_grants.ts` says: the handle's
+     * grant lock, the record's version step and entry, then the grants' rows.
+     * An `unshare` that ends nothing (the grants had ended already) leaves no
+     * entry.
+     */
+    end: (grant, now, audit) => endGrant(this.#pool, this.#q, this.#g, grant, now, audit),
+    of: (owner, handle) => this.#pool.read((sql) => this.#g.of(sql, owner, handle)),
+    to: (to) => this.#pool.read((sql) => this.#g.to(sql, to)),
+  };
 
-  /** {@inheritDoc Backend.importRecord} */
-  importRecord(
-    user: string,
-    record: HandleRecord,
-    _ctx: WriteContext,
-  ): Promise<"inserted" | "replaced" | "kept"> {
-    const key = [user, record.handle];
-    return this.#pool.op((sql) =>
-      this.#pool.begin(sql, async (tx) => {
-        // The lock tells a trashed row (overwritten as if absent) from a live
-        // one, and keeps writers off the handle until the changelog is gone.
-        const [[prev], [row]] = await Promise.all([
-          tx.unsafe(this.#q.lockAny, key).values(),
-          tx.unsafe(this.#q.importRecord, [
-            user,
-            ...recordParams(record),
-            record.schemaVersion ?? null,
-            record.preview ?? null,
-            forkedFromText(record),
-          ]).values(),
-        ]);
-        if (row === undefined) return "kept";
-        // A new statement: it sees every entry committed before the lock.
-        await Promise.all([
-          tx.unsafe(this.#q.dropLog, key),
-          tx.unsafe(this.#q.notify, [payloadOf(user, record.handle)]),
-        ]);
-        return row[0] === true || prev?.[0] === true ? "inserted" : "replaced";
-      })
-    );
-  }
+  /** {@inheritDoc Backend.quotas} */
+  readonly quotas: QuotaPrimitives = {
+    /**
+     * One row read; a user without a row yet is counted from the records.
+     */
+    usage: (user, now) => this.#pool.op((sql) => readUsage(sql, this.#u, user, now)),
+  };
 
-  /**
-   * {@inheritDoc Backend.putGrant}
-   *
-   * One transaction, locking as `postgres/_grants.ts` says: the handle's
-   * grant lock, the record's version step and entry, then the parent's row
-   * and the grant's.
-   */
-  putGrant(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent"> {
-    return putGrant(this.#pool, this.#q, this.#g, grant, now, audit);
-  }
-
-  /** {@inheritDoc Backend.readGrant} */
-  readGrant(idOrAlias: string): Promise<GrantRecord | null> {
-    return this.#pool.read((sql) => this.#g.read(sql, idOrAlias));
-  }
-
-  /**
-   * {@inheritDoc Backend.endGrant}
-   *
-   * One transaction, locking as `postgres/_grants.ts` says: the handle's
-   * grant lock, the record's version step and entry, then the grants' rows.
-   * An `unshare` that ends nothing (the grants had ended already) leaves no
-   * entry.
-   */
-  endGrant(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]> {
-    return endGrant(this.#pool, this.#q, this.#g, grant, now, audit);
-  }
-
-  /** {@inheritDoc Backend.grantsOf} */
-  grantsOf(owner: string, handle: string): Promise<GrantRecord[]> {
-    return this.#pool.read((sql) => this.#g.of(sql, owner, handle));
-  }
-
-  /** {@inheritDoc Backend.grantsTo} */
-  grantsTo(to: string): Promise<GrantRecord[]> {
-    return this.#pool.read((sql) => this.#g.to(sql, to));
-  }
-
-  /**
-   * {@inheritDoc Backend.usage}
-   *
-   * One row read; a user without a row yet is counted from the records.
-   */
-  usage(user: string, now: number): Promise<Usage> {
-    return this.#pool.op((sql) => readUsage(sql, this.#u, user, now));
-  }
-
-  /** {@inheritDoc Backend.acquireLease} */
-  acquireLease(
-    user: string,
-    handle: string,
-    lease: LeaseRecord,
-    now: number,
-  ): Promise<LeaseOutcome> {
-    return acquireLease(this.#pool, this.#q, user, handle, lease, now);
-  }
-
-  /** {@inheritDoc Backend.releaseLease} */
-  releaseLease(user: string, handle: string, holder: string, now: number): Promise<boolean> {
-    return releaseLease(this.#pool, this.#q, user, handle, holder, now);
-  }
-
-  /** {@inheritDoc Backend.leases} */
-  leases(user: string, handles: readonly string[], now: number): Promise<Map<string, LeaseRecord>> {
-    return leasesOf(this.#pool, this.#q, user, handles, now);
-  }
-
-  /**
-   * {@inheritDoc Backend.subscribe}
-   *
-   * The first call starts a `LISTEN` on the schema's channel, on a connection
-   * postgres.js keeps for it and re-opens after a failure; every listener is
-   * called each time it listens again, since events may have been missed
-   * meanwhile. After an outage the feed moves to the fresh pool with the calls.
-   * Behind a transaction-mode pooler (PgBouncer) `LISTEN` hears nothing, and
-   * a watch relies on its `pollMs` re-reads.
-   */
-  async subscribe(user: string, handle: string, listener: () => void): Promise<() => void> {
-    if (this.#pool.closed) throw closedError();
-    return await this.#feed.subscribe(this.#pool.sql, user, handle, listener);
-  }
+  /** {@inheritDoc Backend.feed} */
+  readonly feed: FeedPrimitives = {
+    /**
+     * The first call starts a `LISTEN` on the schema's channel, on a connection
+     * postgres.js keeps for it and re-opens after a failure; every listener is
+     * called each time it listens again, since events may have been missed
+     * meanwhile. After an outage the feed moves to the fresh pool with the calls.
+     * Behind a transaction-mode pooler (PgBouncer) `LISTEN` hears nothing, and
+     * a watch relies on its `pollMs` re-reads.
+     */
+    subscribe: async (user, handle, listener) => {
+      if (this.#pool.closed) throw closedError();
+      return await this.#feed.subscribe(this.#pool.sql, user, handle, listener);
+    },
+  };
 
   /** {@inheritDoc Backend.close} */
   async close(): Promise<void> {

@@ -223,7 +223,7 @@ export class GrantStatements {
   }
 }
 
-/** {@inheritDoc Backend.putGrant} */
+/** {@inheritDoc GrantPrimitives.put} */
 export function putGrant(
   pool: Pool,
   q: Statements,
@@ -246,7 +246,7 @@ export function putGrant(
   );
 }
 
-/** {@inheritDoc Backend.endGrant} */
+/** {@inheritDoc GrantPrimitives.end} */
 export function endGrant(
   pool: Pool,
   q: Statements,

@@ -34,7 +34,7 @@ export function acquireLease(
   );
 }
 
-/** {@inheritDoc Backend.releaseLease} */
+/** {@inheritDoc LeasePrimitives.release} */
 export function releaseLease(
   pool: Pool,
   q: Statements,
@@ -49,7 +49,7 @@ export function releaseLease(
   });
 }
 
-/** {@inheritDoc Backend.leases} */
+/** {@inheritDoc LeasePrimitives.of} */
 export function leasesOf(
   pool: Pool,
   q: Statements,

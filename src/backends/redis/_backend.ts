@@ -6,27 +6,28 @@
  */
 import type { Cluster, Redis } from "ioredis";
 import type {
-  AuditStep,
   Backend,
   Change,
   ChangeEntry,
   ConditionalWrite,
-  GrantRecord,
+  FeedPrimitives,
+  GrantPrimitives,
   HandleMeta,
   HandleRecord,
   InsertOutcome,
-  LeaseOutcome,
+  LeasePrimitives,
   LeaseRecord,
   ListQuery,
+  QuotaPrimitives,
+  RecordPrimitives,
   Replayed,
   SaveOutcome,
   Step,
   TransferOutcome,
-  TransferStep,
+  TransferPrimitives,
   TrashedMeta,
-  TrashQuery,
+  TrashPrimitives,
   UpdateOutcome,
-  Usage,
   WriteContext,
 } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
@@ -129,66 +130,61 @@ export class RedisBackend implements Backend {
     }
   }
 
-  /**
-   * {@inheritDoc Backend.transfer}
-   *
-   * On one server, one script over the keys of both users, which Redis runs
-   * atomically. On a Redis Cluster the two users' keys sit in two hash slots,
-   * which no script can span: there the move is five scripts, each atomic in
-   * one slot, that keep the record live in one place at a time, and that any
-   * miss on the handle of either user finishes after a crash (see
-   * `redis/_move.ts`).
-   */
-  async transfer(
-    user: string,
-    handle: string,
-    to: string,
-    ctx: WriteContext,
-    step: TransferStep = {},
-  ): Promise<TransferOutcome> {
-    const k = this.#k.of(user, handle), t = this.#k.of(to, handle);
-    const keep = step.keep;
-    let out: TransferOutcome | Reply;
-    if (this.#moves) {
-      out = await this.#moves.transfer(user, handle, to, ctx, step.audit, keep);
-    } else {
-      const keys = [k.rec, k.idx, k.exp, k.lease, this.#k.grantsOf(user, handle)];
-      keys.push(t.rec, t.idx, t.exp, t.trash);
-      const names = keep ? await this.#grants.name(keep) : undefined;
-      if (keep) keys.push(this.#k.grantsOf(to, handle), this.#k.grant(to, keep.grant));
-      const reply = await this.#conn.run(
-        S.transfer,
-        keys,
-        [
-          `${ctx.now}\t${ctx.graceMs}\t${keep ? encodeHandle(keep.grant) : ""}\t${
-            keep ? expiresText(keep.expiresAt) : ""
-          }`,
-          ...auditArgs(step.audit, t.enc),
-          keep ? JSON.stringify({ ...keep, endedAt: null }) : "",
-          ...quotaArgs(ctx),
-        ],
-        wroteOne,
-      ) as number | Reply;
-      if (reply !== 1) await names?.unname();
-      out = Array.isArray(reply)
-        ? reply
-        : reply === 1
-        ? "moved"
-        : reply === -1
-        ? "taken"
-        : "absent";
-    }
-    if (Array.isArray(out)) {
-      refuseQuota(out, ctx);
-      throw new BackendError(`Unexpected reply of the transfer script: ${JSON.stringify(out)}`);
-    }
-    if (out !== "moved") return out;
-    this.#guess(k.rec, null);
-    this.#guess(t.rec, null);
-    this.#feed.notify(user, handle);
-    this.#feed.notify(to, handle);
-    return "moved";
-  }
+  /** {@inheritDoc Backend.transfer} */
+  readonly transfer: TransferPrimitives = {
+    /**
+     * On one server, one script over the keys of both users, which Redis runs
+     * atomically. On a Redis Cluster the two users' keys sit in two hash slots,
+     * which no script can span: there the move is five scripts, each atomic in
+     * one slot, that keep the record live in one place at a time, and that any
+     * miss on the handle of either user finishes after a crash (see
+     * `redis/_move.ts`).
+     */
+    move: async (user, handle, to, ctx, step = {}) => {
+      const k = this.#k.of(user, handle), t = this.#k.of(to, handle);
+      const keep = step.keep;
+      let out: TransferOutcome | Reply;
+      if (this.#moves) {
+        out = await this.#moves.transfer(user, handle, to, ctx, step.audit, keep);
+      } else {
+        const keys = [k.rec, k.idx, k.exp, k.lease, this.#k.grantsOf(user, handle)];
+        keys.push(t.rec, t.idx, t.exp, t.trash);
+        const names = keep ? await this.#grants.name(keep) : undefined;
+        if (keep) keys.push(this.#k.grantsOf(to, handle), this.#k.grant(to, keep.grant));
+        const reply = await this.#conn.run(
+          S.transfer,
+          keys,
+          [
+            `${ctx.now}\t${ctx.graceMs}\t${keep ? encodeHandle(keep.grant) : ""}\t${
+              keep ? expiresText(keep.expiresAt) : ""
+            }`,
+            ...auditArgs(step.audit, t.enc),
+            keep ? JSON.stringify({ ...keep, endedAt: null }) : "",
+            ...quotaArgs(ctx),
+          ],
+          wroteOne,
+        ) as number | Reply;
+        if (reply !== 1) await names?.unname();
+        out = Array.isArray(reply)
+          ? reply
+          : reply === 1
+          ? "moved"
+          : reply === -1
+          ? "taken"
+          : "absent";
+      }
+      if (Array.isArray(out)) {
+        refuseQuota(out, ctx);
+        throw new BackendError(`Unexpected reply of the transfer script: ${JSON.stringify(out)}`);
+      }
+      if (out !== "moved") return out;
+      this.#guess(k.rec, null);
+      this.#guess(t.rec, null);
+      this.#feed.notify(user, handle);
+      this.#feed.notify(to, handle);
+      return "moved";
+    },
+  };
 
   /**
    * Opens a backend from a URL and waits until Redis answers.
@@ -261,15 +257,49 @@ export class RedisBackend implements Backend {
     return withLease({ inserted: true }, ctx, held);
   }
 
-  /** {@inheritDoc Backend.trashedUntil} */
-  async trashedUntil(user: string, handle: string): Promise<number | null> {
-    // On a cluster, a miss also finishes a move of the handle that a crash left unfinished.
-    if (this.#moves) return await this.#moves.trashedUntil(user, handle);
-    const key = this.#k.of(user, handle).trash;
-    const client = this.#conn.client;
-    const u = await this.#conn.cmd(() => client.hget(key, "u"));
-    return u == null ? null : Number(u);
-  }
+  /** {@inheritDoc Backend.trash} */
+  readonly trash: TrashPrimitives = {
+    /**
+     * Trashed records are not indexed, so a call scans the keyspace for the
+     * user's trash keys (`SCAN … MATCH`; on a cluster, on every master), then
+     * reads each one's metadata and `trashUntil` in one pipeline (never the
+     * state) and sorts them: its cost grows with the whole keyspace, which
+     * suits an inspector, not a hot path.
+     *
+     * @param user The user.
+     * @param q Page size and position.
+     * @returns The page.
+     */
+    list: async (user, q) => {
+      const keys = await this.#conn.scanKeys(this.#k.trashPattern(user));
+      if (keys.length === 0) return [];
+      const client = this.#conn.client;
+      // Every key of the user sits in one hash slot: one pipeline, also on a cluster.
+      const replies = await this.#conn.cmd(async () => {
+        const got = await client.pipeline(keys.map((key) => ["hmget", key, "m", "u"])).exec();
+        return (got ?? []).map(([err, fields]) => {
+          if (err) throw err;
+          return fields as (string | null)[];
+        });
+      });
+      const skip = this.#k.base(user).length + 2;
+      const out: TrashedMeta[] = [];
+      for (const [i, [m, u]] of replies.entries()) {
+        if (typeof m !== "string" || typeof u !== "string") continue; // dropped meanwhile
+        const row = { ...metaOf(decodeHandle(keys[i]!.slice(skip)), m), trashUntil: Number(u) };
+        if (!q.after || compareTrashOrder(row, q.after) > 0) out.push(row);
+      }
+      return out.sort(compareTrashOrder).slice(0, q.limit);
+    },
+    until: async (user, handle) => {
+      // On a cluster, a miss also finishes a move of the handle that a crash left unfinished.
+      if (this.#moves) return await this.#moves.trashedUntil(user, handle);
+      const key = this.#k.of(user, handle).trash;
+      const client = this.#conn.client;
+      const u = await this.#conn.cmd(() => client.hget(key, "u"));
+      return u == null ? null : Number(u);
+    },
+  };
 
   /** {@inheritDoc Backend.read} */
   read(user: string, handle: string): Promise<HandleRecord | null> {
@@ -460,40 +490,28 @@ export class RedisBackend implements Backend {
     return ctx.grant ? [...keys, this.#k.grant(owner, ctx.grant.grant)] : keys;
   }
 
-  /** {@inheritDoc Backend.putGrant} */
-  async putGrant(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent"> {
-    const res = await this.#grants.put(grant, now, audit);
-    if (audit && res !== "absent") this.#audited(grant.owner, grant.handle);
-    return res;
-  }
-
-  /** {@inheritDoc Backend.readGrant} */
-  readGrant(idOrAlias: string): Promise<GrantRecord | null> {
-    return this.#grants.read(idOrAlias);
-  }
-
-  /** {@inheritDoc Backend.endGrant} */
-  async endGrant(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]> {
-    const res = await this.#grants.end(grant, now, audit);
-    const root = res.find((g) => g.grant === grant);
-    if (audit && root) this.#audited(root.owner, root.handle);
-    return res;
-  }
+  /** {@inheritDoc Backend.grants} */
+  readonly grants: GrantPrimitives = {
+    put: async (grant, now, audit) => {
+      const res = await this.#grants.put(grant, now, audit);
+      if (audit && res !== "absent") this.#audited(grant.owner, grant.handle);
+      return res;
+    },
+    read: (idOrAlias) => this.#grants.read(idOrAlias),
+    end: async (grant, now, audit) => {
+      const res = await this.#grants.end(grant, now, audit);
+      const root = res.find((g) => g.grant === grant);
+      if (audit && root) this.#audited(root.owner, root.handle);
+      return res;
+    },
+    of: (owner, handle) => this.#grants.of(owner, handle),
+    to: (to) => this.#grants.to(to),
+  };
 
   /** A grant change left an entry on `(owner, handle)`: the guess goes, listeners hear. */
   #audited(owner: string, handle: string): void {
     this.#guess(this.#k.of(owner, handle).rec, null);
     this.#feed.notify(owner, handle);
-  }
-
-  /** {@inheritDoc Backend.grantsOf} */
-  grantsOf(owner: string, handle: string): Promise<GrantRecord[]> {
-    return this.#grants.of(owner, handle);
-  }
-
-  /** {@inheritDoc Backend.grantsTo} */
-  grantsTo(to: string): Promise<GrantRecord[]> {
-    return this.#grants.to(to);
   }
 
   /**
@@ -628,161 +646,110 @@ export class RedisBackend implements Backend {
     }
   }
 
-  /**
-   * {@inheritDoc Backend.listTrash}
-   *
-   * Trashed records are not indexed, so a call scans the keyspace for the
-   * user's trash keys (`SCAN … MATCH`; on a cluster, on every master), then
-   * reads each one's metadata and `trashUntil` in one pipeline (never the
-   * state) and sorts them: its cost grows with the whole keyspace, which
-   * suits an inspector, not a hot path.
-   *
-   * @param user The user.
-   * @param q Page size and position.
-   * @returns The page.
-   */
-  async listTrash(user: string, q: TrashQuery): Promise<TrashedMeta[]> {
-    const keys = await this.#conn.scanKeys(this.#k.trashPattern(user));
-    if (keys.length === 0) return [];
-    const client = this.#conn.client;
-    // Every key of the user sits in one hash slot: one pipeline, also on a cluster.
-    const replies = await this.#conn.cmd(async () => {
-      const got = await client.pipeline(keys.map((key) => ["hmget", key, "m", "u"])).exec();
-      return (got ?? []).map(([err, fields]) => {
-        if (err) throw err;
-        return fields as (string | null)[];
-      });
-    });
-    const skip = this.#k.base(user).length + 2;
-    const out: TrashedMeta[] = [];
-    for (const [i, [m, u]] of replies.entries()) {
-      if (typeof m !== "string" || typeof u !== "string") continue; // dropped meanwhile
-      const row = { ...metaOf(decodeHandle(keys[i]!.slice(skip)), m), trashUntil: Number(u) };
-      if (!q.after || compareTrashOrder(row, q.after) > 0) out.push(row);
-    }
-    return out.sort(compareTrashOrder).slice(0, q.limit);
-  }
+  /** {@inheritDoc Backend.records} */
+  readonly records: RecordPrimitives = {
+    /**
+     * Users with at least one record, in Unicode code point order (the byte
+     * order of their UTF-8). One page scans the keyspace once; the next page
+     * reuses that scan for a minute.
+     *
+     * @param query Start strictly after `after`; at most `limit` users.
+     * @returns The page.
+     */
+    users: async (query) => {
+      const live = async (u: string) => (await this.list(u, { limit: 1 })).length > 0;
+      const { page, scan } = await listUsers(this.#conn, this.#k, this.#users, query, live);
+      this.#users = scan;
+      return page;
+    },
+    import: async (user, record, ctx) => {
+      const k = this.#k.of(user, record.handle);
+      const args = [
+        record.state,
+        `${member(record.updatedAt, k.enc)}\t${expiresText(record.expiresAt)}\t${record.version}\t${
+          ttlOf(record.expiresAt, ctx)
+        }\t${metaText(record)}`,
+      ];
+      const outcome = await this.#conn.run(
+        S.importRecord,
+        [k.rec, k.idx, k.exp, k.lease],
+        args,
+        (r) => r !== "kept",
+      ) as
+        | "inserted"
+        | "replaced"
+        | "kept";
+      if (outcome !== "kept") this.#feed.notify(user, record.handle);
+      return outcome;
+    },
+  };
 
-  /**
-   * Users with at least one record, in Unicode code point order (the byte
-   * order of their UTF-8). One page scans the keyspace once; the next page
-   * reuses that scan for a minute.
-   *
-   * @param query Start strictly after `after`; at most `limit` users.
-   * @returns The page.
-   */
-  async listUsers(query: { after?: string; limit: number }): Promise<string[]> {
-    const live = async (u: string) => (await this.list(u, { limit: 1 })).length > 0;
-    const { page, scan } = await listUsers(this.#conn, this.#k, this.#users, query, live);
-    this.#users = scan;
-    return page;
-  }
-
-  /**
-   * {@inheritDoc Backend.usage}
-   *
-   * One script: the usage hash, counted from the user's index when absent
-   * (and kept from then on).
-   */
-  async usage(user: string, now: number): Promise<Usage> {
-    const [h, b, w] = await this.#conn.run(S.usage, [this.#k.of(user, "").idx], []) as Reply;
-    const [minute, writes] = (w ?? "0\t0").split("\t").map(Number);
-    return {
-      handles: Number(h),
-      bytes: Number(b),
-      writesThisMinute: writesAt(minute ?? 0, writes ?? 0, now),
-    };
-  }
-
-  /** {@inheritDoc Backend.importRecord} */
-  async importRecord(
-    user: string,
-    record: HandleRecord,
-    ctx: WriteContext,
-  ): Promise<"inserted" | "replaced" | "kept"> {
-    const k = this.#k.of(user, record.handle);
-    const args = [
-      record.state,
-      `${member(record.updatedAt, k.enc)}\t${expiresText(record.expiresAt)}\t${record.version}\t${
-        ttlOf(record.expiresAt, ctx)
-      }\t${metaText(record)}`,
-    ];
-    const outcome = await this.#conn.run(
-      S.importRecord,
-      [k.rec, k.idx, k.exp, k.lease],
-      args,
-      (r) => r !== "kept",
-    ) as
-      | "inserted"
-      | "replaced"
-      | "kept";
-    if (outcome !== "kept") this.#feed.notify(user, record.handle);
-    return outcome;
-  }
-
-  /** {@inheritDoc Backend.acquireLease} */
-  async acquireLease(
-    user: string,
-    handle: string,
-    lease: LeaseRecord,
-    now: number,
-  ): Promise<LeaseOutcome> {
-    const ttl = Math.max(Math.ceil(lease.expiresAt - now), 1);
-    const k = this.#k.of(user, handle);
-    const reply = await this.#conn.run(S.acquire, [k.lease, k.rec], [
-      String(now),
-      String(ttl),
-      String(lease.expiresAt),
-      lease.holder,
-    ], wroteOne);
-    if (reply === 1) return { acquired: true, lease: { ...lease } };
-    return { acquired: false, lease: leaseOf(reply as string) };
-  }
-
-  /** {@inheritDoc Backend.releaseLease} */
-  async releaseLease(user: string, handle: string, holder: string, now: number): Promise<boolean> {
-    const k = this.#k.of(user, handle);
-    return await this.#conn.run(S.release, [k.lease, k.rec], [String(now), holder], wroteOne) === 1;
-  }
-
-  /** {@inheritDoc Backend.readLeased} */
-  async readLeased(
-    user: string,
-    handle: string,
-    now: number,
-  ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }> {
-    // One plain command: the record hash holds a copy of its lease.
-    const rec = this.#k.record(user, handle);
-    const [d, l] = await this.#conn.cmd(() => this.#conn.client.hmget(rec, "d", "L"));
-    const lease = typeof l === "string" ? leaseOf(l) : null;
-    return {
-      record: recordOfD(handle, d as string | null),
-      lease: lease && lease.expiresAt > now ? lease : null,
-    };
-  }
+  /** {@inheritDoc Backend.quotas} */
+  readonly quotas: QuotaPrimitives = {
+    /**
+     * One script: the usage hash, counted from the user's index when absent
+     * (and kept from then on).
+     */
+    usage: async (user, now) => {
+      const [h, b, w] = await this.#conn.run(S.usage, [this.#k.of(user, "").idx], []) as Reply;
+      const [minute, writes] = (w ?? "0\t0").split("\t").map(Number);
+      return {
+        handles: Number(h),
+        bytes: Number(b),
+        writesThisMinute: writesAt(minute ?? 0, writes ?? 0, now),
+      };
+    },
+  };
 
   /** {@inheritDoc Backend.leases} */
-  async leases(
-    user: string,
-    handles: readonly string[],
-    now: number,
-  ): Promise<Map<string, LeaseRecord>> {
-    const out = new Map<string, LeaseRecord>();
-    if (handles.length === 0) return out;
-    const keys = handles.map((h) => this.#k.lease(user, h));
-    const values = await this.#conn.cmd(() => this.#conn.client.mget(...keys));
-    for (const [i, v] of values.entries()) {
-      const lease = typeof v === "string" ? leaseOf(v) : null;
-      if (lease && lease.expiresAt > now) out.set(handles[i]!, lease);
-    }
-    return out;
-  }
+  readonly leases: LeasePrimitives = {
+    acquire: async (user, handle, lease, now) => {
+      const ttl = Math.max(Math.ceil(lease.expiresAt - now), 1);
+      const k = this.#k.of(user, handle);
+      const reply = await this.#conn.run(S.acquire, [k.lease, k.rec], [
+        String(now),
+        String(ttl),
+        String(lease.expiresAt),
+        lease.holder,
+      ], wroteOne);
+      if (reply === 1) return { acquired: true, lease: { ...lease } };
+      return { acquired: false, lease: leaseOf(reply as string) };
+    },
+    release: async (user, handle, holder, now) => {
+      const k = this.#k.of(user, handle);
+      return await this.#conn.run(S.release, [k.lease, k.rec], [String(now), holder], wroteOne) ===
+        1;
+    },
+    of: async (user, handles, now) => {
+      const out = new Map<string, LeaseRecord>();
+      if (handles.length === 0) return out;
+      const keys = handles.map((h) => this.#k.lease(user, h));
+      const values = await this.#conn.cmd(() => this.#conn.client.mget(...keys));
+      for (const [i, v] of values.entries()) {
+        const lease = typeof v === "string" ? leaseOf(v) : null;
+        if (lease && lease.expiresAt > now) out.set(handles[i]!, lease);
+      }
+      return out;
+    },
+    readLeased: async (user, handle, now) => {
+      // One plain command: the record hash holds a copy of its lease.
+      const rec = this.#k.record(user, handle);
+      const [d, l] = await this.#conn.cmd(() => this.#conn.client.hmget(rec, "d", "L"));
+      const lease = typeof l === "string" ? leaseOf(l) : null;
+      return {
+        record: recordOfD(handle, d as string | null),
+        lease: lease && lease.expiresAt > now ? lease : null,
+      };
+    },
+  };
 
-  /** {@inheritDoc Backend.subscribe} */
-  subscribe(user: string, handle: string, listener: () => void): Promise<() => void> {
-    if (this.#conn.closed) return Promise.reject(closedError());
-    return this.#feed.subscribe(this.#k.channel(user), user, handle, listener);
-  }
+  /** {@inheritDoc Backend.feed} */
+  readonly feed: FeedPrimitives = {
+    subscribe: (user, handle, listener) => {
+      if (this.#conn.closed) return Promise.reject(closedError());
+      return this.#feed.subscribe(this.#k.channel(user), user, handle, listener);
+    },
+  };
 
   /** Closes the connection if this backend opened it (see {@link RedisBackendOptions.closeClient}). Idempotent. */
   async close(): Promise<void> {

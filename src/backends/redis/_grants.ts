@@ -68,7 +68,7 @@ export class RedisGrants {
     };
   }
 
-  /** {@inheritDoc Backend.putGrant} */
+  /** {@inheritDoc GrantPrimitives.put} */
   async put(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent"> {
     const g = { ...grant, endedAt: null };
     const names = await this.name(g);
@@ -94,7 +94,7 @@ export class RedisGrants {
     );
   }
 
-  /** {@inheritDoc Backend.readGrant} */
+  /** {@inheritDoc GrantPrimitives.read} */
   async read(idOrAlias: string): Promise<GrantRecord | null> {
     const c = this.#conn.client;
     const [byId, byAlias] = await this.#conn.cmd(() =>
@@ -109,7 +109,7 @@ export class RedisGrants {
     return (await this.#records(owner, [id]))[0] ?? null;
   }
 
-  /** {@inheritDoc Backend.endGrant} */
+  /** {@inheritDoc GrantPrimitives.end} */
   async end(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]> {
     const g = await this.read(grant);
     if (!g || g.grant !== grant) return [];
@@ -123,7 +123,7 @@ export class RedisGrants {
     return reply.map((j) => ({ ...JSON.parse(j) as GrantRecord, endedAt: now }));
   }
 
-  /** {@inheritDoc Backend.grantsOf} */
+  /** {@inheritDoc GrantPrimitives.of} */
   async of(owner: string, handle: string): Promise<GrantRecord[]> {
     const reply = await this.#conn.run(
       S.grantRead,
@@ -133,7 +133,7 @@ export class RedisGrants {
     return recordsOf(reply);
   }
 
-  /** {@inheritDoc Backend.grantsTo} */
+  /** {@inheritDoc GrantPrimitives.to} */
   async to(to: string): Promise<GrantRecord[]> {
     const names = await this.#conn.cmd(() => this.#conn.client.lrange(this.#k.grantsTo(to), 0, -1));
     const byOwner = new Map<string, string[]>();

@@ -89,7 +89,7 @@ export class RedisMoves {
   }
 
   /**
-   * {@inheritDoc Backend.transfer}
+   * {@inheritDoc TransferPrimitives.move}
    *
    * A quota refusal of the new owner comes back as the script's reply, for
    * the caller's `refuseQuota`.

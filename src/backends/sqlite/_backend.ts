@@ -12,21 +12,23 @@ import type {
   Change,
   ChangeEntry,
   ConditionalWrite,
-  GrantRecord,
+  FeedPrimitives,
+  GrantPrimitives,
   HandleMeta,
   HandleRecord,
   InsertOutcome,
   LeaseOutcome,
+  LeasePrimitives,
   LeaseRecord,
   ListQuery,
+  QuotaPrimitives,
+  RecordPrimitives,
   Replayed,
   SaveOutcome,
   TransferOutcome,
-  TransferStep,
-  TrashedMeta,
-  TrashQuery,
+  TransferPrimitives,
+  TrashPrimitives,
   UpdateOutcome,
-  Usage,
   WriteContext,
 } from "../../backend.ts";
 import { auditEntry } from "../../backend.ts";
@@ -204,20 +206,51 @@ export class SqliteBackend implements Backend {
     return this.#c.read(user, handle, () => this.#q.readRow(user, handle));
   }
 
-  /** {@inheritDoc Backend.readLeased} */
-  readLeased(
-    user: string,
-    handle: string,
-    now: number,
-  ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }> {
-    return this.#c.read(user, handle, () => {
-      const row = this.#q.readLeased.get(user, handle, now) as Row | undefined;
-      if (!row) return { record: null, lease: null };
-      const c = cells(row);
-      const lease = c[10] == null ? null : { holder: c[10] as string, expiresAt: c[11] as number };
-      return { record: recordOf(handle, row), lease };
-    });
-  }
+  /** {@inheritDoc Backend.leases} */
+  readonly leases: LeasePrimitives = {
+    acquire: (user, handle, lease, now) =>
+      this.#c.write(() => this.#take(user, handle, lease, now)),
+    release: (user, handle, holder, now) => {
+      return this.#c.write(() => {
+        const row = this.#q.leaseDrop.get(user, handle, holder);
+        return row !== undefined && (row.expires_at as number) > now;
+      });
+    },
+    of: (user, handles, now) => {
+      return this.#c.run(() => {
+        const out = new Map<string, LeaseRecord>();
+        if (handles.length === 0) return out;
+        let rows: Row[];
+        if (handles.length === 1) {
+          rows = this.#q.leaseOne.all(user, handles[0]!, now) as Row[];
+        } else {
+          rows = this.#q.leasesOfUser.all(user, now) as Row[];
+          if (rows.length > LEASE_SCAN_MAX) {
+            rows = this.#q.leasesIn.all(user, JSON.stringify(handles), now) as Row[];
+          } else {
+            const wanted = new Set(handles);
+            rows = rows.filter((r) => wanted.has(cells(r)[0] as string));
+          }
+        }
+        for (const r of rows) {
+          const [h, holder, expiresAt] = cells(r);
+          out.set(h as string, { holder: holder as string, expiresAt: expiresAt as number });
+        }
+        return out;
+      });
+    },
+    readLeased: (user, handle, now) => {
+      return this.#c.read(user, handle, () => {
+        const row = this.#q.readLeased.get(user, handle, now) as Row | undefined;
+        if (!row) return { record: null, lease: null };
+        const c = cells(row);
+        const lease = c[10] == null
+          ? null
+          : { holder: c[10] as string, expiresAt: c[11] as number };
+        return { record: recordOf(handle, row), lease };
+      });
+    },
+  };
 
   /** {@inheritDoc Backend.save} */
   save(
@@ -377,33 +410,29 @@ export class SqliteBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.transfer} */
-  transfer(
-    user: string,
-    handle: string,
-    to: string,
-    ctx: WriteContext,
-    step: TransferStep = {},
-  ): Promise<TransferOutcome> {
-    return this.#c.write((): TransferOutcome => {
-      const row = this.#q.read.get(user, handle) as Row | undefined;
-      if (!row) return "absent";
-      if (this.#q.versionOf.get(to, handle) || this.#q.inTrash.get(to, handle)) return "taken";
-      const record = recordOf(handle, row);
-      // Entries of the new owner under this handle (none live, none trashed) are orphans.
-      this.#q.logDrop.run(to, handle);
-      this.#q.moveRecord.run(user, handle, to);
-      // After the move, whose trigger counted it; a refusal rolls the transaction back.
-      if (ctx.quota) this.#u.apply(to, ctx, { handles: 1, bytes: utf8Length(record.state) });
-      this.#q.moveLog.run(user, handle, to);
-      this.#q.dropLease.run(user, handle);
-      if (step.audit) this.#audit(to, handle, step.audit, ctx.now);
-      this.#g.endOf(user, handle, ctx.now);
-      if (step.keep) this.#g.insert(step.keep);
-      this.#c.wrote(user, handle);
-      this.#c.wrote(to, handle);
-      return "moved";
-    });
-  }
+  readonly transfer: TransferPrimitives = {
+    move: (user, handle, to, ctx, step = {}) => {
+      return this.#c.write((): TransferOutcome => {
+        const row = this.#q.read.get(user, handle) as Row | undefined;
+        if (!row) return "absent";
+        if (this.#q.versionOf.get(to, handle) || this.#q.inTrash.get(to, handle)) return "taken";
+        const record = recordOf(handle, row);
+        // Entries of the new owner under this handle (none live, none trashed) are orphans.
+        this.#q.logDrop.run(to, handle);
+        this.#q.moveRecord.run(user, handle, to);
+        // After the move, whose trigger counted it; a refusal rolls the transaction back.
+        if (ctx.quota) this.#u.apply(to, ctx, { handles: 1, bytes: utf8Length(record.state) });
+        this.#q.moveLog.run(user, handle, to);
+        this.#q.dropLease.run(user, handle);
+        if (step.audit) this.#audit(to, handle, step.audit, ctx.now);
+        this.#g.endOf(user, handle, ctx.now);
+        if (step.keep) this.#g.insert(step.keep);
+        this.#c.wrote(user, handle);
+        this.#c.wrote(to, handle);
+        return "moved";
+      });
+    },
+  };
 
   /** {@inheritDoc Backend.changes} */
   changes(user: string, handle: string, afterVersion: number): Promise<ChangeEntry[]> {
@@ -427,13 +456,28 @@ export class SqliteBackend implements Backend {
     });
   }
 
-  /** {@inheritDoc Backend.trashedUntil} */
-  trashedUntil(user: string, handle: string): Promise<number | null> {
-    return this.#c.run(() => {
-      const row = this.#q.trashedUntil.get(user, handle);
-      return row ? row.trashed_until as number : null;
-    });
-  }
+  /** {@inheritDoc Backend.trash} */
+  readonly trash: TrashPrimitives = {
+    list: (user, q) => {
+      return this.#c.run(() => {
+        // The user's rows through the primary key, sorted: a trash is small.
+        this.#trashList ??= returnArrays(this.#db.prepare(
+          `SELECT ${META}, trashed_until FROM trash WHERE user = ?1 AND (?2 IS NULL OR ` +
+            "trashed_until < ?2 OR (trashed_until = ?2 AND handle > ?3)) " +
+            "ORDER BY trashed_until DESC, handle LIMIT ?4",
+        ));
+        const a = q.after;
+        const rows = this.#trashList.all(user, a?.trashUntil ?? null, a?.handle ?? "", q.limit);
+        return (rows as Row[]).map((r) => ({ ...metaOf(r), trashUntil: cells(r)[7] as number }));
+      });
+    },
+    until: (user, handle) => {
+      return this.#c.run(() => {
+        const row = this.#q.trashedUntil.get(user, handle);
+        return row ? row.trashed_until as number : null;
+      });
+    },
+  };
 
   /** {@inheritDoc Backend.sweep} */
   sweep(user: string | null, expiredAtOrBefore: number, now: number): Promise<number> {
@@ -483,110 +527,67 @@ export class SqliteBackend implements Backend {
     });
   }
 
-  /** {@inheritDoc Backend.listTrash} */
-  listTrash(user: string, q: TrashQuery): Promise<TrashedMeta[]> {
-    return this.#c.run(() => {
-      // The user's rows through the primary key, sorted: a trash is small.
-      this.#trashList ??= returnArrays(this.#db.prepare(
-        `SELECT ${META}, trashed_until FROM trash WHERE user = ?1 AND (?2 IS NULL OR ` +
-          "trashed_until < ?2 OR (trashed_until = ?2 AND handle > ?3)) " +
-          "ORDER BY trashed_until DESC, handle LIMIT ?4",
-      ));
-      const a = q.after;
-      const rows = this.#trashList.all(user, a?.trashUntil ?? null, a?.handle ?? "", q.limit);
-      return (rows as Row[]).map((r) => ({ ...metaOf(r), trashUntil: cells(r)[7] as number }));
-    });
-  }
+  /** {@inheritDoc Backend.records} */
+  readonly records: RecordPrimitives = {
+    users: (query) => {
+      return this.#c.run(() => {
+        if (query.limit < 1) return [];
+        // Skips from user to user through the primary key: one index seek per user.
+        const rows = query.after === undefined
+          ? this.#q.usersFirst.all(query.limit)
+          : this.#q.usersAfter.all(query.after, query.limit);
+        return rows.map((r) => r.user as string);
+      });
+    },
+    import: (user, record, _ctx) => {
+      return this.#c.write(() => {
+        const current = this.#q.versionOf.get(user, record.handle);
+        if (current && (current.version as number) >= record.version) return "kept";
+        // Its history is unknown. A trashed copy of the handle stays in the trash
+        // (restorable once no live record holds the handle), without its log.
+        this.#q.log.clear(user, record.handle);
+        const values = recordValues(record);
+        if (current) this.#q.updateRow.run(...values, user, record.handle);
+        else this.#q.insertRow.run(user, record.handle, ...values);
+        this.#c.wrote(user, record.handle);
+        return current ? "replaced" : "inserted";
+      });
+    },
+  };
 
-  /** {@inheritDoc Backend.listUsers} */
-  listUsers(query: { after?: string; limit: number }): Promise<string[]> {
-    return this.#c.run(() => {
-      if (query.limit < 1) return [];
-      // Skips from user to user through the primary key: one index seek per user.
-      const rows = query.after === undefined
-        ? this.#q.usersFirst.all(query.limit)
-        : this.#q.usersAfter.all(query.after, query.limit);
-      return rows.map((r) => r.user as string);
-    });
-  }
+  /** {@inheritDoc Backend.quotas} */
+  readonly quotas: QuotaPrimitives = {
+    /**
+     * One row read; when the user has no row yet, it is rebuilt from the
+     * records and kept (one short write transaction).
+     */
+    usage: (user, now) => this.#c.write(() => this.#u.read(user, now)),
+  };
 
-  /** {@inheritDoc Backend.importRecord} */
-  importRecord(
-    user: string,
-    record: HandleRecord,
-    _ctx: WriteContext,
-  ): Promise<"inserted" | "replaced" | "kept"> {
-    return this.#c.write(() => {
-      const current = this.#q.versionOf.get(user, record.handle);
-      if (current && (current.version as number) >= record.version) return "kept";
-      // Its history is unknown. A trashed copy of the handle stays in the trash
-      // (restorable once no live record holds the handle), without its log.
-      this.#q.log.clear(user, record.handle);
-      const values = recordValues(record);
-      if (current) this.#q.updateRow.run(...values, user, record.handle);
-      else this.#q.insertRow.run(user, record.handle, ...values);
-      this.#c.wrote(user, record.handle);
-      return current ? "replaced" : "inserted";
-    });
-  }
-
-  /**
-   * {@inheritDoc Backend.usage}
-   *
-   * One row read; when the user has no row yet, it is rebuilt from the
-   * records and kept (one short write transaction).
-   */
-  usage(user: string, now: number): Promise<Usage> {
-    return this.#c.write(() => this.#u.read(user, now));
-  }
-
-  /** {@inheritDoc Backend.putGrant} */
-  putGrant(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent"> {
-    return this.#c.write((): void | "absent" => {
-      this.#g.checkParent(grant, now);
-      if (audit && !this.#audit(grant.owner, grant.handle, audit, now)) return "absent";
-      this.#g.insert(grant);
-    });
-  }
-
-  /** {@inheritDoc Backend.readGrant} */
-  readGrant(idOrAlias: string): Promise<GrantRecord | null> {
-    return this.#c.run(() => this.#g.read(idOrAlias));
-  }
-
-  /**
-   * {@inheritDoc Backend.endGrant}
-   *
-   * An `unshare` that ends nothing (the grants had ended already) leaves no entry.
-   */
-  endGrant(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]> {
-    return this.#c.write(() => {
-      const ended = this.#g.end(grant, now);
-      // A record deleted, trashed or moved away gets no entry (there is no row to bump).
-      if (audit && ended.length > 0) this.#audit(ended[0]!.owner, ended[0]!.handle, audit, now);
-      return ended;
-    });
-  }
-
-  /** {@inheritDoc Backend.grantsOf} */
-  grantsOf(owner: string, handle: string): Promise<GrantRecord[]> {
-    return this.#c.run(() => this.#g.of(owner, handle));
-  }
-
-  /** {@inheritDoc Backend.grantsTo} */
-  grantsTo(to: string): Promise<GrantRecord[]> {
-    return this.#c.run(() => this.#g.to(to));
-  }
-
-  /** {@inheritDoc Backend.acquireLease} */
-  acquireLease(
-    user: string,
-    handle: string,
-    lease: LeaseRecord,
-    now: number,
-  ): Promise<LeaseOutcome> {
-    return this.#c.write(() => this.#take(user, handle, lease, now));
-  }
+  /** {@inheritDoc Backend.grants} */
+  readonly grants: GrantPrimitives = {
+    put: (grant, now, audit) => {
+      return this.#c.write((): void | "absent" => {
+        this.#g.checkParent(grant, now);
+        if (audit && !this.#audit(grant.owner, grant.handle, audit, now)) return "absent";
+        this.#g.insert(grant);
+      });
+    },
+    read: (idOrAlias) => this.#c.run(() => this.#g.read(idOrAlias)),
+    /**
+     * An `unshare` that ends nothing (the grants had ended already) leaves no entry.
+     */
+    end: (grant, now, audit) => {
+      return this.#c.write(() => {
+        const ended = this.#g.end(grant, now);
+        // A record deleted, trashed or moved away gets no entry (there is no row to bump).
+        if (audit && ended.length > 0) this.#audit(ended[0]!.owner, ended[0]!.handle, audit, now);
+        return ended;
+      });
+    },
+    of: (owner, handle) => this.#c.run(() => this.#g.of(owner, handle)),
+    to: (to) => this.#c.run(() => this.#g.to(to)),
+  };
 
   /** Takes a lease inside the running write transaction. */
   #take(user: string, handle: string, lease: LeaseRecord, now: number): LeaseOutcome {
@@ -608,50 +609,16 @@ export class SqliteBackend implements Backend {
     return { ...out, lease: this.#take(user, handle, ctx.lease, ctx.now) };
   }
 
-  /** {@inheritDoc Backend.releaseLease} */
-  releaseLease(user: string, handle: string, holder: string, now: number): Promise<boolean> {
-    return this.#c.write(() => {
-      const row = this.#q.leaseDrop.get(user, handle, holder);
-      return row !== undefined && (row.expires_at as number) > now;
-    });
-  }
-
-  /** {@inheritDoc Backend.leases} */
-  leases(user: string, handles: readonly string[], now: number): Promise<Map<string, LeaseRecord>> {
-    return this.#c.run(() => {
-      const out = new Map<string, LeaseRecord>();
-      if (handles.length === 0) return out;
-      let rows: Row[];
-      if (handles.length === 1) {
-        rows = this.#q.leaseOne.all(user, handles[0]!, now) as Row[];
-      } else {
-        rows = this.#q.leasesOfUser.all(user, now) as Row[];
-        if (rows.length > LEASE_SCAN_MAX) {
-          rows = this.#q.leasesIn.all(user, JSON.stringify(handles), now) as Row[];
-        } else {
-          const wanted = new Set(handles);
-          rows = rows.filter((r) => wanted.has(cells(r)[0] as string));
-        }
-      }
-      for (const r of rows) {
-        const [h, holder, expiresAt] = cells(r);
-        out.set(h as string, { holder: holder as string, expiresAt: expiresAt as number });
-      }
-      return out;
-    });
-  }
-
-  /**
-   * {@inheritDoc Backend.subscribe}
-   *
-   * Writes through this object are heard of once they commit; those of other
-   * connections and processes through `PRAGMA data_version`, polled every
-   * 50 ms while at least one listener exists (an in-memory database has no
-   * other connection, so it is not polled).
-   */
-  subscribe(user: string, handle: string, listener: () => void): Promise<() => void> {
-    return this.#c.subscribe(user, handle, listener);
-  }
+  /** {@inheritDoc Backend.feed} */
+  readonly feed: FeedPrimitives = {
+    /**
+     * Writes through this object are heard of once they commit; those of other
+     * connections and processes through `PRAGMA data_version`, polled every
+     * 50 ms while at least one listener exists (an in-memory database has no
+     * other connection, so it is not polled).
+     */
+    subscribe: (user, handle, listener) => this.#c.subscribe(user, handle, listener),
+  };
 
   /** Closes the connection when this backend owns it. Idempotent. */
   async close(): Promise<void> {

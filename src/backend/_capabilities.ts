@@ -1,0 +1,264 @@
+/**
+ * The backend's optional capabilities, each a group of primitives that an
+ * engine provides whole or not at all (see `Backend` in `backend.ts`).
+ *
+ * @module
+ */
+
+import type {
+  AuditStep,
+  GrantRecord,
+  HandleRecord,
+  LeaseOutcome,
+  LeaseRecord,
+  TransferOutcome,
+  TransferStep,
+  TrashedMeta,
+  TrashQuery,
+  Usage,
+  WriteContext,
+} from "./_records.ts";
+
+/**
+ * The primitives `mcpstate export`, `import` and `migrate` need: every user,
+ * and a record written exactly as given.
+ *
+ * @since 0.5.0
+ */
+export interface RecordPrimitives {
+  /**
+   * One page of the users that have at least one handle record, expired
+   * records included, in ascending order. The order is the engine's own
+   * (byte order of the UTF-8 name is recommended), as long as `after` is
+   * consistent with it: a page starts strictly after `query.after`, and
+   * paging until a page comes back shorter than `limit` visits every user
+   * exactly once.
+   *
+   * @since 0.3.0 (as `Backend.listUsers`)
+   */
+  users(query: { after?: string; limit: number }): Promise<string[]>;
+  // A property rather than a method: `import(` at the start of a line reads
+  // as a dynamic import to the tools that trace imports.
+  /**
+   * Writes `record` exactly as given — handle, kind, state text, version,
+   * timestamps, expiry and writer — in one atomic step, when this user has
+   * no record with that handle (`"inserted"`) or has one with a lower
+   * version (`"replaced"`); otherwise it writes nothing (`"kept"`). It never
+   * mints or re-versions, ignores `ctx.idempotency`, and, where the engine
+   * expires records natively, expires it at `expiresAt + ctx.graceMs`. A
+   * replaced record's changelog is dropped (its history is unknown).
+   * Re-running an import is therefore harmless: nothing is duplicated and
+   * newer data is never overwritten with older.
+   *
+   * Not to be confused with `HandleStore.restore`, which brings a revoked
+   * handle back from the trash (see `Backend.untrash`).
+   *
+   * @since 0.5.0 (as `Backend.importRecord`; named `restore` in 0.3 and 0.4)
+   */
+  readonly import: (
+    user: string,
+    record: HandleRecord,
+    ctx: WriteContext,
+  ) => Promise<"inserted" | "replaced" | "kept">;
+}
+
+/**
+ * Advisory leases: who is at work on a handle, beside the record.
+ *
+ * @since 0.5.0
+ */
+export interface LeasePrimitives {
+  /**
+   * In one atomic step, when `(user, handle)` has no lease, or one held by
+   * `lease.holder`, or one with `expiresAt <= now`, stores `lease` and
+   * answers `acquired: true`; otherwise changes nothing and answers the
+   * other holder's lease. It never reads or writes the record (no version
+   * moves). A lease may be dropped by the engine once it lapses (native
+   * expiry at `lease.expiresAt`, or `Backend.sweep`).
+   *
+   * @since 0.4.0 (as `Backend.acquireLease`)
+   */
+  acquire(user: string, handle: string, lease: LeaseRecord, now: number): Promise<LeaseOutcome>;
+  /**
+   * Deletes the lease of `(user, handle)` when `holder` holds it; answers
+   * whether a lease with `expiresAt > now` was released.
+   *
+   * @since 0.4.0 (as `Backend.releaseLease`)
+   */
+  release(user: string, handle: string, holder: string, now: number): Promise<boolean>;
+  /**
+   * The leases with `expiresAt > now` among `handles` of one user, by handle
+   * (handles without one are absent). One round trip.
+   *
+   * @since 0.4.0 (as `Backend.leases`)
+   */
+  of(user: string, handles: readonly string[], now: number): Promise<Map<string, LeaseRecord>>;
+  /**
+   * Optional fast path: `Backend.read` and {@link LeasePrimitives.of} of one
+   * handle in one step (one statement, one round trip) — what every `get`
+   * needs. Without it the store makes both calls at once.
+   *
+   * @since 0.4.0 (as `Backend.readLeased`)
+   */
+  readLeased?(
+    user: string,
+    handle: string,
+    now: number,
+  ): Promise<{ record: HandleRecord | null; lease: LeaseRecord | null }>;
+}
+
+/**
+ * The change feed: word of writes, so that the store's `watch` need not poll.
+ *
+ * @since 0.5.0
+ */
+export interface FeedPrimitives {
+  /**
+   * Calls `listener` soon after any write to `(user, handle)` commits —
+   * insert, save, update, remove, untrash, import, sweep — whether it went
+   * through this backend object, another connection, another process or
+   * another instance sharing the engine, until the returned function is
+   * called. Calls may be spurious or coalesced, never carry data (the store
+   * re-reads), and must not throw. Without the feed the store's `watch`
+   * polls.
+   *
+   * @since 0.4.0 (as `Backend.subscribe`)
+   */
+  subscribe(user: string, handle: string, listener: () => void): Promise<() => void>;
+}
+
+/**
+ * The trash as seen from outside: its listing (the trash view of
+ * `mcpstate inspect`) and a handle's undo window (handles found again).
+ *
+ * @since 0.5.0
+ */
+export interface TrashPrimitives {
+  /**
+   * One page of the records of `user` that `Backend.remove` moved to the
+   * trash and that the engine still holds, metadata only (never a state),
+   * with each one's `trashUntil`.
+   *
+   * - Order: `trashUntil` descending — newest-deleted first, since a store
+   *   gives every revoke the same undo window — then `handle` ascending in
+   *   the engine's order (the one `Backend.list` uses).
+   * - Paging: at most `query.limit` rows, starting strictly after
+   *   `query.after`; paging from the last row of each page until a page comes
+   *   back shorter than `limit` visits every trashed record exactly once.
+   * - Records past their window (`trashUntil <= now`) that the engine has not
+   *   reclaimed yet may be listed; they sort last, and the store leaves them
+   *   out by its own clock. A handle that is live again (an import wrote it
+   *   while its old record sat in the trash) is listed as well.
+   * - Reads only; changes nothing, and never blocks a writer for longer than
+   *   a read does.
+   *
+   * @since 0.5.0 (as `Backend.listTrash`)
+   */
+  list(user: string, query: TrashQuery): Promise<TrashedMeta[]>;
+  /**
+   * The `trashUntil` of the record of `user` with this handle that
+   * `Backend.remove` moved to the trash, or `null` when there is none (a
+   * record past its window that the engine has not reclaimed yet may still
+   * answer its time). One round trip; the store calls it only after a read
+   * or write found no live record.
+   *
+   * @since 0.5.0 (as `Backend.trashedUntil`)
+   */
+  until(user: string, handle: string): Promise<number | null>;
+}
+
+/**
+ * Per-user quotas: the usage a backend keeps exact on every write.
+ *
+ * @since 0.5.0
+ */
+export interface QuotaPrimitives {
+  /**
+   * The user's {@link Usage} as of `now`. A backend that has it honours
+   * `WriteContext.quota` on every write; the store refuses quotas on one
+   * that has not.
+   *
+   * @since 0.5.0 (as `Backend.usage`)
+   */
+  usage(user: string, now: number): Promise<Usage>;
+}
+
+/**
+ * Transfer: a record moved to another user in one atomic step.
+ *
+ * @since 0.5.0
+ */
+export interface TransferPrimitives {
+  /**
+   * In one atomic step, moves the live record `(user, handle)` and its
+   * changelog to `(to, handle)` (same handle, state, expiry, creation time),
+   * drops the old owner's lease on it, ends every grant in force on
+   * `(user, handle)` (`endedAt = ctx.now`), and, when given, applies
+   * `step.audit` to the moved record (its next version and entry, under
+   * `to`) and stores `step.keep`; the old owner keeps nothing else. When
+   * `user` has no live record of that handle it answers `"absent"`, when
+   * `to` has any record of it (live or in the trash) `"taken"`, and changes
+   * nothing. The usage of both users follows (`ctx.quota` is checked for
+   * `to`, as a mint would be).
+   *
+   * @since 0.5.0 (as `Backend.transfer`)
+   */
+  move(
+    user: string,
+    handle: string,
+    to: string,
+    ctx: WriteContext,
+    step?: TransferStep,
+  ): Promise<TransferOutcome>;
+}
+
+/**
+ * Sharing: grants of a handle to other users, and their alias handles.
+ *
+ * @since 0.5.0
+ */
+export interface GrantPrimitives {
+  /**
+   * Stores a new grant in one atomic step. When `grant.parent` is set, the
+   * parent must be in force at `now` in that same step (else the error of
+   * `grantEnded` of `backends/_grants.ts`, nothing stored), so a re-share
+   * never outlives an `unshare` of its parent that returned first. With
+   * `audit`, the same step applies it to the record
+   * `(grant.owner, grant.handle)` ({@link AuditStep}), and answers
+   * `"absent"`, storing nothing, when that record is not live (it was
+   * deleted or moved since the store looked).
+   *
+   * @since 0.5.0 (as `Backend.putGrant`)
+   */
+  put(grant: GrantRecord, now: number, audit?: AuditStep): Promise<void | "absent">;
+  /**
+   * The grant whose id or alias handle is `idOrAlias` (ended and expired
+   * ones included), or `null`.
+   *
+   * @since 0.5.0 (as `Backend.readGrant`)
+   */
+  read(idOrAlias: string): Promise<GrantRecord | null>;
+  /**
+   * In one atomic step, sets `endedAt = now` on the grant `grant` and on
+   * every grant under it (re-shares, and theirs) that is not ended yet;
+   * returns those it ended. With `audit`, when it ends any, the same step
+   * applies it to the grant's record `(owner, handle)` if that is live
+   * ({@link AuditStep}); a record deleted or moved gets no entry.
+   *
+   * @since 0.5.0 (as `Backend.endGrant`)
+   */
+  end(grant: string, now: number, audit?: AuditStep): Promise<GrantRecord[]>;
+  /**
+   * The grants of `(owner, handle)`, ended ones included, oldest first.
+   *
+   * @since 0.5.0 (as `Backend.grantsOf`)
+   */
+  of(owner: string, handle: string): Promise<GrantRecord[]>;
+  /**
+   * The grants to the user `to` (never those to `"*"`) that are not ended,
+   * oldest first.
+   *
+   * @since 0.5.0 (as `Backend.grantsTo`)
+   */
+  to(to: string): Promise<GrantRecord[]>;
+}
