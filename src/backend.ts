@@ -36,44 +36,9 @@ import type {
   TrashPrimitives,
 } from "./backend/_capabilities.ts";
 
-export type {
-  AuditStep,
-  Change,
-  ChangeEntry,
-  ConditionalWrite,
-  ForkPoint,
-  GrantCheck,
-  GrantRecord,
-  HandleMeta,
-  HandleRecord,
-  IdempotencyClaim,
-  InsertOutcome,
-  LeaseOutcome,
-  LeaseRecord,
-  ListQuery,
-  QuotaLimits,
-  Replayed,
-  Retention,
-  SaveOutcome,
-  Step,
-  TransferOutcome,
-  TransferStep,
-  TrashedMeta,
-  TrashQuery,
-  UpdateOutcome,
-  Usage,
-  WriteContext,
-} from "./backend/_records.ts";
+export type * from "./backend/_records.ts";
 export { auditEntry, isReplayed, metaOf } from "./backend/_records.ts";
-export type {
-  FeedPrimitives,
-  GrantPrimitives,
-  LeasePrimitives,
-  QuotaPrimitives,
-  RecordPrimitives,
-  TransferPrimitives,
-  TrashPrimitives,
-} from "./backend/_capabilities.ts";
+export type * from "./backend/_capabilities.ts";
 
 /**
  * The primitives a storage engine provides to `HandleStore`: the core ones

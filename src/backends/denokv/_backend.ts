@@ -4,30 +4,7 @@
  *
  * @module
  */
-import type {
-  Backend,
-  Change,
-  ChangeEntry,
-  ConditionalWrite,
-  FeedPrimitives,
-  GrantPrimitives,
-  HandleMeta,
-  HandleRecord,
-  InsertOutcome,
-  LeaseOutcome,
-  LeasePrimitives,
-  LeaseRecord,
-  ListQuery,
-  QuotaPrimitives,
-  RecordPrimitives,
-  Replayed,
-  SaveOutcome,
-  TransferPrimitives,
-  TrashedMeta,
-  TrashPrimitives,
-  UpdateOutcome,
-  WriteContext,
-} from "../../backend.ts";
+import type * as B from "../../backend.ts";
 import { BackendError, InvalidArgument } from "../../errors.ts";
 import { KeyedQueue } from "../_queue.ts";
 import { AGAIN, optimistic } from "../_retry.ts";
@@ -88,7 +65,7 @@ import { utf8Length } from "../../json.ts";
  * kv.close();
  * ```
  */
-export class DenoKvBackend implements Backend {
+export class DenoKvBackend implements B.Backend {
   /** Expiry is judged by the store and reclaimed by `sweep`: always `false`. */
   readonly reclaimsExpired: boolean = false;
   /**
@@ -162,9 +139,9 @@ export class DenoKvBackend implements Backend {
   /** {@inheritDoc Backend.insert} */
   async insert(
     user: string,
-    record: HandleRecord,
-    ctx: WriteContext,
-  ): Promise<InsertOutcome | Replayed> {
+    record: B.HandleRecord,
+    ctx: B.WriteContext,
+  ): Promise<B.InsertOutcome | B.Replayed> {
     const u = this.#k.user(user), h = this.#k.handle(record.handle);
     return await optimistic(async () => {
       const [[head, idem, trash], lz] = await Promise.all([
@@ -185,7 +162,7 @@ export class DenoKvBackend implements Backend {
       const body = await bodyOf(this.#db, u, h, record.state);
       let idemPart: IdemPart | undefined;
       let ok = false;
-      let lease: LeaseOutcome | undefined;
+      let lease: B.LeaseOutcome | undefined;
       try {
         if (body) {
           idemPart = await prepareIdem(this.#db, u, ctx, idem, record, body);
@@ -213,13 +190,13 @@ export class DenoKvBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.read} */
-  async read(user: string, handle: string): Promise<HandleRecord | null> {
+  async read(user: string, handle: string): Promise<B.HandleRecord | null> {
     const u = this.#k.user(user), h = this.#k.handle(handle);
     return (await loadRecord(this.#db, u, h, handle)).record;
   }
 
   /** {@inheritDoc Backend.leases} */
-  readonly leases: LeasePrimitives = {
+  readonly leases: B.LeasePrimitives = {
     acquire: (user, handle, lease, now) => acquireLease(this.#db, user, handle, lease, now),
     release: (user, handle, holder, now) => releaseLease(this.#db, user, handle, holder, now),
     of: (user, handles, now) => leasesOf(this.#db, user, handles, now),
@@ -227,7 +204,10 @@ export class DenoKvBackend implements Backend {
       const u = this.#k.user(user), h = this.#k.handle(handle);
       // The head and the lease in one read; the state's chunks (if any) follow.
       const [head, l] = await this.#db.io(() =>
-        this.#db.kv.getMany<[Head, LeaseRecord]>([this.#k.head(u, h), this.#k.lease(user, handle)])
+        this.#db.kv.getMany<[Head, B.LeaseRecord]>([
+          this.#k.head(u, h),
+          this.#k.lease(user, handle),
+        ])
       );
       const { record } = await loadRecord(this.#db, u, h, handle, head);
       const lease = l.value && l.value.expiresAt > now
@@ -241,10 +221,10 @@ export class DenoKvBackend implements Backend {
   save(
     user: string,
     handle: string,
-    write: ConditionalWrite,
-    ctx: WriteContext,
-  ): Promise<SaveOutcome | Replayed> {
-    return this.#turn(user, handle, async (): Promise<SaveOutcome | Replayed> => {
+    write: B.ConditionalWrite,
+    ctx: B.WriteContext,
+  ): Promise<B.SaveOutcome | B.Replayed> {
+    return this.#turn(user, handle, async (): Promise<B.SaveOutcome | B.Replayed> => {
       const u = this.#k.user(user), h = this.#k.handle(handle);
       let body: BodyRef | null = null;
       try {
@@ -268,7 +248,7 @@ export class DenoKvBackend implements Backend {
               handles: 0,
               bytes: utf8Length(write.state) - cur.z,
             }, ctx.now);
-          const next: HandleRecord = {
+          const next: B.HandleRecord = {
             handle,
             kind: cur.k,
             state: write.state,
@@ -291,7 +271,7 @@ export class DenoKvBackend implements Backend {
           // A write without an entry would leave a gap: the log is dropped.
           const log = await planLog(this.#db, u, h, cur, undefined, ctx);
           let after: Deno.KvKey[] = [];
-          let lease: LeaseOutcome | undefined;
+          let lease: B.LeaseOutcome | undefined;
           const res = await this.#db.commit((op) => {
             op.check(first);
             if (gz) op.check(gz);
@@ -328,10 +308,10 @@ export class DenoKvBackend implements Backend {
   update(
     user: string,
     handle: string,
-    change: Change,
-    ctx: WriteContext,
-  ): Promise<UpdateOutcome | Replayed> {
-    return this.#turn(user, handle, async (): Promise<UpdateOutcome | Replayed> => {
+    change: B.Change,
+    ctx: B.WriteContext,
+  ): Promise<B.UpdateOutcome | B.Replayed> {
+    return this.#turn(user, handle, async (): Promise<B.UpdateOutcome | B.Replayed> => {
       const u = this.#k.user(user), h = this.#k.handle(handle);
       return await optimistic(async () => {
         const [[read, idem], lz, gz] = await Promise.all([
@@ -377,7 +357,7 @@ export class DenoKvBackend implements Backend {
             // Read under the same head versionstamp the commit checks.
             const log = next ? await planLog(this.#db, u, h, first.value, step?.entry, ctx) : null;
             let after: Deno.KvKey[] = [];
-            let lease: LeaseOutcome | undefined;
+            let lease: B.LeaseOutcome | undefined;
             const res = await this.#db.commit((op) => {
               op.check(first);
               if (gz) op.check(gz);
@@ -412,8 +392,8 @@ export class DenoKvBackend implements Backend {
   async remove(
     user: string,
     handle: string,
-    ctx: WriteContext,
-  ): Promise<{ removed: boolean } | Replayed> {
+    ctx: B.WriteContext,
+  ): Promise<{ removed: boolean } | B.Replayed> {
     const u = this.#k.user(user), h = this.#k.handle(handle);
     const until = ctx.trashUntil;
     return await optimistic(async () => {
@@ -474,7 +454,7 @@ export class DenoKvBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.trash} */
-  readonly trash: TrashPrimitives = {
+  readonly trash: B.TrashPrimitives = {
     /**
      * Reads the user's trash entries (one range read of their heads — a small
      * state kept inline in its head comes along — never a chunk or a log) and
@@ -486,7 +466,7 @@ export class DenoKvBackend implements Backend {
       const rows = await this.#db.range<Trashed>({
         prefix: [...this.#k.p, "u", this.#k.user(user), "t"],
       });
-      const out: TrashedMeta[] = [];
+      const out: B.TrashedMeta[] = [];
       for (const { key, value } of rows) {
         const handle = key[key.length - 1];
         if (typeof handle !== "string") continue;
@@ -503,7 +483,7 @@ export class DenoKvBackend implements Backend {
   };
 
   /** {@inheritDoc Backend.untrash} */
-  async untrash(user: string, handle: string, ctx: WriteContext): Promise<HandleRecord | null> {
+  async untrash(user: string, handle: string, ctx: B.WriteContext): Promise<B.HandleRecord | null> {
     const u = this.#k.user(user), h = this.#k.handle(handle);
     return await optimistic(async () => {
       const [head, trash] = await this.#db.io(() =>
@@ -551,7 +531,7 @@ export class DenoKvBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.changes} */
-  async changes(user: string, handle: string, afterVersion: number): Promise<ChangeEntry[]> {
+  async changes(user: string, handle: string, afterVersion: number): Promise<B.ChangeEntry[]> {
     const u = this.#k.user(user), h = this.#k.handle(handle);
     const head = (await this.#db.get<Head>(this.#k.head(u, h))).value;
     if (!head || head.L === undefined || head.g === undefined) return [];
@@ -570,7 +550,7 @@ export class DenoKvBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.list} */
-  async list(user: string, q: ListQuery): Promise<HandleMeta[]> {
+  async list(user: string, q: B.ListQuery): Promise<B.HandleMeta[]> {
     const u = this.#k.user(user);
     const prefix: Deno.KvKey = [...this.#k.p, "u", u, "i"];
     const selector: Deno.KvListSelector = q.after
@@ -578,7 +558,7 @@ export class DenoKvBackend implements Backend {
       : { prefix };
     const batchSize = Math.min(1000, Math.max(16, q.limit + 1));
     return await this.#db.io(async () => {
-      const out: HandleMeta[] = [];
+      const out: B.HandleMeta[] = [];
       if (q.limit <= 0) return out;
       for await (const e of this.#db.kv.list<IndexEntry>(selector, { batchSize })) {
         const m = metaOfIndex(e.value);
@@ -599,7 +579,7 @@ export class DenoKvBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.records} */
-  readonly records: RecordPrimitives = {
+  readonly records: B.RecordPrimitives = {
     /**
      * One page of the users that have at least one record, in the order of
      * their keys (UTF-8 byte order; users whose name is too long for a key,
@@ -643,7 +623,7 @@ export class DenoKvBackend implements Backend {
   };
 
   /** {@inheritDoc Backend.quotas} */
-  readonly quotas: QuotaPrimitives = {
+  readonly quotas: B.QuotaPrimitives = {
     /**
      * One read of the user's usage key; when it is unknown (a write without
      * quotas, an import or a sweep marked it so), a read of the user's heads.
@@ -652,7 +632,7 @@ export class DenoKvBackend implements Backend {
   };
 
   /** {@inheritDoc Backend.transfer} */
-  readonly transfer: TransferPrimitives = {
+  readonly transfer: B.TransferPrimitives = {
     /**
      * The state and the changelog are first copied below `to` under fresh ids
      * (invisible until a head names them, collected by `sweep` if none ever
@@ -685,7 +665,7 @@ export class DenoKvBackend implements Backend {
   };
 
   /** {@inheritDoc Backend.feed} */
-  readonly feed: FeedPrimitives = {
+  readonly feed: B.FeedPrimitives = {
     /**
      * Writes through this object are heard of once they commit; those of other
      * `Deno.Kv`s through `kv.watch` on the handle's head key and, except on a
@@ -702,7 +682,7 @@ export class DenoKvBackend implements Backend {
   };
 
   /** {@inheritDoc Backend.grants} */
-  readonly grants: GrantPrimitives = {
+  readonly grants: B.GrantPrimitives = {
     /**
      * With `audit`, the commit that stores the grant also checks the head of
      * `(grant.owner, grant.handle)` by versionstamp and writes its next version

@@ -5,33 +5,7 @@
  * @module
  */
 
-import type {
-  AuditStep,
-  Backend,
-  Change,
-  ChangeEntry,
-  ConditionalWrite,
-  FeedPrimitives,
-  GrantPrimitives,
-  GrantRecord,
-  HandleMeta,
-  HandleRecord,
-  InsertOutcome,
-  LeaseOutcome,
-  LeasePrimitives,
-  LeaseRecord,
-  ListQuery,
-  QuotaPrimitives,
-  RecordPrimitives,
-  Replayed,
-  SaveOutcome,
-  TransferPrimitives,
-  TrashedMeta,
-  TrashPrimitives,
-  UpdateOutcome,
-  Usage,
-  WriteContext,
-} from "../../backend.ts";
+import type * as B from "../../backend.ts";
 import { auditEntry, metaOf } from "../../backend.ts";
 import { utf8Length } from "../../json.ts";
 import { checkQuota, MINUTE_MS, type UsageDelta, writesAt } from "../_quota.ts";
@@ -39,27 +13,27 @@ import { grantEnded, grantGone } from "../../grants.ts";
 import { compareListOrder, compareTrashOrder, Listeners, saveByUpdate } from "../_shared.ts";
 
 interface Trashed {
-  record: HandleRecord;
-  log: ChangeEntry[];
+  record: B.HandleRecord;
+  log: B.ChangeEntry[];
   until: number;
 }
 
 interface IdemEntry {
   fingerprint: string;
-  result: HandleRecord | null;
+  result: B.HandleRecord | null;
   expiresAt: number;
 }
 
 /** Keeps every record in process memory. Each primitive runs without awaiting, so it is atomic. */
-export class MemoryBackend implements Backend {
-  #users = new Map<string, Map<string, HandleRecord>>();
+export class MemoryBackend implements B.Backend {
+  #users = new Map<string, Map<string, B.HandleRecord>>();
   #idem = new Map<string, IdemEntry>();
-  #logs = new Map<string, ChangeEntry[]>();
+  #logs = new Map<string, B.ChangeEntry[]>();
   #trash = new Map<string, Trashed>();
-  #leases = new Map<string, LeaseRecord>();
+  #leases = new Map<string, B.LeaseRecord>();
   #listeners = new Listeners();
   #rates = new Map<string, { minute: number; writes: number }>();
-  #grants = new Map<string, GrantRecord>();
+  #grants = new Map<string, B.GrantRecord>();
   #aliases = new Map<string, string>();
 
   /**
@@ -72,13 +46,18 @@ export class MemoryBackend implements Backend {
     return Promise.resolve(new MemoryBackend());
   }
 
-  #records(user: string): Map<string, HandleRecord> {
+  #records(user: string): Map<string, B.HandleRecord> {
     let m = this.#users.get(user);
     if (!m) this.#users.set(user, m = new Map());
     return m;
   }
 
-  #append(user: string, handle: string, entry: ChangeEntry | undefined, ctx: WriteContext): void {
+  #append(
+    user: string,
+    handle: string,
+    entry: B.ChangeEntry | undefined,
+    ctx: B.WriteContext,
+  ): void {
     if (!entry) return;
     const key = JSON.stringify([user, handle]);
     const r = ctx.retention;
@@ -90,18 +69,18 @@ export class MemoryBackend implements Backend {
   }
 
   /** Applies `audit` to `(user, handle)` when that record is live; false when it is not. */
-  #audit(user: string, handle: string, audit: AuditStep | undefined, now: number): boolean {
+  #audit(user: string, handle: string, audit: B.AuditStep | undefined, now: number): boolean {
     if (!audit) return true;
     const r = this.#users.get(user)?.get(handle);
     if (!r) return false;
     const entry = auditEntry(audit, r.version + 1);
     this.#records(user).set(handle, { ...r, version: entry.version, updatedAt: entry.at });
-    this.#append(user, handle, entry, { now, retention: audit.retention } as WriteContext);
+    this.#append(user, handle, entry, { now, retention: audit.retention } as B.WriteContext);
     this.#listeners.notify(user, handle);
     return true;
   }
 
-  #replay(user: string, ctx: WriteContext): Replayed | undefined {
+  #replay(user: string, ctx: B.WriteContext): B.Replayed | undefined {
     const c = ctx.idempotency;
     if (!c) return undefined;
     const e = this.#idem.get(JSON.stringify([user, c.scope, c.key]));
@@ -114,7 +93,7 @@ export class MemoryBackend implements Backend {
    * answers the first attempt's result, and nothing is written. The write
    * never awaits, so it is atomic.
    */
-  #claim<T>(user: string, ctx: WriteContext, fn: () => T): Promise<T | Replayed> {
+  #claim<T>(user: string, ctx: B.WriteContext, fn: () => T): Promise<T | B.Replayed> {
     try {
       return Promise.resolve(this.#replay(user, ctx) ?? fn());
     } catch (e) {
@@ -123,7 +102,7 @@ export class MemoryBackend implements Backend {
   }
 
   /** Checks `ctx.quota` against the usage before a write of `delta`, and counts the write. */
-  #quota(user: string, ctx: WriteContext, delta: UsageDelta): void {
+  #quota(user: string, ctx: B.WriteContext, delta: UsageDelta): void {
     if (!ctx.quota) return;
     checkQuota(ctx.quota, this.#usageOf(user, ctx.now), delta, ctx.now);
     const minute = Math.floor(ctx.now / MINUTE_MS);
@@ -131,7 +110,7 @@ export class MemoryBackend implements Backend {
     this.#rates.set(user, { minute, writes: r?.minute === minute ? r.writes + 1 : 1 });
   }
 
-  #usageOf(user: string, now: number): Usage {
+  #usageOf(user: string, now: number): B.Usage {
     let handles = 0, bytes = 0;
     for (const r of this.#users.get(user)?.values() ?? []) {
       handles++;
@@ -142,14 +121,14 @@ export class MemoryBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.quotas} */
-  readonly quotas: QuotaPrimitives = {
+  readonly quotas: B.QuotaPrimitives = {
     /**
      * Computed from the records on each call (the reference implementation).
      */
     usage: (user, now) => Promise.resolve(this.#usageOf(user, now)),
   };
 
-  #remember(user: string, ctx: WriteContext, result: HandleRecord | null): void {
+  #remember(user: string, ctx: B.WriteContext, result: B.HandleRecord | null): void {
     const c = ctx.idempotency;
     if (!c) return;
     this.#idem.set(JSON.stringify([user, c.scope, c.key]), {
@@ -162,9 +141,9 @@ export class MemoryBackend implements Backend {
   /** {@inheritDoc Backend.insert} */
   insert(
     user: string,
-    record: HandleRecord,
-    ctx: WriteContext,
-  ): Promise<InsertOutcome | Replayed> {
+    record: B.HandleRecord,
+    ctx: B.WriteContext,
+  ): Promise<B.InsertOutcome | B.Replayed> {
     return this.#claim(user, ctx, () => {
       const records = this.#records(user);
       if (records.has(record.handle) || this.#trash.has(JSON.stringify([user, record.handle]))) {
@@ -182,7 +161,7 @@ export class MemoryBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.read} */
-  read(user: string, handle: string): Promise<HandleRecord | null> {
+  read(user: string, handle: string): Promise<B.HandleRecord | null> {
     const r = this.#users.get(user)?.get(handle);
     return Promise.resolve(r ? { ...r } : null);
   }
@@ -195,9 +174,9 @@ export class MemoryBackend implements Backend {
   save(
     user: string,
     handle: string,
-    write: ConditionalWrite,
-    ctx: WriteContext,
-  ): Promise<SaveOutcome | Replayed> {
+    write: B.ConditionalWrite,
+    ctx: B.WriteContext,
+  ): Promise<B.SaveOutcome | B.Replayed> {
     return saveByUpdate(this.update.bind(this), user, handle, write, ctx);
   }
 
@@ -205,9 +184,9 @@ export class MemoryBackend implements Backend {
   update(
     user: string,
     handle: string,
-    change: Change,
-    ctx: WriteContext,
-  ): Promise<UpdateOutcome | Replayed> {
+    change: B.Change,
+    ctx: B.WriteContext,
+  ): Promise<B.UpdateOutcome | B.Replayed> {
     return this.#claim(user, ctx, () => {
       this.#checkGrant(ctx);
       const current = this.#users.get(user)?.get(handle) ?? null;
@@ -225,21 +204,21 @@ export class MemoryBackend implements Backend {
       const record = next ?? current;
       this.#remember(user, ctx, record);
       if (next) this.#listeners.notify(user, handle);
-      const out: UpdateOutcome = { record: record && { ...record }, written: next !== null };
+      const out: B.UpdateOutcome = { record: record && { ...record }, written: next !== null };
       if (next && ctx.lease) out.lease = this.#take(user, handle, ctx.lease, ctx.now);
       return out;
     });
   }
 
   /** Throws when the grant `ctx.grant` names is not in force at `ctx.now`. */
-  #checkGrant(ctx: WriteContext): void {
+  #checkGrant(ctx: B.WriteContext): void {
     if (!ctx.grant) return;
     const reason = grantGone(this.#grants.get(ctx.grant.grant) ?? null, ctx.now);
     if (reason) throw grantEnded(ctx.grant, reason);
   }
 
   /** {@inheritDoc Backend.grants} */
-  readonly grants: GrantPrimitives = {
+  readonly grants: B.GrantPrimitives = {
     put: (grant, now, audit) => {
       if (grant.parent !== null) {
         const reason = grantGone(this.#grants.get(grant.parent) ?? null, now);
@@ -278,8 +257,8 @@ export class MemoryBackend implements Backend {
   };
 
   /** Ends grant `grant` and every grant under it; returns those it ended. */
-  #endGrants(grant: string, now: number): GrantRecord[] {
-    const ended: GrantRecord[] = [];
+  #endGrants(grant: string, now: number): B.GrantRecord[] {
+    const ended: B.GrantRecord[] = [];
     const ids = new Set([grant]);
     // Grants are kept in insertion order, and a re-share is made after its parent.
     for (const g of this.#grants.values()) {
@@ -296,8 +275,8 @@ export class MemoryBackend implements Backend {
   remove(
     user: string,
     handle: string,
-    ctx: WriteContext,
-  ): Promise<{ removed: boolean } | Replayed> {
+    ctx: B.WriteContext,
+  ): Promise<{ removed: boolean } | B.Replayed> {
     return this.#claim(user, ctx, () => {
       const current = this.#users.get(user)?.get(handle);
       if (!current) return { removed: false };
@@ -318,7 +297,7 @@ export class MemoryBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.untrash} */
-  untrash(user: string, handle: string, ctx: WriteContext): Promise<HandleRecord | null> {
+  untrash(user: string, handle: string, ctx: B.WriteContext): Promise<B.HandleRecord | null> {
     const key = JSON.stringify([user, handle]);
     const t = this.#trash.get(key);
     if (!t || t.until <= ctx.now || this.#users.get(user)?.has(handle)) {
@@ -337,15 +316,15 @@ export class MemoryBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.changes} */
-  changes(user: string, handle: string, afterVersion: number): Promise<ChangeEntry[]> {
+  changes(user: string, handle: string, afterVersion: number): Promise<B.ChangeEntry[]> {
     if (!this.#users.get(user)?.has(handle)) return Promise.resolve([]);
     const log = this.#logs.get(JSON.stringify([user, handle])) ?? [];
     return Promise.resolve(log.filter((e) => e.version > afterVersion).map((e) => ({ ...e })));
   }
 
   /** {@inheritDoc Backend.list} */
-  list(user: string, q: ListQuery): Promise<HandleMeta[]> {
-    const rows: HandleMeta[] = [];
+  list(user: string, q: B.ListQuery): Promise<B.HandleMeta[]> {
+    const rows: B.HandleMeta[] = [];
     for (const r of this.#users.get(user)?.values() ?? []) {
       if (q.kind !== undefined && r.kind !== q.kind) continue;
       if (q.liveAt !== undefined && r.expiresAt !== null && r.expiresAt <= q.liveAt) continue;
@@ -381,7 +360,7 @@ export class MemoryBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.transfer} */
-  readonly transfer: TransferPrimitives = {
+  readonly transfer: B.TransferPrimitives = {
     move: (user, handle, to, ctx, step = {}) => {
       const current = this.#users.get(user)?.get(handle);
       if (!current) return Promise.resolve("absent");
@@ -417,9 +396,9 @@ export class MemoryBackend implements Backend {
   };
 
   /** {@inheritDoc Backend.trash} */
-  readonly trash: TrashPrimitives = {
+  readonly trash: B.TrashPrimitives = {
     list: (user, q) => {
-      const rows: TrashedMeta[] = [];
+      const rows: B.TrashedMeta[] = [];
       for (const [k, t] of this.#trash) {
         if (JSON.parse(k)[0] !== user) continue;
         const row = { ...metaOf(t.record), trashUntil: t.until };
@@ -434,7 +413,7 @@ export class MemoryBackend implements Backend {
   };
 
   /** {@inheritDoc Backend.records} */
-  readonly records: RecordPrimitives = {
+  readonly records: B.RecordPrimitives = {
     users: (query) => {
       const users: string[] = [];
       for (const [user, records] of this.#users) {
@@ -457,7 +436,7 @@ export class MemoryBackend implements Backend {
   };
 
   /** {@inheritDoc Backend.leases} */
-  readonly leases: LeasePrimitives = {
+  readonly leases: B.LeasePrimitives = {
     acquire: (user, handle, lease, now) => Promise.resolve(this.#take(user, handle, lease, now)),
     release: (user, handle, holder, now) => {
       const key = JSON.stringify([user, handle]);
@@ -467,7 +446,7 @@ export class MemoryBackend implements Backend {
       return Promise.resolve(cur.expiresAt > now);
     },
     of: (user, handles, now) => {
-      const out = new Map<string, LeaseRecord>();
+      const out = new Map<string, B.LeaseRecord>();
       for (const h of handles) {
         const l = this.#leases.get(JSON.stringify([user, h]));
         if (l && l.expiresAt > now) out.set(h, { ...l });
@@ -484,7 +463,7 @@ export class MemoryBackend implements Backend {
     },
   };
 
-  #take(user: string, handle: string, lease: LeaseRecord, now: number): LeaseOutcome {
+  #take(user: string, handle: string, lease: B.LeaseRecord, now: number): B.LeaseOutcome {
     const key = JSON.stringify([user, handle]);
     const cur = this.#leases.get(key);
     if (cur && cur.holder !== lease.holder && cur.expiresAt > now) {
@@ -495,7 +474,7 @@ export class MemoryBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.feed} */
-  readonly feed: FeedPrimitives = {
+  readonly feed: B.FeedPrimitives = {
     subscribe: (user, handle, listener) =>
       Promise.resolve(this.#listeners.add(user, handle, listener)),
   };

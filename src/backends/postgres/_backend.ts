@@ -5,28 +5,7 @@
  * @module
  */
 import type postgres from "postgres";
-import type {
-  Backend,
-  Change,
-  ChangeEntry,
-  ConditionalWrite,
-  FeedPrimitives,
-  GrantPrimitives,
-  HandleMeta,
-  HandleRecord,
-  InsertOutcome,
-  LeasePrimitives,
-  ListQuery,
-  QuotaPrimitives,
-  RecordPrimitives,
-  Replayed,
-  SaveOutcome,
-  TransferOutcome,
-  TransferPrimitives,
-  TrashPrimitives,
-  UpdateOutcome,
-  WriteContext,
-} from "../../backend.ts";
+import type * as B from "../../backend.ts";
 import { type ListDialect, listFilters, listSql } from "../_sql.ts";
 import { closedError } from "./_errors.ts";
 import { Feed } from "./_feed.ts";
@@ -88,7 +67,7 @@ import { checkSchema, DEFAULT_POSTGRES_SCHEMA, openClient } from "./_url.ts";
  * await using store = new HandleStore(backend);
  * ```
  */
-export class PostgresBackend implements Backend {
+export class PostgresBackend implements B.Backend {
   /**
    * Always `false`: PostgreSQL has no native TTL, so the store's periodic
    * sweep deletes rows (with their changelogs) once `expiresAt` plus the grace
@@ -188,9 +167,9 @@ export class PostgresBackend implements Backend {
   /** {@inheritDoc Backend.insert} */
   insert(
     user: string,
-    record: HandleRecord,
-    ctx: WriteContext,
-  ): Promise<InsertOutcome | Replayed> {
+    record: B.HandleRecord,
+    ctx: B.WriteContext,
+  ): Promise<B.InsertOutcome | B.Replayed> {
     const params: unknown[] = [user, ...recordParams(record)];
     // With an entry, one statement inserts the row and, only when it went in,
     // the entry: both or neither. So with the lease.
@@ -204,7 +183,7 @@ export class PostgresBackend implements Backend {
     if (lease) params.push(lease.holder, lease.expiresAt, ctx.now);
     // Always the last three parameters.
     params.push(record.schemaVersion ?? null, record.preview ?? null, forkedFromText(record));
-    const insert = async (sql: Queryable): Promise<InsertOutcome | undefined> => {
+    const insert = async (sql: Queryable): Promise<B.InsertOutcome | undefined> => {
       const [row] = await sql.unsafe(text, params as never[]).values();
       if (!row) return undefined;
       return leasedOutcome({ inserted: true }, ctx, row.slice(1));
@@ -234,7 +213,7 @@ export class PostgresBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.read} */
-  read(user: string, handle: string): Promise<HandleRecord | null> {
+  read(user: string, handle: string): Promise<B.HandleRecord | null> {
     return this.#pool.read(async (sql) => {
       const [row] = await sql.unsafe(this.#q.read, [user, handle]).values();
       const record = row ? recordOf(row) : null;
@@ -244,7 +223,7 @@ export class PostgresBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.leases} */
-  readonly leases: LeasePrimitives = {
+  readonly leases: B.LeasePrimitives = {
     acquire: (user, handle, lease, now) =>
       acquireLease(this.#pool, this.#q, user, handle, lease, now),
     release: (user, handle, holder, now) =>
@@ -265,9 +244,9 @@ export class PostgresBackend implements Backend {
   save(
     user: string,
     handle: string,
-    write: ConditionalWrite,
-    ctx: WriteContext,
-  ): Promise<SaveOutcome | Replayed> {
+    write: B.ConditionalWrite,
+    ctx: B.WriteContext,
+  ): Promise<B.SaveOutcome | B.Replayed> {
     const keep = write.expiresAt === "keep";
     const params = [
       user,
@@ -286,7 +265,7 @@ export class PostgresBackend implements Backend {
     // Always the last two parameters.
     params.push(write.schemaVersion ?? null, write.preview ?? null);
     const text = lease ? this.#q.saveLeased : this.#q.save;
-    const saved = (row: readonly unknown[]): SaveOutcome =>
+    const saved = (row: readonly unknown[]): B.SaveOutcome =>
       leasedOutcome({ ok: true as const, record: recordOf(row) }, ctx, row.slice(12));
     if (ctx.quota) {
       return this.#guarded(user, ctx, async (tx, remember) => {
@@ -300,7 +279,7 @@ export class PostgresBackend implements Backend {
         ]);
         if (!row) {
           const [cur] = await tx.unsafe(this.#q.read, [user, handle]).values();
-          throw new Rollback<SaveOutcome>({ ok: false, current: cur ? recordOf(cur) : null });
+          throw new Rollback<B.SaveOutcome>({ ok: false, current: cur ? recordOf(cur) : null });
         }
         const out = saved(row);
         if (remember) await remember(out.ok ? out.record : null);
@@ -347,7 +326,7 @@ export class PostgresBackend implements Backend {
       ]);
       if (!row) {
         const [cur] = await tx.unsafe(this.#q.read, [user, handle]).values();
-        throw new Rollback<SaveOutcome>({ ok: false, current: cur ? recordOf(cur) : null });
+        throw new Rollback<B.SaveOutcome>({ ok: false, current: cur ? recordOf(cur) : null });
       }
       const out = saved(row);
       await remember(out.ok ? out.record : null);
@@ -367,9 +346,9 @@ export class PostgresBackend implements Backend {
   async update(
     user: string,
     handle: string,
-    change: Change,
-    ctx: WriteContext,
-  ): Promise<UpdateOutcome | Replayed> {
+    change: B.Change,
+    ctx: B.WriteContext,
+  ): Promise<B.UpdateOutcome | B.Replayed> {
     if (!ctx.quota && !ctx.idempotency && !ctx.grant) {
       const guess = this.#guesses.get(user, handle);
       if (guess) {
@@ -394,14 +373,14 @@ export class PostgresBackend implements Backend {
   #locked(
     user: string,
     handle: string,
-    change: Change,
-    ctx: WriteContext,
-  ): Promise<UpdateOutcome | Replayed> {
-    let prior: HandleRecord | null = null;
+    change: B.Change,
+    ctx: B.WriteContext,
+  ): Promise<B.UpdateOutcome | B.Replayed> {
+    let prior: B.HandleRecord | null = null;
     const step = async (
       tx: Queryable,
-      remember?: (r: HandleRecord | null) => Promise<void>,
-    ): Promise<UpdateOutcome> => {
+      remember?: (r: B.HandleRecord | null) => Promise<void>,
+    ): Promise<B.UpdateOutcome> => {
       // The row lock is held until the transaction ends: concurrent updaters
       // queue here and each one reads the row its predecessor committed. Then
       // the grant's lock, held as long (see postgres/_grants.ts).
@@ -436,7 +415,7 @@ export class PostgresBackend implements Backend {
           next.entry ? this.#q.insertLogged : this.#q.insert,
           params as never[],
         );
-        if (res.count !== 1) throw new Rollback<UpdateOutcome>({ record: null, written: false });
+        if (res.count !== 1) throw new Rollback<B.UpdateOutcome>({ record: null, written: false });
       }
       if (remember) writes.push(remember(record ?? current));
       // The lease goes with the write, in the same transaction.
@@ -453,7 +432,7 @@ export class PostgresBackend implements Backend {
       return this.#guarded(user, ctx, async (tx, remember) => {
         const out = await step(tx, remember);
         if (!out.written || !out.record) return { out, delta: null };
-        const before = prior as HandleRecord | null;
+        const before = prior as B.HandleRecord | null;
         const bytes = utf8Length(out.record.state) - (before ? utf8Length(before.state) : 0);
         return { out, delta: { handles: before ? 0 : 1, bytes } };
       });
@@ -466,8 +445,8 @@ export class PostgresBackend implements Backend {
   remove(
     user: string,
     handle: string,
-    ctx: WriteContext,
-  ): Promise<{ removed: boolean } | Replayed> {
+    ctx: B.WriteContext,
+  ): Promise<{ removed: boolean } | B.Replayed> {
     const key = [user, handle];
     const payload = payloadOf(user, handle);
     this.#guesses.set(user, handle, null);
@@ -506,7 +485,7 @@ export class PostgresBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.untrash} */
-  untrash(user: string, handle: string, ctx: WriteContext): Promise<HandleRecord | null> {
+  untrash(user: string, handle: string, ctx: B.WriteContext): Promise<B.HandleRecord | null> {
     if (ctx.quota) {
       // The store passes no idempotency claim with a restore.
       return this.#guarded(user, ctx, async (tx) => {
@@ -515,7 +494,7 @@ export class PostgresBackend implements Backend {
         if (!row) return { out: null, delta: null };
         const record = recordOf(row);
         return { out: record, delta: { handles: 1, bytes: utf8Length(record.state) } };
-      }) as Promise<HandleRecord | null>;
+      }) as Promise<B.HandleRecord | null>;
     }
     return this.#pool.op(async (sql) => {
       const params = [user, handle, ctx.now, payloadOf(user, handle)];
@@ -525,7 +504,7 @@ export class PostgresBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.transfer} */
-  readonly transfer: TransferPrimitives = {
+  readonly transfer: B.TransferPrimitives = {
     /**
      * One transaction, locking as `postgres/_grants.ts` says: the grant locks
      * of both keys, then both records' rows, the old owner's first; then the
@@ -536,7 +515,7 @@ export class PostgresBackend implements Backend {
       const { audit, keep } = step;
       const move = async (
         tx: Queryable,
-      ): Promise<{ out: TransferOutcome; delta: UsageDelta | null }> => {
+      ): Promise<{ out: B.TransferOutcome; delta: UsageDelta | null }> => {
         // A second transfer of the same row waits here and then finds it gone.
         const [, [row], [taken]] = await Promise.all([
           this.#g.lock(tx, [user, handle], [to, handle]),
@@ -551,7 +530,7 @@ export class PostgresBackend implements Backend {
         // A row of the new owner inserted after the lock check meets the primary key.
         await tx.unsafe(this.#q.moveRecord, [user, handle, to]).catch((e) => {
           if ((e as { code?: unknown })?.code === "23505") {
-            throw new Rollback<TransferOutcome>("taken");
+            throw new Rollback<B.TransferOutcome>("taken");
           }
           throw e;
         });
@@ -570,13 +549,13 @@ export class PostgresBackend implements Backend {
         return { out: "moved", delta: { handles: 1, bytes: utf8Length(record.state) } };
       };
       return ctx.quota
-        ? this.#guarded(to, ctx, move) as Promise<TransferOutcome>
+        ? this.#guarded(to, ctx, move) as Promise<B.TransferOutcome>
         : this.#pool.op((sql) => this.#pool.begin(sql, async (tx) => (await move(tx)).out));
     },
   };
 
   /** {@inheritDoc Backend.changes} */
-  changes(user: string, handle: string, afterVersion: number): Promise<ChangeEntry[]> {
+  changes(user: string, handle: string, afterVersion: number): Promise<B.ChangeEntry[]> {
     return this.#pool.read(async (sql) => {
       const rows = await sql.unsafe(this.#q.changes, [user, handle, afterVersion]).values();
       return rows.map((r) => ({ version: Number(r[0]), at: Number(r[1]), text: String(r[2]) }));
@@ -584,7 +563,7 @@ export class PostgresBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.list} */
-  list(user: string, q: ListQuery): Promise<HandleMeta[]> {
+  list(user: string, q: B.ListQuery): Promise<B.HandleMeta[]> {
     const { shape, values } = listFilters(q);
     const key = q.previews ? -1 - shape : shape;
     let text = this.#lists.get(key);
@@ -600,7 +579,7 @@ export class PostgresBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.trash} */
-  readonly trash: TrashPrimitives = {
+  readonly trash: B.TrashPrimitives = {
     list: (user, q) => {
       const a = q.after;
       return this.#pool.read(async (sql) => {
@@ -628,7 +607,7 @@ export class PostgresBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.records} */
-  readonly records: RecordPrimitives = {
+  readonly records: B.RecordPrimitives = {
     users: (query) => {
       return this.#pool.read(async (sql) => {
         const rows = await sql.unsafe(this.#q.users, [query.after ?? "", query.limit]).values();
@@ -664,7 +643,7 @@ export class PostgresBackend implements Backend {
   };
 
   /** {@inheritDoc Backend.grants} */
-  readonly grants: GrantPrimitives = {
+  readonly grants: B.GrantPrimitives = {
     /**
      * One transaction, locking as `postgres/_grants.ts` says: the handle's
      * grant lock, the record's version step and entry, then the parent's row
@@ -684,7 +663,7 @@ export class PostgresBackend implements Backend {
   };
 
   /** {@inheritDoc Backend.quotas} */
-  readonly quotas: QuotaPrimitives = {
+  readonly quotas: B.QuotaPrimitives = {
     /**
      * One row read; a user without a row yet is counted from the records.
      */
@@ -692,7 +671,7 @@ export class PostgresBackend implements Backend {
   };
 
   /** {@inheritDoc Backend.feed} */
-  readonly feed: FeedPrimitives = {
+  readonly feed: B.FeedPrimitives = {
     /**
      * The first call starts a `LISTEN` on the schema's channel, on a connection
      * postgres.js keeps for it and re-opens after a failure; every listener is
@@ -721,13 +700,13 @@ export class PostgresBackend implements Backend {
    */
   #guarded<T>(
     user: string,
-    ctx: WriteContext,
+    ctx: B.WriteContext,
     fn: (
       tx: Queryable,
-      remember?: (r: HandleRecord | null) => Promise<void>,
+      remember?: (r: B.HandleRecord | null) => Promise<void>,
     ) => Promise<{ out: T; delta: UsageDelta | null }>,
-  ): Promise<T | Replayed> {
-    const body = async (tx: Queryable, remember?: (r: HandleRecord | null) => Promise<void>) => {
+  ): Promise<T | B.Replayed> {
+    const body = async (tx: Queryable, remember?: (r: B.HandleRecord | null) => Promise<void>) => {
       await tx.unsafe(this.#u.lock, [user]);
       const { out, delta } = await fn(tx, remember);
       if (delta) await applyUsage(tx, this.#u, user, ctx, delta);
@@ -740,9 +719,9 @@ export class PostgresBackend implements Backend {
   /** A write that carries an idempotency key: see {@link idempotent}. */
   #idempotent<T>(
     user: string,
-    ctx: WriteContext,
-    fn: (tx: Queryable, remember: (r: HandleRecord | null) => Promise<void>) => Promise<T>,
-  ): Promise<T | Replayed> {
+    ctx: B.WriteContext,
+    fn: (tx: Queryable, remember: (r: B.HandleRecord | null) => Promise<void>) => Promise<T>,
+  ): Promise<T | B.Replayed> {
     return idempotent(this.#pool, this.#q, user, ctx, fn);
   }
 }

@@ -5,31 +5,7 @@
  * @module
  */
 import type { Cluster, Redis } from "ioredis";
-import type {
-  Backend,
-  Change,
-  ChangeEntry,
-  ConditionalWrite,
-  FeedPrimitives,
-  GrantPrimitives,
-  HandleMeta,
-  HandleRecord,
-  InsertOutcome,
-  LeasePrimitives,
-  LeaseRecord,
-  ListQuery,
-  QuotaPrimitives,
-  RecordPrimitives,
-  Replayed,
-  SaveOutcome,
-  Step,
-  TransferOutcome,
-  TransferPrimitives,
-  TrashedMeta,
-  TrashPrimitives,
-  UpdateOutcome,
-  WriteContext,
-} from "../../backend.ts";
+import type * as B from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { ByteCappedCache } from "../_cache.ts";
 import { compareTrashOrder } from "../_shared.ts";
@@ -76,7 +52,7 @@ const QUEUES = new KeyedQueue();
  * before a compare-and-set, which alone decides. Only states up to 64 KiB
  * are kept, 4 MiB in all, oldest out.
  */
-const GUESSES = new ByteCappedCache<HandleRecord>(65_536, 4_194_304, (r) => r.state.length);
+const GUESSES = new ByteCappedCache<B.HandleRecord>(65_536, 4_194_304, (r) => r.state.length);
 /** Identities of injected clients (a client is its own Redis for queueing). */
 const CLIENT_IDS = new WeakMap<object, string>();
 const CLIENT_IDS_NEXT = { n: 0 };
@@ -95,7 +71,7 @@ const SWEEP_BATCH = 500;
  * await using store = new HandleStore(await RedisBackend.fromUrl("redis://127.0.0.1:6379"));
  * ```
  */
-export class RedisBackend implements Backend {
+export class RedisBackend implements B.Backend {
   /** Redis expires records itself at `expiresAt` plus the grace period. */
   readonly reclaimsExpired = true;
   readonly #conn: Connection;
@@ -131,7 +107,7 @@ export class RedisBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.transfer} */
-  readonly transfer: TransferPrimitives = {
+  readonly transfer: B.TransferPrimitives = {
     /**
      * On one server, one script over the keys of both users, which Redis runs
      * atomically. On a Redis Cluster the two users' keys sit in two hash slots,
@@ -143,7 +119,7 @@ export class RedisBackend implements Backend {
     move: async (user, handle, to, ctx, step = {}) => {
       const k = this.#k.of(user, handle), t = this.#k.of(to, handle);
       const keep = step.keep;
-      let out: TransferOutcome | Reply;
+      let out: B.TransferOutcome | Reply;
       if (this.#moves) {
         out = await this.#moves.transfer(user, handle, to, ctx, step.audit, keep);
       } else {
@@ -230,9 +206,9 @@ export class RedisBackend implements Backend {
   /** {@inheritDoc Backend.insert} */
   async insert(
     user: string,
-    record: HandleRecord,
-    ctx: WriteContext,
-  ): Promise<InsertOutcome | Replayed> {
+    record: B.HandleRecord,
+    ctx: B.WriteContext,
+  ): Promise<B.InsertOutcome | B.Replayed> {
     const k = this.#k.of(user, record.handle);
     const ik = this.#k.idem(k, ctx);
     const lk = k.lease;
@@ -258,7 +234,7 @@ export class RedisBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.trash} */
-  readonly trash: TrashPrimitives = {
+  readonly trash: B.TrashPrimitives = {
     /**
      * Trashed records are not indexed, so a call scans the keyspace for the
      * user's trash keys (`SCAN … MATCH`; on a cluster, on every master), then
@@ -283,7 +259,7 @@ export class RedisBackend implements Backend {
         });
       });
       const skip = this.#k.base(user).length + 2;
-      const out: TrashedMeta[] = [];
+      const out: B.TrashedMeta[] = [];
       for (const [i, [m, u]] of replies.entries()) {
         if (typeof m !== "string" || typeof u !== "string") continue; // dropped meanwhile
         const row = { ...metaOf(decodeHandle(keys[i]!.slice(skip)), m), trashUntil: Number(u) };
@@ -302,11 +278,11 @@ export class RedisBackend implements Backend {
   };
 
   /** {@inheritDoc Backend.read} */
-  read(user: string, handle: string): Promise<HandleRecord | null> {
+  read(user: string, handle: string): Promise<B.HandleRecord | null> {
     return this.#read(this.#k.of(user, handle), handle);
   }
 
-  async #read(k: Keys, handle: string): Promise<HandleRecord | null> {
+  async #read(k: Keys, handle: string): Promise<B.HandleRecord | null> {
     const d = await this.#conn.cmd(() => this.#conn.client.hget(k.rec, "d"));
     return recordOfD(handle, d);
   }
@@ -315,9 +291,9 @@ export class RedisBackend implements Backend {
   async save(
     user: string,
     handle: string,
-    write: ConditionalWrite,
-    ctx: WriteContext,
-  ): Promise<SaveOutcome | Replayed> {
+    write: B.ConditionalWrite,
+    ctx: B.WriteContext,
+  ): Promise<B.SaveOutcome | B.Replayed> {
     const k = this.#k.of(user, handle);
     const ik = this.#k.idem(k, ctx);
     const lk = k.lease;
@@ -356,9 +332,9 @@ export class RedisBackend implements Backend {
   async update(
     user: string,
     handle: string,
-    change: Change,
-    ctx: WriteContext,
-  ): Promise<UpdateOutcome | Replayed> {
+    change: B.Change,
+    ctx: B.WriteContext,
+  ): Promise<B.UpdateOutcome | B.Replayed> {
     const k = this.#k.of(user, handle);
     const out = await this.#serial(k.rec, () => this.#update(user, k, handle, change, ctx));
     if ("written" in out && out.written) this.#feed.notify(user, handle);
@@ -369,11 +345,11 @@ export class RedisBackend implements Backend {
     user: string,
     k: Keys,
     handle: string,
-    change: Change,
-    ctx: WriteContext,
-  ): Promise<UpdateOutcome | Replayed> {
+    change: B.Change,
+    ctx: B.WriteContext,
+  ): Promise<B.UpdateOutcome | B.Replayed> {
     const ik = this.#k.idem(k, ctx);
-    let current: HandleRecord | null;
+    let current: B.HandleRecord | null;
     let confirmed: boolean;
     const guess = GUESSES.get(`${this.#scope}\n${k.rec}`);
     if (guess !== undefined) {
@@ -386,7 +362,7 @@ export class RedisBackend implements Backend {
       confirmed = true;
     }
     return await optimistic(async () => {
-      let step: Step | null | undefined;
+      let step: B.Step | null | undefined;
       try {
         step = change(current === null ? null : { ...current });
       } catch (e) {
@@ -466,8 +442,8 @@ export class RedisBackend implements Backend {
     k: Keys,
     handle: string,
     ik: string | undefined,
-    ctx: WriteContext,
-  ): Promise<{ record: HandleRecord | null } | Replayed> {
+    ctx: B.WriteContext,
+  ): Promise<{ record: B.HandleRecord | null } | B.Replayed> {
     if (!ik) return { record: await this.#read(k, handle) };
     const res = await this.#conn.cmd(() =>
       this.#conn.client.pipeline()
@@ -486,12 +462,12 @@ export class RedisBackend implements Backend {
   }
 
   /** A write's keys, with the grant hash last when it goes through a grant. */
-  #withGrant(owner: string, keys: string[], ctx: WriteContext): string[] {
+  #withGrant(owner: string, keys: string[], ctx: B.WriteContext): string[] {
     return ctx.grant ? [...keys, this.#k.grant(owner, ctx.grant.grant)] : keys;
   }
 
   /** {@inheritDoc Backend.grants} */
-  readonly grants: GrantPrimitives = {
+  readonly grants: B.GrantPrimitives = {
     put: async (grant, now, audit) => {
       const res = await this.#grants.put(grant, now, audit);
       if (audit && res !== "absent") this.#audited(grant.owner, grant.handle);
@@ -526,7 +502,7 @@ export class RedisBackend implements Backend {
    * Remembers (or, with `null`, forgets) the last record seen for a key and
    * returns it. Shared by the backends of this process on the same Redis.
    */
-  #guess(rec: string, record: HandleRecord | null): HandleRecord | null {
+  #guess(rec: string, record: B.HandleRecord | null): B.HandleRecord | null {
     return GUESSES.set(`${this.#scope}\n${rec}`, record);
   }
 
@@ -534,8 +510,8 @@ export class RedisBackend implements Backend {
   async remove(
     user: string,
     handle: string,
-    ctx: WriteContext,
-  ): Promise<{ removed: boolean } | Replayed> {
+    ctx: B.WriteContext,
+  ): Promise<{ removed: boolean } | B.Replayed> {
     const k = this.#k.of(user, handle);
     const ik = this.#k.idem(k, ctx);
     const args = [`${ctx.now}\t${idemArgs(ctx, "")}\t${ctx.trashUntil ?? ""}`];
@@ -552,7 +528,7 @@ export class RedisBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.untrash} */
-  async untrash(user: string, handle: string, ctx: WriteContext): Promise<HandleRecord | null> {
+  async untrash(user: string, handle: string, ctx: B.WriteContext): Promise<B.HandleRecord | null> {
     const k = this.#k.of(user, handle);
     const reply = await this.#conn.run(
       S.untrash,
@@ -571,12 +547,12 @@ export class RedisBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.changes} */
-  async changes(user: string, handle: string, afterVersion: number): Promise<ChangeEntry[]> {
+  async changes(user: string, handle: string, afterVersion: number): Promise<B.ChangeEntry[]> {
     const k = this.#k.of(user, handle);
     if (Number.isNaN(afterVersion) || afterVersion === Infinity) return [];
     const after = Math.max(Math.floor(afterVersion), -1);
     const reply = await this.#conn.run(S.changes, [k.rec], [String(after)]) as Reply;
-    const out: ChangeEntry[] = [];
+    const out: B.ChangeEntry[] = [];
     const first = Number(reply[0]);
     for (let i = 1; i < reply.length; i++) {
       const e = reply[i];
@@ -588,9 +564,9 @@ export class RedisBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.list} */
-  async list(user: string, q: ListQuery): Promise<HandleMeta[]> {
+  async list(user: string, q: B.ListQuery): Promise<B.HandleMeta[]> {
     const base = this.#k.base(user);
-    const rows: HandleMeta[] = [];
+    const rows: B.HandleMeta[] = [];
     let start = q.after ? "(" + member(q.after.updatedAt, encodeHandle(q.after.handle)) : "-";
     while (rows.length < q.limit) {
       const [next, got] = await this.#conn.run(S.list, [`${base}i`, `${base}x`], [
@@ -647,7 +623,7 @@ export class RedisBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.records} */
-  readonly records: RecordPrimitives = {
+  readonly records: B.RecordPrimitives = {
     /**
      * Users with at least one record, in Unicode code point order (the byte
      * order of their UTF-8). One page scans the keyspace once; the next page
@@ -685,7 +661,7 @@ export class RedisBackend implements Backend {
   };
 
   /** {@inheritDoc Backend.quotas} */
-  readonly quotas: QuotaPrimitives = {
+  readonly quotas: B.QuotaPrimitives = {
     /**
      * One script: the usage hash, counted from the user's index when absent
      * (and kept from then on).
@@ -702,7 +678,7 @@ export class RedisBackend implements Backend {
   };
 
   /** {@inheritDoc Backend.leases} */
-  readonly leases: LeasePrimitives = {
+  readonly leases: B.LeasePrimitives = {
     acquire: async (user, handle, lease, now) => {
       const ttl = Math.max(Math.ceil(lease.expiresAt - now), 1);
       const k = this.#k.of(user, handle);
@@ -721,7 +697,7 @@ export class RedisBackend implements Backend {
         1;
     },
     of: async (user, handles, now) => {
-      const out = new Map<string, LeaseRecord>();
+      const out = new Map<string, B.LeaseRecord>();
       if (handles.length === 0) return out;
       const keys = handles.map((h) => this.#k.lease(user, h));
       const values = await this.#conn.cmd(() => this.#conn.client.mget(...keys));
@@ -744,7 +720,7 @@ export class RedisBackend implements Backend {
   };
 
   /** {@inheritDoc Backend.feed} */
-  readonly feed: FeedPrimitives = {
+  readonly feed: B.FeedPrimitives = {
     subscribe: (user, handle, listener) => {
       if (this.#conn.closed) return Promise.reject(closedError());
       return this.#feed.subscribe(this.#k.channel(user), user, handle, listener);

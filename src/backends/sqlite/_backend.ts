@@ -6,31 +6,7 @@
  */
 import { DatabaseSync, type StatementSync } from "node:sqlite";
 import { dirname } from "node:path";
-import type {
-  AuditStep,
-  Backend,
-  Change,
-  ChangeEntry,
-  ConditionalWrite,
-  FeedPrimitives,
-  GrantPrimitives,
-  HandleMeta,
-  HandleRecord,
-  InsertOutcome,
-  LeaseOutcome,
-  LeasePrimitives,
-  LeaseRecord,
-  ListQuery,
-  QuotaPrimitives,
-  RecordPrimitives,
-  Replayed,
-  SaveOutcome,
-  TransferOutcome,
-  TransferPrimitives,
-  TrashPrimitives,
-  UpdateOutcome,
-  WriteContext,
-} from "../../backend.ts";
+import type * as B from "../../backend.ts";
 import { auditEntry } from "../../backend.ts";
 import { BackendError, InvalidArgument, McpStateError } from "../../errors.ts";
 import { messageOf } from "../_shared.ts";
@@ -86,7 +62,7 @@ export interface SqliteBackendOptions {
 }
 
 /** Keeps handles in one SQLite database file (or in memory). */
-export class SqliteBackend implements Backend {
+export class SqliteBackend implements B.Backend {
   readonly #db: DatabaseSync;
   readonly #closeDb: boolean;
   readonly #q: Statements;
@@ -180,9 +156,9 @@ export class SqliteBackend implements Backend {
   /** {@inheritDoc Backend.insert} */
   insert(
     user: string,
-    record: HandleRecord,
-    ctx: WriteContext,
-  ): Promise<InsertOutcome | Replayed> {
+    record: B.HandleRecord,
+    ctx: B.WriteContext,
+  ): Promise<B.InsertOutcome | B.Replayed> {
     return this.#claim(user, ctx, () => {
       // A trashed handle stays taken until it is restored or swept.
       if (this.#q.inTrash.get(user, record.handle)) return { inserted: false };
@@ -202,12 +178,12 @@ export class SqliteBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.read} */
-  read(user: string, handle: string): Promise<HandleRecord | null> {
+  read(user: string, handle: string): Promise<B.HandleRecord | null> {
     return this.#c.read(user, handle, () => this.#q.readRow(user, handle));
   }
 
   /** {@inheritDoc Backend.leases} */
-  readonly leases: LeasePrimitives = {
+  readonly leases: B.LeasePrimitives = {
     acquire: (user, handle, lease, now) =>
       this.#c.write(() => this.#take(user, handle, lease, now)),
     release: (user, handle, holder, now) => {
@@ -218,7 +194,7 @@ export class SqliteBackend implements Backend {
     },
     of: (user, handles, now) => {
       return this.#c.run(() => {
-        const out = new Map<string, LeaseRecord>();
+        const out = new Map<string, B.LeaseRecord>();
         if (handles.length === 0) return out;
         let rows: Row[];
         if (handles.length === 1) {
@@ -256,10 +232,10 @@ export class SqliteBackend implements Backend {
   save(
     user: string,
     handle: string,
-    write: ConditionalWrite,
-    ctx: WriteContext,
-  ): Promise<SaveOutcome | Replayed> {
-    return this.#claim(user, ctx, (): SaveOutcome => {
+    write: B.ConditionalWrite,
+    ctx: B.WriteContext,
+  ): Promise<B.SaveOutcome | B.Replayed> {
+    return this.#claim(user, ctx, (): B.SaveOutcome => {
       this.#g.check(ctx);
       const old = ctx.quota ? this.#u.sizeOf(user, handle) : 0;
       // One conditional UPDATE: version and expiry are checked by the statement itself.
@@ -288,7 +264,7 @@ export class SqliteBackend implements Backend {
           ctx.now,
         );
       if (!row) return { ok: false, current: this.#q.readRow(user, handle) };
-      const record: HandleRecord = {
+      const record: B.HandleRecord = {
         handle,
         kind: row.kind as string,
         state: write.state,
@@ -312,10 +288,10 @@ export class SqliteBackend implements Backend {
   update(
     user: string,
     handle: string,
-    change: Change,
-    ctx: WriteContext,
-  ): Promise<UpdateOutcome | Replayed> {
-    return this.#claim(user, ctx, (): UpdateOutcome => {
+    change: B.Change,
+    ctx: B.WriteContext,
+  ): Promise<B.UpdateOutcome | B.Replayed> {
+    return this.#claim(user, ctx, (): B.UpdateOutcome => {
       this.#g.check(ctx);
       const row = this.#q.readWithTail.get(user, handle) as Row | undefined;
       const current = row ? recordOf(handle, row) : null;
@@ -376,8 +352,8 @@ export class SqliteBackend implements Backend {
   remove(
     user: string,
     handle: string,
-    ctx: WriteContext,
-  ): Promise<{ removed: boolean } | Replayed> {
+    ctx: B.WriteContext,
+  ): Promise<{ removed: boolean } | B.Replayed> {
     return this.#claim(user, ctx, () => {
       // To the trash: the record moves, its changelog stays in the keyed table.
       if (ctx.trashUntil !== undefined) {
@@ -395,7 +371,7 @@ export class SqliteBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.untrash} */
-  untrash(user: string, handle: string, ctx: WriteContext): Promise<HandleRecord | null> {
+  untrash(user: string, handle: string, ctx: B.WriteContext): Promise<B.HandleRecord | null> {
     return this.#c.write(() => {
       if (this.#q.versionOf.get(user, handle)) return null;
       const row = this.#q.fromTrash.get(user, handle, ctx.now) as Row | undefined;
@@ -410,9 +386,9 @@ export class SqliteBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.transfer} */
-  readonly transfer: TransferPrimitives = {
+  readonly transfer: B.TransferPrimitives = {
     move: (user, handle, to, ctx, step = {}) => {
-      return this.#c.write((): TransferOutcome => {
+      return this.#c.write((): B.TransferOutcome => {
         const row = this.#q.read.get(user, handle) as Row | undefined;
         if (!row) return "absent";
         if (this.#q.versionOf.get(to, handle) || this.#q.inTrash.get(to, handle)) return "taken";
@@ -435,7 +411,7 @@ export class SqliteBackend implements Backend {
   };
 
   /** {@inheritDoc Backend.changes} */
-  changes(user: string, handle: string, afterVersion: number): Promise<ChangeEntry[]> {
+  changes(user: string, handle: string, afterVersion: number): Promise<B.ChangeEntry[]> {
     return this.#c.read(
       user,
       handle,
@@ -444,7 +420,7 @@ export class SqliteBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.list} */
-  list(user: string, q: ListQuery): Promise<HandleMeta[]> {
+  list(user: string, q: B.ListQuery): Promise<B.HandleMeta[]> {
     return this.#c.run(() => {
       const { shape, values } = listFilters(q);
       const rows = this.#q.list(shape, q.previews).all(user, q.limit, ...values) as Row[];
@@ -457,7 +433,7 @@ export class SqliteBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.trash} */
-  readonly trash: TrashPrimitives = {
+  readonly trash: B.TrashPrimitives = {
     list: (user, q) => {
       return this.#c.run(() => {
         // The user's rows through the primary key, sorted: a trash is small.
@@ -528,7 +504,7 @@ export class SqliteBackend implements Backend {
   }
 
   /** {@inheritDoc Backend.records} */
-  readonly records: RecordPrimitives = {
+  readonly records: B.RecordPrimitives = {
     users: (query) => {
       return this.#c.run(() => {
         if (query.limit < 1) return [];
@@ -556,7 +532,7 @@ export class SqliteBackend implements Backend {
   };
 
   /** {@inheritDoc Backend.quotas} */
-  readonly quotas: QuotaPrimitives = {
+  readonly quotas: B.QuotaPrimitives = {
     /**
      * One row read; when the user has no row yet, it is rebuilt from the
      * records and kept (one short write transaction).
@@ -565,7 +541,7 @@ export class SqliteBackend implements Backend {
   };
 
   /** {@inheritDoc Backend.grants} */
-  readonly grants: GrantPrimitives = {
+  readonly grants: B.GrantPrimitives = {
     put: (grant, now, audit) => {
       return this.#c.write((): void | "absent" => {
         this.#g.checkParent(grant, now);
@@ -590,7 +566,7 @@ export class SqliteBackend implements Backend {
   };
 
   /** Takes a lease inside the running write transaction. */
-  #take(user: string, handle: string, lease: LeaseRecord, now: number): LeaseOutcome {
+  #take(user: string, handle: string, lease: B.LeaseRecord, now: number): B.LeaseOutcome {
     const taken = this.#q.leaseTake.get(user, handle, lease.holder, lease.expiresAt, now);
     // Nothing returned: another holder's lease is in force; the same transaction reads it.
     const row = taken ?? this.#q.leaseOf.get(user, handle)!;
@@ -603,14 +579,14 @@ export class SqliteBackend implements Backend {
     user: string,
     handle: string,
     landed: boolean,
-    ctx: WriteContext,
-  ): T & { lease?: LeaseOutcome } {
+    ctx: B.WriteContext,
+  ): T & { lease?: B.LeaseOutcome } {
     if (!landed || !ctx.lease) return out;
     return { ...out, lease: this.#take(user, handle, ctx.lease, ctx.now) };
   }
 
   /** {@inheritDoc Backend.feed} */
-  readonly feed: FeedPrimitives = {
+  readonly feed: B.FeedPrimitives = {
     /**
      * Writes through this object are heard of once they commit; those of other
      * connections and processes through `PRAGMA data_version`, polled every
@@ -635,7 +611,7 @@ export class SqliteBackend implements Backend {
    * trimmed as any write's are. False, and nothing changed, when there is no
    * such record.
    */
-  #audit(user: string, handle: string, audit: AuditStep, now: number): boolean {
+  #audit(user: string, handle: string, audit: B.AuditStep, now: number): boolean {
     const version = this.#g.bump(user, handle, audit);
     if (version === null) return false;
     const entry = auditEntry(audit, version);
@@ -648,7 +624,7 @@ export class SqliteBackend implements Backend {
    * Runs a write in one transaction that first looks its idempotency key up:
    * a key seen before answers the first attempt's result, and nothing is written.
    */
-  #claim<T>(user: string, ctx: WriteContext, fn: () => T): Promise<T | Replayed> {
+  #claim<T>(user: string, ctx: B.WriteContext, fn: () => T): Promise<T | B.Replayed> {
     return this.#c.write(() => this.#q.replay(user, ctx) ?? fn());
   }
 }
