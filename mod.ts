@@ -122,6 +122,8 @@ export type {
   Change,
   ChangeEntry,
   ConditionalWrite,
+  ErasureCounts,
+  ErasurePrimitives,
   FeedPrimitives,
   ForkPoint,
   GrantCheck,

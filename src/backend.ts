@@ -27,6 +27,7 @@ import type {
   WriteContext,
 } from "./backend/_records.ts";
 import type {
+  ErasurePrimitives,
   FeedPrimitives,
   GrantPrimitives,
   LeasePrimitives,
@@ -161,6 +162,12 @@ export interface Backend {
    * `grantsOf` and `grantsTo`)
    */
   readonly grants?: GrantPrimitives;
+  /**
+   * Optional: every trace of one user erased (SPEC 9.1).
+   *
+   * @since 0.5.0
+   */
+  readonly erasure?: ErasurePrimitives;
   /** Releases connections and files. Idempotent. */
   close(): Promise<void>;
 }

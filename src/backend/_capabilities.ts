@@ -262,3 +262,50 @@ export interface GrantPrimitives {
    */
   to(to: string): Promise<GrantRecord[]>;
 }
+
+/**
+ * What an erase of one user removed, or would remove (SPEC 9.1).
+ *
+ * @since 0.5.0
+ */
+export interface ErasureCounts {
+  /** Handle records: live, expired and in the trash. */
+  handles: number;
+  /**
+   * Grant records: those on the user's handles (re-shares under them
+   * included), those made to the user, and those the user made of others'
+   * handles (with the re-shares under them); ended ones included.
+   */
+  grants: number;
+}
+
+/**
+ * Optional (erase a user, SPEC 9.1): every trace of one user, gone.
+ *
+ * @since 0.5.0
+ */
+export interface ErasurePrimitives {
+  /**
+   * Counts what {@link ErasurePrimitives.erase} would remove now. Reads only.
+   *
+   * @param user The user.
+   * @param now Epoch ms.
+   * @returns The counts.
+   */
+  count(user: string, now: number): Promise<ErasureCounts>;
+  /**
+   * Removes every trace of `user`: its records live, expired and in the
+   * trash with their changelogs, previews and state chunks, its idempotency
+   * records, leases and usage, and the grants {@link ErasureCounts.grants}
+   * names (their aliases answer as absent at once). Entries the user left in
+   * other users' changelogs (`writer`, `via`) stay. A write of the user that
+   * races the erase either lands before it and is removed, or fails; one
+   * that starts after the erase returned begins anew. Idempotent: a second
+   * call removes nothing and answers zeros.
+   *
+   * @param user The user.
+   * @param now Epoch ms.
+   * @returns What was removed.
+   */
+  erase(user: string, now: number): Promise<ErasureCounts>;
+}

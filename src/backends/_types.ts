@@ -11,6 +11,8 @@ export type {
   Change,
   ChangeEntry,
   ConditionalWrite,
+  ErasureCounts,
+  ErasurePrimitives,
   FeedPrimitives,
   ForkPoint,
   GrantCheck,

@@ -178,6 +178,7 @@ const GROUP_OPS: {
     of: "grantsOf",
     to: "grantsTo",
   },
+  erasure: { count: "countUser", erase: "eraseUser" },
 });
 /** Every property of {@link Backend} that is neither a primitive nor a group, likewise. */
 const PROPERTIES: Readonly<Record<Exclude<keyof Backend, Primitive | Group | "close">, true>> =
