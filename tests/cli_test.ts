@@ -15,6 +15,7 @@ import { openBackend } from "../src/url.ts";
 import { DENO_FLAGS, PERMISSION_FLAGS } from "../src/cli/permissions.ts";
 import { VERSION } from "../src/version.ts";
 import { COMMANDS } from "../src/cli/main.ts";
+import { inCache } from "../src/cli/config.ts";
 import denoJson from "../deno.json" with { type: "json" };
 import {
   assertOneLineError,
@@ -316,7 +317,8 @@ Deno.test("cli: config prints an mcpServers entry that starts a working server",
     ]);
     ok(r);
     const entry = JSON.parse(r.stdout).mcpServers.mcpstate;
-    assert.equal(entry.command, Deno.execPath());
+    // deno by its path, or by its name when that path lies in a cache (npx's, here).
+    assert.equal(entry.command, inCache(Deno.execPath()) ? "deno" : Deno.execPath());
     assert.deepEqual(entry.args, ["run", ...DENO_FLAGS, CLI, "serve"]);
     assert.deepEqual(entry.env, {
       MCPSTATE_BACKEND: sqliteUrl(join(home, "c.db")),
