@@ -224,22 +224,30 @@ Deno.test("inspect browser: the token opens the page and leaves the URL; without
   await open(
     readOnly,
     async (page, context) => {
-      // Chromium shows its own error page for an empty 401: nothing of ours.
+      // The 401 page says how to get a new link, and shows nothing of the state.
       const refused = await fetchAsPage(page, readOnly.origin + "/");
-      assert.deepEqual(refused, { status: 401, body: "" });
-      assert.ok(!(await settledContent(page)).includes("research_"), "the refused page shows data");
+      assert.equal(refused.status, 401);
+      assert.match(refused.body, /Run <code>mcpstate inspect<\/code> again for a new link/);
+      const shown = await settledContent(page);
+      assert.match(shown, /mcpstate inspect<\/code> again/);
+      assert.ok(!shown.includes("research_"), "the refused page shows data");
       await login(readOnly, context, page);
       await page.waitForSelector("tbody tr");
       assert.equal(page.url(), readOnly.origin + "/", "the token stayed in the address bar");
       assert.match(await page.locator("#who").innerText(), /alice/);
       assert.match(await page.locator("#who").innerText(), /read-only/);
-      // The token is spent: a second browser with the same URL gets nothing.
+      // The token is spent: a second browser with the same URL is told to get a new link.
       const other = await browser.newContext();
-      assert.deepEqual(await fetchAsPage(await other.newPage(), readOnly.url), {
-        status: 401,
-        body: "",
-      });
+      const otherPage = await other.newPage();
+      const spent = await fetchAsPage(otherPage, readOnly.url);
+      assert.equal(spent.status, 401);
+      assert.match(spent.body, /used already/);
+      assert.match(await otherPage.locator("body").innerText(), /Run mcpstate inspect again/);
+      assert.ok(!spent.body.includes("research_"), "the spent link shows data");
       await other.close();
+      // A reload of the spent link in the first browser is served (its cookie).
+      await page.goto(readOnly.url);
+      await page.waitForSelector("tbody tr");
       // A foreign Origin is refused, cookie or not.
       const foreign = await context.request.get(readOnly.origin + "/api/info", {
         headers: { Origin: "http://evil.example" },

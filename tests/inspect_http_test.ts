@@ -56,17 +56,26 @@ async function login(url: string): Promise<string> {
   return res.headers.get("set-cookie")!.split(";")[0]!;
 }
 
-Deno.test("inspect http: no token or cookie is 401 with nothing in the body", async () => {
-  await withInspector(false, async (url) => {
+/** Asserts a 401 answer: the short page that asks for a new link, and nothing of the state. */
+async function assertRefused(res: Response, what: string, spent = false): Promise<void> {
+  assert.equal(res.status, 401, what);
+  assert.match(res.headers.get("content-type") ?? "", /^text\/html/, what);
+  const body = await res.text();
+  assert.match(body, /Run <code>mcpstate inspect<\/code> again for a new link\./, what);
+  assert.equal(/used already/.test(body), spent, `${what}: ${body}`);
+  for (const secret of ["research", "alice", "secret"]) {
+    assert.ok(!body.includes(secret), `${what} showed ${secret}`);
+  }
+}
+
+Deno.test("inspect http: no token or cookie is 401 with a page that asks for a new link and shows nothing", async () => {
+  await withInspector(false, async (url, store) => {
+    await store.mint("research", { secret: 1 }, { user: "alice" });
     const origin = new URL(url).origin;
     for (const path of ["/", "/app.js", "/app.css", "/api/info", "/api/handles", "/api/trash"]) {
-      const res = await fetch(origin + path);
-      assert.equal(res.status, 401, path);
-      assert.equal(await res.text(), "", `${path} showed something`);
+      await assertRefused(await fetch(origin + path), path);
     }
-    const wrong = await fetch(`${origin}/?token=${"A".repeat(43)}`);
-    assert.equal(wrong.status, 401);
-    assert.equal(await wrong.text(), "");
+    await assertRefused(await fetch(`${origin}/?token=${"A".repeat(43)}`), "a wrong token");
     const bad = await fetch(origin + "/api/handles", {
       headers: { cookie: "mcpstate_inspect_x=y" },
     });
@@ -97,9 +106,21 @@ Deno.test("inspect http: the token is traded once for an HttpOnly, SameSite=Stri
     const info = await fetch(new URL(url).origin + "/api/info", { headers: { cookie: session } });
     assert.deepEqual((await info.json()).user, "alice");
     // One time: the same token again is refused, and shows nothing.
-    const again = await fetch(url, { redirect: "manual" });
-    assert.equal(again.status, 401);
-    assert.equal(await again.text(), "");
+    await assertRefused(await fetch(url, { redirect: "manual" }), "the spent link", true);
+  });
+});
+
+Deno.test("inspect http: a spent link opened again is served with the session cookie (a reload), else a page asking to run mcpstate inspect again", async () => {
+  await withInspector(false, async (url, store) => {
+    await store.mint("research", { secret: 1 }, { user: "alice" });
+    const session = await login(url);
+    const reload = await fetch(url, { headers: { cookie: session }, redirect: "manual" });
+    assert.equal(reload.status, 200);
+    assert.match(await reload.text(), /<title>mcpstate inspect<\/title>/);
+    // A second browser (no cookie) with the same link.
+    await assertRefused(await fetch(url, { redirect: "manual" }), "the spent link", true);
+    const stale = await fetch(url, { headers: { cookie: "mcpstate_inspect_x=y" } });
+    await assertRefused(stale, "the spent link with a stale cookie", true);
   });
 });
 

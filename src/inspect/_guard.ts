@@ -10,11 +10,33 @@
  *   must carry it.
  * - The one-time token (256 random bits) is exchanged, once, for a session
  *   cookie (HttpOnly, SameSite=Strict) and a redirect to a URL without it.
- *   A request with neither a valid token nor the cookie is 401 with an empty
- *   body.
+ *   A request with neither a valid token nor the cookie is 401 with a short
+ *   page that shows no state and says to run `mcpstate inspect` again for a
+ *   new link (a spent link opened in a second browser lands there); the page
+ *   opened again with the cookie (a reload) is served, even from the spent
+ *   link.
  *
  * @module
  */
+
+/**
+ * The page of a 401: no state, and how to get a new link.
+ *
+ * @param reason `spent` for the printed link used again, `token` for none or a wrong one.
+ * @returns The HTML.
+ */
+export function refusedPage(reason: "spent" | "token"): string {
+  const why = reason === "spent"
+    ? "This link was used already: each link opens the inspector once, in one browser."
+    : "This address needs the link that mcpstate inspect printed.";
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>mcpstate inspect: new link needed</title></head>
+<body><h1>mcpstate inspect</h1>
+<p>${why}</p>
+<p>Run <code>mcpstate inspect</code> again for a new link.</p>
+</body></html>
+`;
+}
 
 /** The hostnames a `Host` header may name besides the one listened on. */
 const LOOPBACK = ["localhost", "127.0.0.1", "[::1]"];
@@ -22,7 +44,8 @@ const LOOPBACK = ["localhost", "127.0.0.1", "[::1]"];
 /** The outcome of {@link Guard.check}. */
 export type Verdict =
   | { ok: true }
-  | { ok: false; status: 401 | 403; reason: string }
+  | { ok: false; status: 403; reason: string }
+  | { ok: false; status: 401; reason: "spent" | "token" }
   | { ok: "exchange"; cookie: string };
 
 /** The token, the session and the host rules of one inspector. */
@@ -76,7 +99,8 @@ export class Guard {
         cookie: `${this.#cookieName}=${this.#session}; Path=/; HttpOnly; SameSite=Strict`,
       };
     }
-    return { ok: false, status: 401, reason: "token" };
+    const spent = token !== null && this.#used && same(token, this.token);
+    return { ok: false, status: 401, reason: spent ? "spent" : "token" };
   }
 
   #hasSession(request: Request): boolean {

@@ -14,7 +14,8 @@
  *
  * Access: see `_guard.ts` — a one-time token in the printed URL, exchanged
  * for a session cookie; foreign `Host` and `Origin` are 403, anything
- * without the token or the cookie 401 with an empty body. Read-only unless
+ * without the token or the cookie 401 with a page that shows no state and
+ * says to run `mcpstate inspect` again. Read-only unless
  * `write` is set; its two writes, restoring a handle from the trash and
  * saving an earlier version's state as a new version, go through the store
  * with its rules (a save names the version the page showed, so a write in
@@ -39,7 +40,7 @@ import type { HandleInfo } from "../types.ts";
 import { toPayload } from "../wire.ts";
 import { VERSION } from "../version.ts";
 import { CLIENT_JS } from "./_client.ts";
-import { Guard } from "./_guard.ts";
+import { Guard, refusedPage } from "./_guard.ts";
 import { timeline } from "./_history.ts";
 import { PAGE_CSS, pageHtml } from "./_page.ts";
 
@@ -116,9 +117,16 @@ export function createInspector(
     token: guard.token,
     fetch: async (request: Request): Promise<Response> => {
       const verdict = guard.check(request);
+      if (verdict.ok === false && verdict.status === 403) {
+        return secured(new Response(`Forbidden: foreign ${verdict.reason}.\n`, { status: 403 }));
+      }
       if (verdict.ok === false) {
-        const body = verdict.status === 403 ? `Forbidden: foreign ${verdict.reason}.\n` : null;
-        return secured(new Response(body, { status: verdict.status }));
+        return secured(
+          new Response(refusedPage(verdict.reason), {
+            status: 401,
+            headers: { "content-type": "text/html; charset=utf-8" },
+          }),
+        );
       }
       if (verdict.ok === "exchange") {
         // The token leaves the address bar and the history.
