@@ -12,7 +12,7 @@
  */
 
 import assert from "node:assert/strict";
-import { HandleStore, type HandleStoreOptions, SetKey } from "../mod.ts";
+import { Append, HandleStore, type HandleStoreOptions, SetKey } from "../mod.ts";
 import { serveInspector } from "../src/inspect/server.ts";
 import { tempHome } from "./_cli_run.ts";
 import { startInspect } from "./_inspect.ts";
@@ -331,6 +331,34 @@ Deno.test("inspect http: the timeline says what a share, an unshare and a transf
         ["mint", undefined, 1],
       ],
     );
+  });
+});
+
+Deno.test("inspect http: one patch or save that adds two items to a list shows each at its own index", async () => {
+  await withInspector(false, async (url, store) => {
+    const cookie = await login(url);
+    const h = await store.mint("research", { sources: ["x"] }, { user: "alice" });
+    await store.patch(h, [Append("sources", "a"), Append("sources", "b")], { user: "alice" });
+    await store.save(h, { sources: ["x", "a", "b", "c", "d"] }, {
+      user: "alice",
+      expectVersion: 2,
+    });
+    const res = await fetch(`${new URL(url).origin}/api/history?handle=${h}`, {
+      headers: { cookie },
+    });
+    const t = await res.json();
+    const changes = (v: number) =>
+      t.entries.find((e: { version: number }) => e.version === v).changes.map((
+        c: { kind: string; path: string; value: string },
+      ) => [c.kind, c.path, c.value]);
+    assert.deepEqual(changes(2), [
+      ["added", "/sources/1", '"a"'],
+      ["added", "/sources/2", '"b"'],
+    ]);
+    assert.deepEqual(changes(3), [
+      ["added", "/sources/3", '"c"'],
+      ["added", "/sources/4", '"d"'],
+    ]);
   });
 });
 

@@ -194,13 +194,17 @@ function replay(before: JsonObject, info: ChangeInfo): JsonObject | undefined {
   }
 }
 
-/** What one entry changed; old values come from `before` when it is known. */
+/**
+ * What one entry changed; old values come from `before` when it is known,
+ * advanced op by op (two appends in one entry land at two indexes).
+ */
 function describe(info: ChangeInfo, before: JsonObject | undefined): TimelineEntry {
   const out: ValueChange[] = [];
+  let state = before === undefined ? undefined : structuredClone(before);
   const old = (pointer: string): string | undefined => {
-    if (before === undefined) return undefined;
+    if (state === undefined) return undefined;
     try {
-      return preview(getPath(before, pointer));
+      return preview(getPath(state, pointer));
     } catch {
       return undefined;
     }
@@ -219,17 +223,21 @@ function describe(info: ChangeInfo, before: JsonObject | undefined): TimelineEnt
   if (Array.isArray(info.patch)) {
     for (const raw of info.patch as Operation[]) {
       // An append ("/list/-") names the index it landed at, when the list is known.
-      const op = raw.path.endsWith("/-") && before !== undefined
-        ? { ...raw, path: appended(before, raw.path) }
+      const op = raw.path.endsWith("/-") && state !== undefined
+        ? { ...raw, path: appended(state, raw.path) }
         : raw;
       if (op.op === "add") {
         push(has(op.path) && !isListIndex(op.path) ? "changed" : "added", op.path, op.value);
       } else if (op.op === "remove") push("removed", op.path);
       else if (op.op === "replace") push("changed", op.path, op.value);
       else push("changed", op.path, "value" in op ? op.value : undefined);
+      state = stepPatch(state, raw);
     }
   } else if (Array.isArray(info.ops)) {
-    for (const op of info.ops as PatchOp[]) opChanges(op, before, push, has);
+    for (const op of info.ops as PatchOp[]) {
+      opChanges(op, state, push, has);
+      state = stepOps(state, op);
+    }
   }
   const entry: TimelineEntry = {
     version: info.version,
@@ -244,6 +252,26 @@ function describe(info: ChangeInfo, before: JsonObject | undefined): TimelineEnt
   const event = eventOf(info);
   if (event) entry.event = event;
   return entry;
+}
+
+/** The state after one RFC 6902 operation (applied in place), or `undefined`. */
+function stepPatch(state: JsonObject | undefined, op: Operation): JsonObject | undefined {
+  if (state === undefined || op.path === "") return undefined;
+  try {
+    return applyPatch(state, [op])[0] === null ? state : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The state after one patch op, or `undefined`. */
+function stepOps(state: JsonObject | undefined, op: PatchOp): JsonObject | undefined {
+  if (state === undefined) return undefined;
+  try {
+    return applyOps(state, opsFromJson([op]));
+  } catch {
+    return undefined;
+  }
 }
 
 /** What a share, an unshare or a transfer entry records, in words. */
