@@ -370,6 +370,8 @@ Deno.test("cli: doctor says what works and what to fix", async (t) => {
   const home = await tempHome();
   try {
     await t.step("a healthy SQLite setup passes", async () => {
+      // The database exists (doctor only reads: it creates none).
+      await (await openStore(sqliteUrl(join(home, "d", "state.db")))).close();
       const r = await mcpstate(home, [
         "doctor",
         "--backend",
@@ -1296,4 +1298,34 @@ Deno.test("cli: share and unshare a handle on a SQLite file", async () => {
   const gone = await mcpstate(home, ["get", g.handle!], env("bob"));
   assert.notEqual(gone.code, 0);
   assert.match(gone.stderr, /No handle/);
+});
+
+Deno.test("cli: commands that only read create no file or folder (a missing file reads as an empty store)", async () => {
+  const home = await tempHome();
+  try {
+    const missing = join(home, "missing", "dir");
+    for (const url of [sqliteUrl(join(missing, "x.db")), denokvUrl(join(missing, "x.kv"))]) {
+      const as = { env: { MCPSTATE_BACKEND: url } };
+      const listed = await mcpstate(home, ["list"], as);
+      ok(listed, "list");
+      assert.match(listed.stdout, /^No handles for user "local"\./);
+      const json = await mcpstate(home, ["list", "--json", "--all-users"], as);
+      ok(json, "list --json --all-users");
+      assert.deepEqual(JSON.parse(json.stdout), []);
+      const got = await mcpstate(home, ["get", "research_0123456789abcdef"], as);
+      assert.equal(got.code, 1);
+      assert.match(got.stderr, /No handle "research_0123456789abcdef" exists/);
+      const exported = await mcpstate(home, ["export"], as);
+      ok(exported, "export");
+      assert.equal(exported.stdout, "");
+      const doc = await mcpstate(home, ["doctor"], as);
+      assert.match(doc.stdout, /backend: no database file yet/);
+      const inspect = await mcpstate(home, ["inspect"], as);
+      assertOneLineError(inspect, 1, /No state at .*x\.(db|kv) yet/);
+      await mcpstate(home, ["config", "--client", "cursor"], as);
+      await assert.rejects(Deno.stat(join(home, "missing")), Deno.errors.NotFound, url);
+    }
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
 });

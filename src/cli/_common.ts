@@ -9,7 +9,7 @@
 import { parseArgs } from "node:util";
 import { HandleStore } from "../store.ts";
 import type { HandleStoreOptions } from "../types.ts";
-import { DEFAULT_URL } from "../url.ts";
+import { DEFAULT_URL, filePathOf } from "../url.ts";
 
 /** Exit code: success. */
 export const EXIT_OK = 0;
@@ -276,6 +276,39 @@ export async function openStore(
  */
 export async function storeOf(values: { backend?: string }): Promise<HandleStore> {
   return await openStore(backendUrl(values.backend));
+}
+
+/**
+ * The file a `sqlite:///…` or `denokv:///…` URL names when that file does
+ * not exist yet (opening it would create it and its folders).
+ *
+ * @param url A backend URL.
+ * @returns The missing file's path; `undefined` for any other URL or a file that exists.
+ */
+export function missingFile(url: string): string | undefined {
+  const scheme = /^(sqlite|denokv):\/\//i.exec(url)?.[1]?.toLowerCase();
+  if (scheme === undefined) return undefined;
+  const { path } = filePathOf(url, scheme);
+  if (path === ":memory:") return undefined;
+  try {
+    Deno.statSync(path);
+    return undefined;
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return path;
+    throw e;
+  }
+}
+
+/**
+ * Opens the store of a command that only reads (list, get, export): a file
+ * that does not exist yet is not created; the command reads an empty store
+ * instead, which answers what the file would answer before its first write.
+ *
+ * @param url The backend URL.
+ * @returns The open store.
+ */
+export async function openReadStore(url: string): Promise<HandleStore> {
+  return await openStore(missingFile(url) === undefined ? url : "memory://");
 }
 
 const encoder = new TextEncoder();

@@ -16,6 +16,7 @@ import {
   defineCommand,
   EXIT_FAILURE,
   EXIT_OK,
+  missingFile,
   oneLine,
   openStore,
   printJson,
@@ -127,6 +128,15 @@ export async function diagnose(
   const quotas = checkSettings(add);
   if (!await checkBackendUrl(url, scheme, add)) return checks;
   if (file !== null && !await checkDirectory(file, add)) return checks;
+  if (file !== null && missingFile(url) !== undefined) {
+    // A command that only reads creates nothing: the file is checked once it exists.
+    add({
+      status: "ok",
+      check: "backend",
+      message: "no database file yet; mcpstate serve creates it at the first write",
+    });
+    return checks;
+  }
   await checkBackend(url, scheme, { timeoutMs, user, quotas }, add);
   return checks;
 }

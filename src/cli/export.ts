@@ -15,7 +15,7 @@ import {
   EXIT_OK,
   note,
   onlyUser,
-  openStore,
+  openReadStore,
   println,
   UsageError,
   writeAll,
@@ -59,7 +59,7 @@ export const exportCommand: Command = defineCommand({
     if (values.out === "") throw new UsageError("--out needs a file name.");
     const user = onlyUser(values.user);
     const url = backendUrl(values.backend);
-    await using store = await openStore(url);
+    await using store = await openReadStore(url);
     let tmp: string | null = null;
     let file: Deno.FsFile | null = null;
     try {

@@ -10,12 +10,13 @@ import { toPayload } from "../wire.ts";
 import {
   BACKEND_OPTIONS,
   backendHelp,
+  backendUrl,
   CliFailure,
   type Command,
   defineCommand,
   EXIT_OK,
+  openReadStore,
   printJson,
-  storeOf,
   userOf,
 } from "./_common.ts";
 
@@ -45,7 +46,7 @@ export const get: Command = defineCommand({
   async run(values, positionals) {
     const handle = positionals[0] as string;
     const user = userOf(values.user);
-    await using store = await storeOf(values);
+    await using store = await openReadStore(backendUrl(values.backend));
     const snap = await store.get(handle, { user });
     const payload = toPayload(snap);
     if (values.path !== undefined) {

@@ -19,6 +19,7 @@ import {
   type Command,
   defineCommand,
   EXIT_OK,
+  missingFile,
   note,
   openStore,
   println,
@@ -66,6 +67,12 @@ export const inspect: Command = defineCommand({
     const url = backendUrl(values.backend);
     const user = userOf(values.user);
     const write = values.write ?? false;
+    const missing = write ? undefined : missingFile(url);
+    if (missing !== undefined) {
+      throw new CliFailure(
+        `No state at ${missing} yet (the server creates it at its first write), so nothing to inspect. Check --backend, or pass --write to create it.`,
+      );
+    }
     await using store = await openStore(url);
     let serving;
     try {

@@ -14,7 +14,7 @@ import {
   type Command,
   defineCommand,
   EXIT_OK,
-  openStore,
+  openReadStore,
   printJson,
   println,
   shortTime,
@@ -62,7 +62,7 @@ export const list: Command = defineCommand({
       throw new UsageError("Pass either --user or --all-users, not both.");
     }
     const url = backendUrl(values.backend);
-    await using store = await openStore(url);
+    await using store = await openReadStore(url);
     const options = {
       ...(values.kind === undefined ? {} : { kind: values.kind }),
       includeExpired: values["include-expired"] ?? false,
