@@ -421,6 +421,48 @@ Deno.test("cli: doctor says what works and what to fix", async (t) => {
       assert.match(r.stdout, /^FAIL {2}permissions: not granted: write .*net/m);
       assert.ok(r.stdout.includes(DENO_FLAGS.join(" ")));
     });
+    await t.step(
+      "without --unstable-kv, a backend that needs no KV is not warned about",
+      async () => {
+        const r = await mcpstate(home, [
+          "doctor",
+          "--backend",
+          sqliteUrl(join(home, "d", "state.db")),
+        ], {
+          denoFlags: [...PERMISSION_FLAGS, "--no-prompt"],
+        });
+        ok(r);
+        assert.match(r.stdout, /^ok {4}deno kv: not enabled; only denokv:\/\/ backends need it$/m);
+        assert.doesNotMatch(r.stdout, /^warn/m);
+      },
+    );
+    await t.step("a closed Redis port: the message once, its advice as the fix", async () => {
+      const r = await mcpstate(home, [
+        "doctor",
+        "--backend",
+        "redis://127.0.0.1:1/0",
+        "--timeout",
+        "2",
+      ]);
+      assert.equal(r.code, 1);
+      const line = r.stdout.split("\n").find((l) => l.startsWith("FAIL  backend:")) ?? "";
+      assert.match(line, /Could not connect to Redis at redis:\/\/127\.0\.0\.1:1/);
+      assert.doesNotMatch(line, /\.\./, "a doubled period");
+      assert.doesNotMatch(line, /Check that/, "the message carries the fix");
+      const fix = r.stdout.split("\n")[r.stdout.split("\n").indexOf(line) + 1] ?? "";
+      assert.match(fix, /^ {6}fix: Check that Redis/);
+      assert.equal(r.stdout.split("Check that Redis").length, 2, "the advice is said once");
+    });
+    await t.step("with no permission flags, every check is still reported", async () => {
+      const r = await mcpstate(home, ["doctor"], { denoFlags: ["--no-prompt"] });
+      assert.equal(r.code, 1, r.stderr);
+      assert.equal(r.stderr, "");
+      for (const check of ["runtime", "permissions", "settings", "backend url", "backend"]) {
+        assert.match(r.stdout, new RegExp(`^(ok|warn|FAIL) +${check}: `, "m"), check);
+      }
+      assert.match(r.stdout, /^FAIL {2}permissions: not granted: read .*env/m);
+      assert.match(r.stdout, /Some checks failed/);
+    });
     await t.step("an unsupported URL fails the URL check", async () => {
       const r = await mcpstate(home, ["doctor", "--backend", "mongodb://u:pw@h/db"]);
       assert.equal(r.code, 1);

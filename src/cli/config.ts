@@ -74,7 +74,13 @@ export interface Install {
  * @returns `true` when the executable is not `deno` itself.
  */
 export function isCompiled(): boolean {
-  const name = basename(Deno.execPath()).toLowerCase().replace(/\.exe$/, "");
+  let exec: string;
+  try {
+    exec = Deno.execPath();
+  } catch {
+    return false; // no --allow-read: deno run without flags, never a binary
+  }
+  const name = basename(exec).toLowerCase().replace(/\.exe$/, "");
   return name !== "deno";
 }
 

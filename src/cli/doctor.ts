@@ -9,7 +9,7 @@ import { dirname, join, resolve } from "node:path";
 import { McpStateError, redact } from "../errors.ts";
 import type { HandleStore } from "../store.ts";
 import type { QuotaOptions } from "../types.ts";
-import { filePathOf } from "../url.ts";
+import { DEFAULT_URL, filePathOf } from "../url.ts";
 import {
   backendUrl,
   type Command,
@@ -84,7 +84,13 @@ export const doctor: Command = defineCommand({
     if (!Number.isFinite(timeout) || timeout <= 0) {
       throw new UsageError(`--timeout must be a number of seconds greater than 0.`);
     }
-    const checks = await diagnose(backendUrl(values.backend), timeout * 1000, userOf(values.user));
+    // Without --allow-env the defaults stand in; the permissions check says what is missing.
+    const url = unlessDenied(() => backendUrl(values.backend), DEFAULT_URL);
+    const checks = await diagnose(
+      url,
+      timeout * 1000,
+      unlessDenied(() => userOf(values.user), "local"),
+    );
     const failed = checks.some((c) => c.status === "fail");
     if (values.json) {
       await printJson({ ok: !failed, checks });
@@ -125,7 +131,13 @@ export async function diagnose(
   checkRuntime(scheme, add);
   const file = FILE_SCHEMES.has(scheme) ? filePath(url, scheme) : null;
   await checkPermissions(scheme, file, add);
-  const quotas = checkSettings(add);
+  const quotas = unlessDenied(() => checkSettings(add), {}, (e) =>
+    add({
+      status: "fail",
+      check: "settings",
+      message: `cannot read the MCPSTATE_* settings: ${oneLine(messageOf(e))}`,
+      fix: "Grant --allow-env (see permissions above).",
+    }));
   if (!await checkBackendUrl(url, scheme, add)) return checks;
   if (file !== null && !await checkDirectory(file, add)) return checks;
   if (file !== null && missingFile(url) !== undefined) {
@@ -158,15 +170,23 @@ function checkRuntime(scheme: string, add: (c: Check) => void): void {
     });
   }
   const kv = typeof (Deno as { openKv?: unknown }).openKv === "function";
+  const fix = isCompiled()
+    ? "Use an official mcpstate binary, which is built with --unstable-kv."
+    : "Add --unstable-kv to the deno run command.";
   if (kv) add({ status: "ok", check: "deno kv", message: "enabled (--unstable-kv)" });
-  else {
+  else if (scheme === "denokv" || scheme.startsWith("denokv+")) {
     add({
-      status: scheme === "denokv" || scheme.startsWith("denokv+") ? "fail" : "warn",
+      status: "fail",
       check: "deno kv",
-      message: "not enabled: denokv:// backends will not open",
-      fix: isCompiled()
-        ? "Use an official mcpstate binary, which is built with --unstable-kv."
-        : "Add --unstable-kv to the deno run command.",
+      message: "not enabled: this backend will not open",
+      fix,
+    });
+  } else {
+    // Only a denokv:// backend needs it: nothing to warn about for this one.
+    add({
+      status: "ok",
+      check: "deno kv",
+      message: "not enabled; only denokv:// backends need it",
     });
   }
 }
@@ -336,12 +356,7 @@ async function checkBackend(
         : {}),
     });
   } catch (e) {
-    add({
-      status: "fail",
-      check: "backend",
-      message: oneLine(messageOf(e)),
-      fix: backendFix(scheme),
-    });
+    add({ status: "fail", check: "backend", ...withAdvice(messageOf(e), backendFix(scheme)) });
   } finally {
     await store?.close().catch(() => {});
   }
@@ -433,6 +448,18 @@ async function checkDirectory(file: string, add: (c: Check) => void): Promise<bo
   return true;
 }
 
+/**
+ * A failure's message and fix: a message that ends in its own advice
+ * ("… closed.. Check that Redis is running …") is split there, so the fix is
+ * that advice and the message does not repeat it.
+ */
+function withAdvice(text: string, fallback: string): { message: string; fix: string } {
+  const line = oneLine(text).replace(/\.{2,}(?=\s|$)/g, ".");
+  const at = line.search(/\. (Check|Make sure|Start|Run) /);
+  if (at < 0) return { message: line, fix: fallback };
+  return { message: line.slice(0, at + 1), fix: line.slice(at + 2) };
+}
+
 function backendFix(scheme: string): string {
   if (scheme.startsWith("redis") || scheme.startsWith("rediss")) {
     return "Check that Redis runs at that host and port and that the URL's user, password and db are right.";
@@ -444,6 +471,22 @@ function backendFix(scheme: string): string {
     return "Check the KV Connect URL and DENO_KV_ACCESS_TOKEN.";
   }
   return "Check the path in the URL and its permissions; another program may hold the file locked.";
+}
+
+/** Whether an error is a permission that was not granted. */
+function isDenied(e: unknown): boolean {
+  return e instanceof Deno.errors.NotCapable || e instanceof Deno.errors.PermissionDenied;
+}
+
+/** `read()`, or `fallback` when a permission is missing (told to `denied`). */
+function unlessDenied<T>(read: () => T, fallback: T, denied?: (e: unknown) => void): T {
+  try {
+    return read();
+  } catch (e) {
+    if (!isDenied(e)) throw e;
+    denied?.(e);
+    return fallback;
+  }
 }
 
 function messageOf(e: unknown): string {
