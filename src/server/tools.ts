@@ -271,8 +271,22 @@ export function failurePayload(error: unknown): Record<string, unknown> {
 }
 
 function invalidArguments(tool: string, error: z.ZodError): InvalidArgument {
+  const fieldOf = (i: z.core.$ZodIssue) => i.path.map(String).join(".") || "arguments";
+  // A required argument left out: zod says "expected nonoptional, received undefined".
+  const missing = error.issues.filter((i) =>
+    i.code === "invalid_type" && i.path.length > 0 && /received undefined$/.test(i.message)
+  ).map(fieldOf);
+  if (missing.length > 0) {
+    const names = missing.map((m) => `"${m}"`).join(" and ");
+    return new InvalidArgument(
+      `${tool} needs the argument${missing.length > 1 ? "s" : ""} ${names}, which ${
+        missing.length > 1 ? "are" : "is"
+      } missing. Pass ${missing.length > 1 ? "them" : "it"} and call ${tool} again.`,
+      { field: missing[0]! },
+    );
+  }
   const issue = error.issues[0];
-  const field = issue?.path.map(String).join(".") || "arguments";
+  const field = issue === undefined ? "arguments" : fieldOf(issue);
   const what = issue?.message.replace(/^Invalid input: /, "") ?? "invalid";
   return new InvalidArgument(
     `The argument "${field}" of ${tool} is not valid (${what}). Fix it and call ${tool} again.`,
