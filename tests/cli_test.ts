@@ -1371,3 +1371,27 @@ Deno.test("cli: commands that only read create no file or folder (a missing file
     await Deno.remove(home, { recursive: true });
   }
 });
+
+Deno.test("cli: usage lines count one handle, byte and write in the singular", async () => {
+  const { describeUsage } = await import("../src/cli/_usage.ts");
+  assert.equal(
+    describeUsage({ handles: 1, bytes: 1, writesThisMinute: 1 }, {}),
+    "1 handle, 1 byte, 1 write this minute",
+  );
+  assert.equal(
+    describeUsage({ handles: 1, bytes: 2_000, writesThisMinute: 0 }, { maxHandles: 5 }),
+    "1 of 5 handles, 2,000 bytes, 0 writes this minute",
+  );
+  const home = await tempHome();
+  try {
+    const url = sqliteUrl(join(home, "one.db"));
+    const store = await openStore(url);
+    await store.mint("note", { a: 1 }, { user: "ann" });
+    await store.close();
+    const r = await mcpstate(home, ["list", "--backend", url, "--user", "ann"]);
+    ok(r);
+    assert.match(r.stdout, /^Usage: 1 handle, [\d,]+ bytes, \d+ writes? this minute$/m);
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
+});

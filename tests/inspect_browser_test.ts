@@ -18,6 +18,7 @@ import { DatabaseSync } from "node:sqlite";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 import { Append, DelKey, HandleStore, outline, SetKey } from "../mod.ts";
 import { machineName } from "../src/server/identity.ts";
+import { serveInspector } from "../src/inspect/server.ts";
 import { tempHome } from "./_cli_run.ts";
 import { spawnChild } from "./_child.ts";
 import { chromiumPath, type RunningInspect, startInspect } from "./_inspect.ts";
@@ -546,6 +547,30 @@ Deno.test("inspect browser: a write from another process appears without a reloa
         `change feed) and ${listMs.toFixed(0)} ms (list, 1 s poll)`,
     );
   });
+});
+
+Deno.test("inspect browser: the tree counts one item and one key in the singular", async () => {
+  await using solo = await HandleStore.fromUrl("memory://", { reclaimIntervalMs: 0 });
+  const h = await solo.mint("single", { one: ["x"], map: { k: 1 }, two: [1, 2] }, {
+    user: "solo",
+  });
+  const serving = serveInspector(solo, { user: "solo", writer: "inspect/test", write: false });
+  const context = await browser.newContext();
+  try {
+    const page = await context.newPage();
+    assert.equal((await page.goto(serving.url))?.status(), 200);
+    await page.goto(`${new URL(serving.url).origin}/#/h/${h}`);
+    await page.waitForSelector('details[data-path="/one"]');
+    const summary = (path: string) =>
+      page.locator(`details[data-path="${path}"] > summary`).first().innerText();
+    assert.match(await summary("/one"), /\[1 item\]/);
+    assert.match(await summary("/map"), /\{1 key\}/);
+    assert.match(await summary("/two"), /\[2 items\]/);
+    assert.match(await summary(""), /\{3 keys\}/);
+  } finally {
+    await context.close();
+    await serving.close();
+  }
 });
 
 Deno.test("inspect browser: close the browser and the inspectors", async () => {

@@ -39,15 +39,20 @@ export function quotasFromEnv(): { quotas: QuotaOptions; malformed: string[] } {
  *
  * @param usage The usage.
  * @param quotas The quotas to show beside it.
- * @returns E.g. `3 of 100 handles, 1,204 bytes, 2 writes this minute`.
+ * @returns E.g. `3 of 100 handles, 1,204 bytes, 1 write this minute`.
  */
 export function describeUsage(usage: UsageInfo, quotas: QuotaOptions): string {
   const n = (x: number) => x.toLocaleString("en-US");
-  const of = (x: number, limit: number | undefined) =>
-    limit === undefined ? n(x) : `${n(x)} of ${n(limit)}`;
-  return `${of(usage.handles, quotas.maxHandles)} handles, ${
-    of(usage.bytes, quotas.maxBytes)
-  } bytes, ${of(usage.writesThisMinute, quotas.writesPerMinute)} writes this minute`;
+  // The noun agrees with the number next to it: "1 handle", "1 of 5 handles".
+  const of = (x: number, limit: number | undefined, noun: string) => {
+    const last = limit ?? x;
+    return `${limit === undefined ? n(x) : `${n(x)} of ${n(limit)}`} ${
+      last === 1 ? noun : noun + "s"
+    }`;
+  };
+  return `${of(usage.handles, quotas.maxHandles, "handle")}, ${
+    of(usage.bytes, quotas.maxBytes, "byte")
+  }, ${of(usage.writesThisMinute, quotas.writesPerMinute, "write")} this minute`;
 }
 
 /**

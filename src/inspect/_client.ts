@@ -210,7 +210,7 @@ function valueNode(handle, key, pointer, v, depth) {
   const d = el("details", { "data-path": pointer, open: depth < 1 || opened.has(pointer) });
   d.addEventListener("toggle", () => { if (d.open) opened.add(pointer); else opened.delete(pointer); });
   d.append(el("summary", {}, ...label(key, pointer, [
-    el("span", {}, isList ? "[" + n + " items]" : "{" + n + " keys}"),
+    el("span", {}, isList ? "[" + counted(n, "item") + "]" : "{" + counted(n, "key") + "}"),
     el("span", { class: "size" }, size(jsonBytes(v))),
   ])));
   const ul = el("ul");
@@ -218,6 +218,11 @@ function valueNode(handle, key, pointer, v, depth) {
   for (const [k, x] of entries) ul.append(valueNode(handle, k, pointer + "/" + escapeKey(k), x, depth + 1));
   d.append(ul);
   return el("li", {}, d);
+}
+
+/** "1 item", "2 items": a number and its noun. */
+function counted(n, noun) {
+  return n + " " + (n === 1 ? noun : noun + "s");
 }
 
 /** A node of an outline: shown whole, or described and read when opened. */
@@ -238,7 +243,7 @@ function outlineNode(handle, key, node, depth, fallbackPath) {
   const count = shown ? Object.keys(shown).length : 0;
   const d = el("details", { "data-path": pointer, "data-lazy": "true", open: depth < 1 || opened.has(pointer) });
   d.append(el("summary", {}, ...label(key, pointer, [
-    el("span", {}, isList ? "[" + total + " items]" : "{" + total + " keys}"),
+    el("span", {}, isList ? "[" + counted(total, "item") + "]" : "{" + counted(total, "key") + "}"),
     el("span", { class: "size" }, size(node.bytes) + (count < total ? ", " + count + " shown" : "")),
   ])));
   const li = el("li", {}, d);
