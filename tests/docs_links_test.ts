@@ -155,3 +155,40 @@ Deno.test("docs: every relative link and anchor in README.md and docs/ resolves"
     assert.ok(checked > 20, `only ${checked} links found: is the link pattern still right?`);
   });
 });
+
+Deno.test("docs: the openings of README.md and docs/server.md name every tool; the README leads clients to npx, shows two inspector views and stays within 12,000 bytes", async () => {
+  const { STATE_TOOLS } = await import("../src/server/tools.ts");
+  const readme = await Deno.readTextFile(join(ROOT, "README.md"));
+  const server = await Deno.readTextFile(join(ROOT, "docs", "server.md"));
+  const opening = server.slice(0, server.indexOf("\n- "));
+  const clients = readme.slice(
+    readme.indexOf("## Use it from an MCP client"),
+    readme.indexOf("## Use it as a library"),
+  );
+  for (const tool of STATE_TOOLS) {
+    assert.ok(opening.includes(`\`${tool}\``), `docs/server.md's opening leaves out ${tool}`);
+    assert.ok(clients.includes(`\`${tool}\``), `README's client section leaves out ${tool}`);
+  }
+  assert.ok(new TextEncoder().encode(readme).length <= 12_000, "README.md is over 12,000 bytes");
+  // npx first, then the bundle and binary, then Deno, then a checkout.
+  const at = (what: string) => {
+    const i = clients.indexOf(what);
+    assert.ok(i >= 0, `README's client section does not mention ${what}`);
+    return i;
+  };
+  const order = [
+    '"npx", "args": ["-y", "mcpstate", "serve"]',
+    ".mcpb",
+    "binary",
+    "Deno",
+    "checkout",
+  ];
+  const positions = order.map(at);
+  assert.deepEqual([...positions].sort((a, b) => a - b), positions, `order: ${order.join(", ")}`);
+  for (const view of ["inspect-list.png", "inspect-timeline.png"]) {
+    assert.ok(readme.includes(`](docs/inspect/${view})`), `README does not show ${view}`);
+  }
+  // The two fresh-machine commands stay as they are.
+  assert.match(readme, /^npx --yes deno@[\d.]+ task serve {3}# /m);
+  assert.match(readme, /^npx --yes deno@[\d.]+ task test {4}# /m);
+});
