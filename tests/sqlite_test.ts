@@ -79,7 +79,16 @@ function pragma(db: DatabaseSync, name: string): unknown {
 }
 
 /** Every table of a current file, in name order. */
-const TABLES = ["changes", "grants", "handles", "idempotency", "leases", "trash", "usage"];
+const TABLES = [
+  "changes",
+  "data_keys",
+  "grants",
+  "handles",
+  "idempotency",
+  "leases",
+  "trash",
+  "usage",
+];
 
 function tablesOf(db: DatabaseSync): string[] {
   return db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all()
@@ -147,23 +156,22 @@ async function pagedBy4(
 /**
  * What an in-place migration must keep, read from the file: its version and
  * tables, the root pages and definitions of the `kept` tables and their
- * indexes (none rebuilt), the rows of `rowTables`, and the schema cookie.
+ * indexes (none rebuilt but the tables schema 7 rebuilds in a new column
+ * order, {@link REBUILT_IN_7}: their indexes keep their definitions), the
+ * rows of `rowTables` (by column name; the columns added since, `NULL` in a
+ * migrated row, left out), and the schema cookie.
  */
 function layoutOf(path: string, kept: string[], rowTables: string[]) {
   const db = new DatabaseSync(path, { readOnly: true });
   try {
     const names = kept.map((t) => `'${t}'`).join(", ");
-    // The columns added in place to the record tables (ALTER TABLE … ADD COLUMN, which
-    // rewrites no row): a layout without them compares equal to the layout before.
-    const added = / (schema_version INTEGER|forked_from TEXT|preview TEXT|log_tail TEXT),/g;
-    const withoutAdded = (r: Record<string, unknown>) => {
-      // Schema 6's log tail is `NULL` in every row a migration keeps.
-      const { log_tail: l, ...row } = r;
-      if (l !== null && l !== undefined) return r;
-      const { schema_version: v, forked_from: f, preview: p, ...rest } = row;
-      return v === null && (f === null || f === undefined) && (p === null || p === undefined)
-        ? rest
-        : row;
+    const rowOf = (table: string) => (r: Record<string, unknown>) => {
+      const out: Record<string, unknown> = {};
+      for (const k of Object.keys(r).sort()) {
+        const added = ADDED_COLUMNS.includes(k) || (table === "idempotency" && k === "handle");
+        if (!(added && r[k] === null)) out[k] = r[k];
+      }
+      return out;
     };
     return {
       version: pragma(db, "user_version"),
@@ -172,12 +180,18 @@ function layoutOf(path: string, kept: string[], rowTables: string[]) {
       old: JSON.stringify(
         db.prepare(
           // Triggers are additions (the usage triggers on handles), never a rebuild.
-          `SELECT name, rootpage, sql FROM sqlite_master WHERE tbl_name IN (${names}) ` +
+          `SELECT type, tbl_name, name, rootpage, sql FROM sqlite_master WHERE tbl_name IN (${names}) ` +
             `AND name != '${DROPPED_IN_5}' AND type <> 'trigger' ORDER BY name`,
-        ).all(),
-      ).replace(added, ""),
+        ).all().map((r) =>
+          !REBUILT_IN_7.includes(r.tbl_name as string)
+            ? { name: r.name, rootpage: r.rootpage, sql: r.sql }
+            : r.type === "table"
+            ? { name: r.name }
+            : { name: r.name, sql: String(r.sql).replace(/\s+/g, " ") }
+        ),
+      ),
       rows: rowTables.map((t) =>
-        JSON.stringify(db.prepare(`SELECT * FROM ${t}`).all().map(withoutAdded))
+        JSON.stringify(db.prepare(`SELECT * FROM ${t} ORDER BY 1, 2, 3`).all().map(rowOf(t)))
       ),
       indexes: db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name")
         .all().map((r) => r.name as string),
@@ -187,6 +201,12 @@ function layoutOf(path: string, kept: string[], rowTables: string[]) {
     db.close();
   }
 }
+
+/** The tables schema 7 rebuilds with every column before the state (their rows copied). */
+const REBUILT_IN_7 = ["handles", "trash", "idempotency"];
+
+/** The columns of the record tables added after schema 4 (`NULL` in a row written before). */
+const ADDED_COLUMNS = ["schema_version", "forked_from", "preview", "log_tail"];
 
 /** The index schema 5 drops: a listing by kind walks the one listing index. */
 const DROPPED_IN_5 = "handles_by_user_kind_updated";
@@ -1158,7 +1178,7 @@ Deno.test("sqlite: a schema 3 database gains the leases table in place, without 
   old.close();
   const v3Tables = ["handles", "changes", "trash", "idempotency"];
   const { layout, before, after, store } = await migrateInPlace(path, v3Tables, v3Tables, 3);
-  assert.equal(SQLITE_SCHEMA_VERSION, 6);
+  assert.equal(SQLITE_SCHEMA_VERSION, 7);
   assert.ok(before.indexes.includes(DROPPED_IN_5) && !after.indexes.includes(DROPPED_IN_5));
   assert.deepEqual(after.tables, TABLES);
   // The migrated rows work, leases included; a lease changes no record.
@@ -1205,7 +1225,7 @@ Deno.test("sqlite: a schema 4 database drops the listing index by kind in place;
   old.close();
   const v4Tables = ["handles", "changes", "trash", "idempotency", "leases"];
   const { layout, before, after, store } = await migrateInPlace(path, v4Tables, v4Tables, 4);
-  assert.equal(after.version, 6);
+  assert.equal(after.version, 7);
   assert.ok(before.indexes.includes(DROPPED_IN_5) && !after.indexes.includes(DROPPED_IN_5));
   // A listing by kind, page by page, is the filtered unpaged listing, newest first.
   for (const kind of ["note", "todo"]) {
@@ -1278,7 +1298,7 @@ Deno.test("sqlite: a schema 5 database gains the row's log tail in place; its ch
   const v5Tables = ["handles", "changes", "trash", "idempotency", "leases"];
   // The listings before: the unpaged ones, through a connection of the previous layout.
   const { layout, before, after, store } = await migrateInPlace(path, v5Tables, v5Tables, 5);
-  assert.equal(SQLITE_SCHEMA_VERSION, 6);
+  assert.equal(SQLITE_SCHEMA_VERSION, 7);
   assert.deepEqual(after.tables, TABLES);
   // Listing: newest first, ties by handle, page by page, for every filter.
   const rows = JSON.parse(before.rows[0]!) as {

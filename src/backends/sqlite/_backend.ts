@@ -170,7 +170,7 @@ export class SqliteBackend implements B.Backend {
         if (ctx.quota) this.#u.apply(user, ctx, { handles: 1, bytes: size });
         // A new record starts a new log.
         if (ctx.entry) this.#q.log.start(user, record.handle, ctx.entry, tail);
-        this.#q.remember(user, ctx, record);
+        this.#q.remember(user, record.handle, ctx, record);
         this.#c.wrote(user, record.handle);
       }
       return this.#withLease({ inserted }, user, record.handle, inserted, ctx);
@@ -278,7 +278,7 @@ export class SqliteBackend implements B.Backend {
         ...(row.preview == null ? {} : { preview: row.preview as string }),
       };
       if (ctx.quota) this.#u.apply(user, ctx, { handles: 0, bytes: utf8Length(write.state) - old });
-      this.#q.remember(user, ctx, record);
+      this.#q.remember(user, handle, ctx, record);
       this.#c.wrote(user, handle);
       return this.#withLease({ ok: true as const, record }, user, handle, true, ctx);
     });
@@ -343,7 +343,7 @@ export class SqliteBackend implements B.Backend {
         this.#c.wrote(user, handle);
       }
       const record = next ? { ...next, handle } : current;
-      this.#q.remember(user, ctx, record);
+      this.#q.remember(user, handle, ctx, record);
       return this.#withLease({ record, written: next !== null }, user, handle, next !== null, ctx);
     });
   }
@@ -363,7 +363,7 @@ export class SqliteBackend implements B.Backend {
       const removed = Number(this.#q.delete.run(user, handle).changes) === 1;
       if (removed) {
         if (ctx.trashUntil === undefined) this.#q.logDrop.run(user, handle);
-        this.#q.remember(user, ctx, null);
+        this.#q.remember(user, handle, ctx, null);
         this.#c.wrote(user, handle);
       }
       return { removed };

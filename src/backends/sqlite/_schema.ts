@@ -16,44 +16,71 @@ import type { SqliteSynchronous } from "./_url.ts";
  * Python mcpstate 0.2 layout (REAL epoch seconds, no `user_version`) counts
  * as version 1; version 2 is the millisecond layout without history;
  * version 3 adds the `changes` and `trash` tables; version 4 the `leases`
- * table; version 5 drops the listing index by kind (one listing index is
- * rewritten per save instead of two); version 6 adds the `log_tail` column
- * (a small record's newest changelog entries, kept in its row). Older files
- * are brought forward in place when opened.
+ * table; version 5 drops the listing index by kind; version 6 adds the
+ * `log_tail` column; version 7 puts every column of the record tables
+ * before the state (see {@link SCHEMA}), gives each kept idempotency result
+ * its handle, and adds the `data_keys` table. Older files are brought
+ * forward in place when opened.
  */
-export const SQLITE_SCHEMA_VERSION = 6;
+export const SQLITE_SCHEMA_VERSION = 7;
 
 /**
- * The columns of a record, one per line: the `handles` table's, which the
- * `trash` table repeats before its own `trashed_until`.
+ * A record's metadata columns, one per line: the `handles` table's and the
+ * `trash` table's first columns.
  */
-const RECORD_COLUMNS = `
+const RECORD_HEAD = `
   user TEXT NOT NULL,
   handle TEXT NOT NULL,
   kind TEXT NOT NULL,
-  state TEXT NOT NULL,
   version INTEGER NOT NULL,
   created_ms INTEGER NOT NULL,
   updated_ms INTEGER NOT NULL,
   expires_ms INTEGER,
-  last_writer TEXT,`;
+  last_writer TEXT,
+  schema_version INTEGER,
+  forked_from TEXT,
+  preview TEXT,`;
 
+/**
+ * The tables that version 7 rebuilds, by name: their columns in order.
+ * SQLite reads a row's columns in order, and a column stored after a large
+ * value is reached only by walking that value's overflow pages: so the
+ * state (and a kept result, which holds one) comes last, and a listing with
+ * previews, the changelog tail's read or a sweep never touches it.
+ */
+const REBUILT: Record<string, string> = {
+  handles: `${RECORD_HEAD}
+  log_tail TEXT,
+  state TEXT NOT NULL,
+  PRIMARY KEY (user, handle)`,
+  trash: `${RECORD_HEAD}
+  trashed_until INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  PRIMARY KEY (user, handle)`,
+  // `handle`: the handle whose write the result is (for a mint, the new one).
+  idempotency: `
+  user TEXT NOT NULL,
+  scope TEXT NOT NULL,
+  key TEXT NOT NULL,
+  handle TEXT,
+  fingerprint TEXT NOT NULL,
+  expires_ms INTEGER NOT NULL,
+  result TEXT,
+  PRIMARY KEY (user, scope, key)`,
+};
+
+/**
+ * The schema: a table's columns never follow its large value (the state, a
+ * kept result), and `data_keys` holds each user's wrapped data key.
+ */
 const SCHEMA = `
-CREATE TABLE IF NOT EXISTS handles (${RECORD_COLUMNS}
-  PRIMARY KEY (user, handle)
+CREATE TABLE IF NOT EXISTS handles (${REBUILT.handles}
 );
 CREATE INDEX IF NOT EXISTS handles_by_user_updated
   ON handles (user, updated_ms DESC, handle, kind, version, created_ms, expires_ms, last_writer);
 CREATE INDEX IF NOT EXISTS handles_by_expiry
   ON handles (expires_ms) WHERE expires_ms IS NOT NULL;
-CREATE TABLE IF NOT EXISTS idempotency (
-  user TEXT NOT NULL,
-  scope TEXT NOT NULL,
-  key TEXT NOT NULL,
-  fingerprint TEXT NOT NULL,
-  result TEXT,
-  expires_ms INTEGER NOT NULL,
-  PRIMARY KEY (user, scope, key)
+CREATE TABLE IF NOT EXISTS idempotency (${REBUILT.idempotency}
 );
 CREATE INDEX IF NOT EXISTS idempotency_by_expiry ON idempotency (expires_ms);
 CREATE TABLE IF NOT EXISTS changes (
@@ -64,9 +91,7 @@ CREATE TABLE IF NOT EXISTS changes (
   text TEXT NOT NULL,
   PRIMARY KEY (user, handle, version)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS trash (${RECORD_COLUMNS}
-  trashed_until INTEGER NOT NULL,
-  PRIMARY KEY (user, handle)
+CREATE TABLE IF NOT EXISTS trash (${REBUILT.trash}
 );
 CREATE INDEX IF NOT EXISTS trash_by_until ON trash (trashed_until);
 CREATE TABLE IF NOT EXISTS leases (
@@ -77,21 +102,13 @@ CREATE TABLE IF NOT EXISTS leases (
   PRIMARY KEY (user, handle)
 );
 CREATE INDEX IF NOT EXISTS leases_by_expiry ON leases (expires_at);
+CREATE TABLE IF NOT EXISTS data_keys (
+  user TEXT PRIMARY KEY,
+  key_id TEXT NOT NULL,
+  wrapped TEXT NOT NULL,
+  created_ms INTEGER NOT NULL
+);
 `;
-
-/**
- * The numbered steps after {@link SCHEMA} is in place: step `n` runs on a
- * file whose version was below `n`, in order, in the migration's transaction.
- * Each is idempotent (a file created new runs them all too).
- */
-const STEPS: readonly (readonly [number, string])[] = [
-  // Version 5: a listing filtered by kind walks the one listing index (it
-  // covers `kind`), so a save rewrites one listing entry instead of two.
-  [5, "DROP INDEX IF EXISTS handles_by_user_kind_updated;"],
-  // Version 6: a small record keeps its newest changelog entries in its row
-  // (see _log.ts): a column added in place, no row rewritten.
-  [6, "ALTER TABLE handles ADD COLUMN log_tail TEXT;"],
-];
 
 /** The columns of the tables schemas 3 and 4 add, to recognize a foreign table of the same name. */
 const ADDED_TABLES: Record<string, string> = {
@@ -101,21 +118,20 @@ const ADDED_TABLES: Record<string, string> = {
   leases: "user handle holder expires_at",
 };
 
-/** Copies a Python 0.2 table (REAL seconds) into the current layout (INTEGER ms). */
-const MIGRATE_FROM_V1 = `
-CREATE TABLE handles_v2 (${RECORD_COLUMNS}
-  PRIMARY KEY (user, handle)
-);
-INSERT INTO handles_v2
-  SELECT user, handle, kind, mcpstate_compact_json(state), version,
-    CAST(ROUND(created_at * 1000) AS INTEGER),
-    CAST(ROUND(updated_at * 1000) AS INTEGER),
-    CASE WHEN expires_at IS NULL THEN NULL ELSE CAST(ROUND(expires_at * 1000) AS INTEGER) END,
-    last_writer
-  FROM handles;
-DROP TABLE handles;
-ALTER TABLE handles_v2 RENAME TO handles;
-`;
+/** Columns of schema 7 that no older table has as such: how a copy fills them. */
+const DERIVED: Record<string, string> = {
+  // A kept result is its record's JSON (or `NULL` for a delete's).
+  handle: "CASE WHEN json_valid(result) THEN json_extract(result, '$.handle') END",
+};
+
+/** The Python 0.2 columns (REAL seconds, `json.dumps` text), copied into ms and compact JSON. */
+const FROM_PYTHON: Record<string, string> = {
+  state: "mcpstate_compact_json(state)",
+  created_ms: "CAST(ROUND(created_at * 1000) AS INTEGER)",
+  updated_ms: "CAST(ROUND(updated_at * 1000) AS INTEGER)",
+  expires_ms:
+    "CASE WHEN expires_at IS NULL THEN NULL ELSE CAST(ROUND(expires_at * 1000) AS INTEGER) END",
+};
 
 /**
  * Readies a connection: the busy timeout, WAL, the `synchronous` level, and
@@ -145,17 +161,15 @@ export function prepareDatabase(db: DatabaseSync, sync: SqliteSynchronous, busy:
 
 /**
  * Creates the schema, or brings an older one forward in place, in one
- * transaction: version 1 (Python mcpstate 0.2, REAL seconds) is copied into
- * millisecond columns; versions 1 and 2 gain the `changes` and `trash`
- * tables, and versions 1 to 3 the `leases` table (new tables only: no
- * existing row or index is rewritten); then the numbered {@link STEPS}.
+ * `BEGIN IMMEDIATE` transaction (a second process waits for it, then finds
+ * the file migrated): the record tables and the idempotency table are
+ * rebuilt in the current column order, every row copied (Python 0.2's REAL
+ * seconds into milliseconds, its JSON into the compact form), and the
+ * tables, indexes and columns an older file lacks are added.
  */
 function migrate(db: DatabaseSync): void {
   const version = () => db.prepare("PRAGMA user_version").get()?.user_version as number;
-  if (version() === SQLITE_SCHEMA_VERSION) {
-    addSchemaVersion(db);
-    return addPreview(db);
-  }
+  if (version() === SQLITE_SCHEMA_VERSION) return;
   db.exec("BEGIN IMMEDIATE");
   try {
     // Another process may have migrated while this one waited for the lock.
@@ -167,20 +181,18 @@ function migrate(db: DatabaseSync): void {
     }
     if (v < SQLITE_SCHEMA_VERSION) {
       const columnsOf = (table: string) =>
-        db.prepare("SELECT name FROM pragma_table_info(?)").all(table).map((r) => r.name);
+        db.prepare("SELECT name FROM pragma_table_info(?)").all(table).map((r) => r.name as string);
       const handles = new Set(columnsOf("handles"));
-      if (handles.has("created_at") && !handles.has("created_ms")) {
-        db.function("mcpstate_compact_json", { deterministic: true }, compactJson);
-        db.exec(MIGRATE_FROM_V1);
-      } else if (handles.size > 0 && !handles.has("created_ms")) {
+      const python = handles.has("created_at") && !handles.has("created_ms");
+      if (python) db.function("mcpstate_compact_json", { deterministic: true }, compactJson);
+      else if (handles.size > 0 && !handles.has("created_ms")) {
         throw new BackendError(
           'This SQLite file has a "handles" table that mcpstate did not create. Point mcpstate at another file.',
         );
       }
       // A table of one of the new names with other columns was not made by mcpstate.
       for (const [table, expected] of Object.entries(ADDED_TABLES)) {
-        const columns = columnsOf(table);
-        const own = columns.filter((c) =>
+        const own = columnsOf(table).filter((c) =>
           c !== "schema_version" && c !== "preview" && c !== "forked_from"
         );
         if (own.length > 0 && own.join(" ") !== expected) {
@@ -189,8 +201,10 @@ function migrate(db: DatabaseSync): void {
           );
         }
       }
+      for (const table of Object.keys(REBUILT)) {
+        rebuild(db, table, columnsOf(table), python && table === "handles" ? FROM_PYTHON : {});
+      }
       db.exec(SCHEMA);
-      for (const [step, sql] of STEPS) if (v < step) db.exec(sql);
       db.exec(`PRAGMA user_version = ${SQLITE_SCHEMA_VERSION}`);
     }
     db.exec("COMMIT");
@@ -198,66 +212,28 @@ function migrate(db: DatabaseSync): void {
     if (db.isTransaction) db.exec("ROLLBACK");
     throw e;
   }
-  addSchemaVersion(db);
-  addPreview(db);
 }
 
 /**
- * Adds the `preview` column (a line describing the state, kept beside the
- * metadata; `NULL` for a record written before previews existed) to the
- * record tables that lack it: in place, no row rewritten. The listing index
- * leaves it out, so a write rewrites no more of the index than before.
+ * Rebuilds an older `table` (its columns `have`) in the current column
+ * order, inside the migration's transaction: every row is copied, a column
+ * the old table lacks is filled from {@link DERIVED} or left `NULL`, and
+ * `from` gives columns computed from others. Its indexes (dropped with the
+ * old table) are made again by {@link SCHEMA}; so are its triggers
+ * (`prepareUsage`, which then recounts usage).
  */
-function addPreview(db: DatabaseSync): void {
-  const missing = () =>
-    SCHEMA_VERSION_TABLES.filter((t) =>
-      !db.prepare("SELECT name FROM pragma_table_info(?)").all(t).some((r) => r.name === "preview")
-    );
-  if (missing().length === 0) return;
-  db.exec("BEGIN IMMEDIATE");
-  try {
-    // Another process may have added it while this one waited for the lock.
-    for (const t of missing()) db.exec(`ALTER TABLE ${t} ADD COLUMN preview TEXT`);
-    db.exec("COMMIT");
-  } catch (e) {
-    if (db.isTransaction) db.exec("ROLLBACK");
-    throw e;
-  }
-}
-
-/** The tables that hold records, each with the column of a record's schema version. */
-const SCHEMA_VERSION_TABLES = ["handles", "trash"];
-
-/**
- * Adds the `schema_version` column (a typed kind's version, `NULL` for a
- * state written without one) and the `forked_from` column (a fork's
- * lineage, `NULL` for a handle that is no fork) to the record tables that
- * lack them. Columns added in place: no row is rewritten, and older rows
- * read as `NULL`.
- */
-function addSchemaVersion(db: DatabaseSync): void {
-  const missing = () =>
-    SCHEMA_VERSION_TABLES.filter((t) =>
-      !db.prepare("SELECT name FROM pragma_table_info(?)").all(t).some((r) =>
-        r.name === "forked_from"
-      )
-    );
-  if (missing().length === 0) return;
-  db.exec("BEGIN IMMEDIATE");
-  try {
-    // Another process may have added it while this one waited for the lock.
-    for (const t of missing()) {
-      const has = (c: string) =>
-        db.prepare("SELECT name FROM pragma_table_info(?)").all(t).some((r) => r.name === c);
-      if (!has("schema_version")) db.exec(`ALTER TABLE ${t} ADD COLUMN schema_version INTEGER`);
-      // A fork's lineage (`{"handle":…,"version":…}`), `NULL` for a handle that is no fork.
-      db.exec(`ALTER TABLE ${t} ADD COLUMN forked_from TEXT`);
-    }
-    db.exec("COMMIT");
-  } catch (e) {
-    if (db.isTransaction) db.exec("ROLLBACK");
-    throw e;
-  }
+function rebuild(db: DatabaseSync, table: string, have: string[], from: Record<string, string>) {
+  if (have.length === 0) return;
+  const old = new Set(have);
+  const columns = REBUILT[table]!.split("\n").map((l) => l.trim().split(" ")[0]!)
+    .filter((c) => c !== "" && c !== "PRIMARY");
+  const values = columns.map((c) => from[c] ?? (old.has(c) ? c : DERIVED[c] ?? "NULL"));
+  db.exec(`CREATE TABLE ${table}_v7 (${REBUILT[table]}\n)`);
+  db.exec(
+    `INSERT INTO ${table}_v7 (${columns.join(", ")}) SELECT ${values.join(", ")} FROM ${table}`,
+  );
+  db.exec(`DROP TABLE ${table}`);
+  db.exec(`ALTER TABLE ${table}_v7 RENAME TO ${table}`);
 }
 
 /**

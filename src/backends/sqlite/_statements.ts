@@ -159,8 +159,8 @@ export class Statements {
         "WHERE user = ? AND scope = ? AND key = ? AND expires_ms > ?",
     );
     this.idemPut = p(
-      "INSERT OR REPLACE INTO idempotency (user, scope, key, fingerprint, result, expires_ms) " +
-        "VALUES (?, ?, ?, ?, ?, ?)",
+      "INSERT OR REPLACE INTO idempotency (user, scope, key, handle, fingerprint, expires_ms, " +
+        "result) VALUES (?, ?, ?, ?, ?, ?, ?)",
     );
     // The swept rows come back, so that their changelogs go in the same transaction.
     const sweep = (table: string, column: string, user: string) =>
@@ -262,17 +262,21 @@ export class Statements {
     return { replayed: true, fingerprint: row.fingerprint as string, result };
   }
 
-  /** Stores the result of a write that carries an idempotency key. */
-  remember(user: string, ctx: WriteContext, result: HandleRecord | null): void {
+  /**
+   * Stores the result of a write of `(user, handle)` that carries an
+   * idempotency key (the row names the handle it holds content of).
+   */
+  remember(user: string, handle: string, ctx: WriteContext, result: HandleRecord | null): void {
     const c = ctx.idempotency;
     if (!c) return;
     this.idemPut.run(
       user,
       c.scope,
       c.key,
+      handle,
       c.fingerprint,
-      result && JSON.stringify(result),
       c.expiresAt,
+      result && JSON.stringify(result),
     );
   }
 
