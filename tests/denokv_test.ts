@@ -95,6 +95,46 @@ Deno.test("a 1 MiB and a 1 MiB - 1 byte state round-trip, ASCII and multi-byte U
   assert.deepEqual(await keysOf(kv, ["mcpstate", "xw"]), []);
 });
 
+Deno.test("listing, with and without previews, reads index entries only, never a head or a chunk", async () => {
+  using kv = await openFileKv("list-large.kv");
+  const read: Deno.KvKey[] = [];
+  // The real KV, with every key and prefix it is asked to read recorded.
+  const spy = new Proxy(kv, {
+    get(target, prop) {
+      const v = Reflect.get(target, prop, target);
+      if (prop === "get") return (key: Deno.KvKey) => (read.push(key), target.get(key));
+      if (prop === "getMany") {
+        return (keys: Deno.KvKey[]) => (read.push(...keys), target.getMany(keys));
+      }
+      if (prop === "list") {
+        return (sel: Deno.KvListSelector, o?: Deno.KvListOptions) => {
+          read.push("prefix" in sel ? sel.prefix : "start" in sel ? sel.start : []);
+          return target.list(sel, o);
+        };
+      }
+      return typeof v === "function" ? v.bind(target) : v;
+    },
+  });
+  await using store = new HandleStore(new DenoKvBackend(spy), { reclaimIntervalMs: 0 });
+  const user = freshUser();
+  // Chunked states (over one KV value each), and inline ones.
+  for (let i = 0; i < 6; i++) {
+    await store.mint("note", stateOfBytes(i % 2 ? 300_000 : 100), { user });
+  }
+  for (const previews of [false, true]) {
+    read.length = 0;
+    const page = await store.listPage(user, { limit: 50, previews });
+    assert.equal(page.handles.length, 6);
+    assert.equal(page.handles.every((h) => h.preview !== undefined), previews);
+    // The user's listing index ("i"), and beside it only leases and grants.
+    const parts = read.map((k) => String(k[3] ?? k[1]));
+    assert.ok(parts.includes("i"), JSON.stringify(read));
+    for (const k of read) {
+      assert.ok(!["h", "c", "q"].includes(String(k[3])), `a state was read: ${JSON.stringify(k)}`);
+    }
+  }
+});
+
 Deno.test("states at the inline limit and one byte over round-trip with the longest metadata", async () => {
   using kv = await Deno.openKv(":memory:");
   const clock = new FakeClock();

@@ -243,8 +243,14 @@ Deno.test("listing is an index-only scan of (user_id, updated_at) and never read
     await store.listPage("other-7", { limit: 5, kind: "odd", cursor: page.nextCursor });
     // 400 rows, 20 of them (g > 19000) trashed.
     assert.equal((await store.list("other-8", { includeExpired: true })).length, 380);
+    // With previews: the preview comes from the row, whose state lives out of line.
+    const previewed = await store.listPage("other-7", { limit: 5, kind: "odd", previews: true });
+    assert.deepEqual(previewed.handles.map((h) => h.handle), want);
     const lists = sent.filter((s) => /ORDER BY updated_at/.test(s.query));
-    assert.equal(lists.length, 3);
+    assert.equal(lists.length, 4);
+    const withPreviews = lists.pop()!;
+    assert.match(withPreviews.query, /\bpreview\b/);
+    assert.doesNotMatch(withPreviews.query, /\bstate\b/, "a listing query names the state column");
     for (const { query, params } of lists) {
       assert.doesNotMatch(query, /\bstate\b/, "a listing query names the state column");
       const [row] = await sql.unsafe(`EXPLAIN (FORMAT JSON) ${query}`, params as never[]);

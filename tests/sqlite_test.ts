@@ -611,6 +611,51 @@ Deno.test("sqlite: listing reads covering indexes only, never the state column",
   raw.close();
 });
 
+Deno.test("sqlite: a listing with previews reads only columns stored before the state", async () => {
+  // SQLite reads a row's columns in order: one stored after a large state is
+  // reached only through its overflow pages. Every column a listing reads
+  // comes before the state, so a listing of large states costs what one of
+  // tiny ones does (bench/list_large.ts times it).
+  const path = freshPath("list-large");
+  const raw = new DatabaseSync(path);
+  const store = new HandleStore(new SqliteBackend(raw), { reclaimIntervalMs: 0 });
+  const user = freshUser();
+  for (let i = 0; i < 4; i++) {
+    await store.mint("note", { big: "x".repeat(100_000), i }, { user, ttlDays: 1 });
+  }
+  const reads = new Set<string>();
+  const { SQLITE_READ, SQLITE_OK } = constants as unknown as Record<string, number>;
+  const authorize = (raw as unknown as {
+    setAuthorizer(
+      fn: ((action: number, a: string | null, b: string | null) => number) | null,
+    ): void;
+  }).setAuthorizer.bind(raw);
+  authorize((action, table, column) => {
+    if (action === SQLITE_READ && table === "handles") reads.add(column!);
+    return SQLITE_OK!;
+  });
+  for (const previews of [false, true]) {
+    const page = await store.listPage(user, { limit: 50, previews });
+    assert.equal(page.handles.length, 4);
+    assert.equal(page.handles.every((h) => h.preview !== undefined), previews);
+  }
+  authorize(null);
+  assert.ok(reads.has("preview") && reads.has("updated_ms"), [...reads].join(", "));
+  for (const table of ["handles", "trash"]) {
+    const columns = raw.prepare("SELECT name FROM pragma_table_info(?)").all(table)
+      .map((r) => r.name as string);
+    assert.equal(columns.at(-1), "state", `${table}: ${columns.join(", ")}`);
+  }
+  // The rows' overflow pages exist (the states are large); the listing walks none of them.
+  const overflow = raw.prepare(
+    "SELECT count(*) AS n FROM dbstat WHERE name = 'handles' AND pagetype = 'overflow'",
+  ).get()!.n as number;
+  assert.ok(overflow > 4 * 20, `overflow pages: ${overflow}`);
+  assert.ok(!reads.has("state"));
+  await store.close();
+  raw.close();
+});
+
 Deno.test("sqlite: a write that fails after its row was written rolls back entirely", async () => {
   const path = freshPath("rollback");
   const backend = await SqliteBackend.fromUrl(urlOf(path));
