@@ -4,8 +4,13 @@
  * default) and `synchronous=FULL`, against a stand-in for the Python
  * mcpstate 0.2 store in the same run.
  *
- * The Python store is not runnable here. Its stand-in replays the
- * statements it runs through `node:sqlite` on its own file, same pragmas:
+ * With `PEER_SRC` set (the folder of the Python store's `mcpstate`
+ * package), the real Python 0.2 store takes its turns too, run with
+ * `python3` through its public API (`bench/_peer.ts`), on its own file, with
+ * its own settings (WAL, SQLite's default `synchronous=FULL`: one fsync per
+ * write, as here); its blocks are timed inside Python. It keeps no
+ * changelog. Its stand-in replays the statements it runs through
+ * `node:sqlite` on its own file, same pragmas:
  * a rowid `handles` table keyed by `(user, handle)` with REAL seconds, and
  * one changelog row per write in a rowid table, one transaction (one
  * fsync) per write. It does the JSON work it cannot avoid
@@ -47,7 +52,7 @@
  * fsync costs nothing and what is left is each engine's own work).
  *
  * ```sh
- * deno run --allow-all bench/sqlite_frames.ts [--runs=3] [--ops=1000] [--trees] [--before=DIR] [--dir=DIR] [--no-checkpoints]
+ * PEER_SRC=DIR deno run --allow-all bench/sqlite_frames.ts [--runs=3] [--ops=1000] [--trees] [--before=DIR] [--dir=DIR] [--no-checkpoints] [--no-history]
  * ```
  *
  * @module
@@ -56,6 +61,7 @@
 import { DatabaseSync, type StatementSync } from "node:sqlite";
 import type { Append, HandleStore, JsonObject } from "../mod.ts";
 import type { SqliteBackend } from "../src/backends/sqlite.ts";
+import { Peer } from "./_peer.ts";
 
 /** What a worker is told once, when it opens its subject. */
 interface Config {
@@ -63,6 +69,8 @@ interface Config {
   ops: number;
   trees: boolean;
   noCheckpoints: boolean;
+  /** `--no-history`: the stores run with `history: false`. */
+  noHistory: boolean;
 }
 /** Set in a worker by its first message. */
 let config: Config;
@@ -96,8 +104,41 @@ interface Subject {
   save(i: number): Promise<unknown>;
   patch(i: number): Promise<unknown>;
   steady(i: number): Promise<unknown>;
+  /** Runs `n` writes of `op` and answers their milliseconds, for a subject that times itself. */
+  block?(op: Op, from: number, n: number): Promise<number>;
+  /** Runs a pragma on the connection that writes, when it is not {@link Subject.db}. */
+  pragma?(sql: string): Promise<void>;
   close(): Promise<void>;
 }
+
+/** Runs a pragma on the subject's writing connection. */
+async function pragma(s: Subject, sql: string): Promise<void> {
+  if (s.pragma) await s.pragma(sql);
+  else s.db?.exec(sql);
+}
+
+/** The real Python 0.2 store (see the module doc): its writes run and are timed in Python. */
+async function peerSubject(tag: string): Promise<Subject> {
+  const path = `${config.dir}/${tag}.db`;
+  const peer = Peer.start()!;
+  await peer.ask({ open: path, handles: HANDLES, template: state1k(0) });
+  const one = (op: Op) => (i: number) => peer.ask({ block: op, from: i - 1, count: 1 });
+  return {
+    name: PEER,
+    walPath: `${path}-wal`,
+    db: new DatabaseSync(path),
+    mint: one("mint"),
+    save: one("save"),
+    patch: one("patch"),
+    steady: one("steady"),
+    block: async (op, from, count) => (await peer.ask({ block: op, from, count }))!,
+    pragma: async (sql) => void await peer.ask({ sql }),
+    close: () => peer.close(),
+  };
+}
+
+/** The real Python store's name in the table. */
+const PEER = "python 0.2 (real)";
 
 /** What a store module exports that the bench uses (this checkout's, or the one in `--before`). */
 interface StoreModule {
@@ -117,7 +158,10 @@ async function loadStore(root: string): Promise<StoreModule> {
 async function storeSubject(tag: string, name: string, m: StoreModule): Promise<Subject> {
   const path = `${config.dir}/${tag}.db`;
   const backend = await m.SqliteBackend.fromUrl(`sqlite:///${path}`);
-  const store = new m.HandleStore(backend, { reclaimIntervalMs: 0 });
+  const store = new m.HandleStore(backend, {
+    reclaimIntervalMs: 0,
+    ...(config.noHistory ? { history: false as const } : {}),
+  });
   const handles: string[] = [];
   const versions: number[] = [];
   for (let i = 0; i < HANDLES; i++) {
@@ -316,7 +360,7 @@ type Request =
   | {
     type: "open";
     config: Config;
-    kind: "python" | "floor" | "store";
+    kind: "python" | "peer" | "floor" | "store";
     tag: string;
     root?: string;
     name?: string;
@@ -335,6 +379,8 @@ function serve(): void {
         config = m.config;
         subject = m.kind === "python"
           ? pythonSubject(m.tag)
+          : m.kind === "peer"
+          ? await peerSubject(m.tag)
           : m.kind === "floor"
           ? floorSubject(m.tag)
           : await storeSubject(m.tag, m.name!, await loadStore(m.root!));
@@ -346,12 +392,15 @@ function serve(): void {
         }
         // Deployed, a WAL keeps its size once grown (up to `journal_size_limit`):
         // restart it without truncating. Without checkpoints it grows from nothing.
-        const db = subject.db;
-        db?.exec(`PRAGMA wal_checkpoint(${config.noCheckpoints ? "TRUNCATE" : "RESTART"})`);
-        if (config.noCheckpoints) db?.exec("PRAGMA wal_autocheckpoint = 0");
+        await pragma(
+          subject,
+          `PRAGMA wal_checkpoint(${config.noCheckpoints ? "TRUNCATE" : "RESTART"})`,
+        );
+        if (config.noCheckpoints) await pragma(subject, "PRAGMA wal_autocheckpoint = 0");
         return null;
       }
       case "block": {
+        if (subject.block) return await subject.block(m.op, m.from, m.count);
         const t0 = performance.now();
         for (let i = 1; i <= m.count; i++) await subject[m.op](m.from + i);
         return performance.now() - t0;
@@ -440,8 +489,8 @@ async function countFrames(s: Subject, op: Op, offset: number): Promise<number> 
     }
   };
   const pageSize = db.prepare("PRAGMA page_size").get()!.page_size as number;
-  db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
-  db.exec("PRAGMA wal_autocheckpoint = 0");
+  await pragma(s, "PRAGMA wal_checkpoint(TRUNCATE)");
+  await pragma(s, "PRAGMA wal_autocheckpoint = 0");
   // One write first, so that the count starts after the WAL header.
   await s[op](offset);
   const from = size();
@@ -450,8 +499,8 @@ async function countFrames(s: Subject, op: Op, offset: number): Promise<number> 
     console.log(`${LABEL[op]}, ${s.name}: ${framesByTree(s, from, pageSize, writes)}`);
   }
   const frames = (size() - from) / (pageSize + 24) / writes;
-  db.exec("PRAGMA wal_autocheckpoint = 1000");
-  db.exec("PRAGMA wal_checkpoint(RESTART)");
+  await pragma(s, "PRAGMA wal_autocheckpoint = 1000");
+  await pragma(s, "PRAGMA wal_checkpoint(RESTART)");
   return frames;
 }
 
@@ -497,6 +546,7 @@ async function main(): Promise<void> {
     ops: OPS,
     trees: args.has("trees"),
     noCheckpoints: args.has("no-checkpoints"),
+    noHistory: args.has("no-history"),
   };
   const here = new URL("..", import.meta.url).pathname;
   const open = async (m: Omit<Extract<Request, { type: "open" }>, "type" | "config">) => {
@@ -504,8 +554,10 @@ async function main(): Promise<void> {
     await r.ask({ type: "open", config: cfg, ...m });
     return r;
   };
+  const PEERED = Peer.src !== undefined;
   const NAMES = [
     "python 0.2 statements",
+    ...(PEERED ? [PEER] : []),
     ...(BEFORE ? ["mcpstate before"] : []),
     "mcpstate",
     FLOOR,
@@ -514,6 +566,7 @@ async function main(): Promise<void> {
   for (let run = 0; run < RUNS; run++) {
     const subjects = [
       await open({ kind: "python", tag: `py-${run}` }),
+      ...(PEERED ? [await open({ kind: "peer", tag: `peer-${run}` })] : []),
       ...(BEFORE
         ? [
           await open({
@@ -550,20 +603,23 @@ async function main(): Promise<void> {
     return median(a.map((r, i) => r / b[i]!)).toFixed(2) + "×";
   };
   console.log(
-    `| op, 1 KiB, history on, synchronous=FULL | engine | writes/s (median of ${RUNS}) | range | × python stand-in |${
-      BEFORE ? " × before |" : ""
-    } WAL frames / write | pwrite calls / write |`,
+    `| op, 1 KiB, history ${
+      cfg.noHistory ? "off" : "on"
+    }, synchronous=FULL | engine | writes/s (median of ${RUNS}) | range | × python stand-in |${
+      PEERED ? " × python 0.2 (real) |" : ""
+    }${BEFORE ? " × before |" : ""} WAL frames / write | pwrite calls / write |`,
   );
-  console.log(`|---|---|---:|---:|---:|${BEFORE ? "---:|" : ""}---:|---:|`);
+  console.log(`|---|---|---:|---:|---:|${PEERED ? "---:|" : ""}${BEFORE ? "---:|" : ""}---:|---:|`);
   for (const op of OPS_LIST) {
     for (const name of NAMES) {
       const r = results.get(`${op}\t${name}`)!;
       const f = median(r.frames);
       const vsBefore = BEFORE ? ` ${ratio(op, name, "mcpstate before")} |` : "";
+      const vsPeer = PEERED ? ` ${ratio(op, name, PEER)} |` : "";
       console.log(
         `| ${LABEL[op]} | ${name} | ${fmt(median(r.rates))} | ${fmt(Math.min(...r.rates))}–${
           fmt(Math.max(...r.rates))
-        } | ${ratio(op, name, NAMES[0]!)} |${vsBefore} ${frames(f)} | ${frames(2 * f)} |`,
+        } | ${ratio(op, name, NAMES[0]!)} |${vsPeer}${vsBefore} ${frames(f)} | ${frames(2 * f)} |`,
       );
     }
   }

@@ -16,8 +16,15 @@
  * (SQLite's own fsync inside every commit, on the event loop: the behaviour
  * before group commit).
  *
+ * With `PEER_SRC` set (the folder of the Python mcpstate 0.2 store's
+ * `mcpstate` package), the real Python store runs the 16 concurrent saves
+ * too, in its own way: 16 threads, each with its own connection to one file
+ * (its SQLite backend keeps one per thread), each saving a handle of its own
+ * (`bench/_peer.ts`); the table gives this store's 16 concurrent saves over
+ * the Python store's in the same run.
+ *
  * ```sh
- * deno run --allow-all bench/write_concurrency.ts [--runs=3]
+ * PEER_SRC=DIR deno run --allow-all bench/write_concurrency.ts [--runs=3]
  * ```
  *
  * @module
@@ -26,6 +33,7 @@
 import { DatabaseSync } from "node:sqlite";
 import { HandleStore, type JsonObject } from "../mod.ts";
 import { SqliteBackend } from "../src/backends/sqlite.ts";
+import { Peer } from "./_peer.ts";
 
 const RUNS = Number(Deno.args.find((a) => a.startsWith("--runs="))?.slice(7) ?? 3);
 const USER = "bench-user";
@@ -97,9 +105,22 @@ async function latency(store: HandleStore): Promise<{ idle: number; busy: number
   return { idle: median(idle), busy: median(busy), n: busy.length };
 }
 
+/** The Python store's 16 threads: saves/s (each thread mints its handle, then saves 20 times). */
+async function peerSixteen(): Promise<number> {
+  const peer = Peer.start()!;
+  try {
+    await peer.ask({ open: `${dir}/peer-${++files}.db`, handles: 0, template: state1k(0) });
+    return 320 / ((await peer.ask({ threads: 16, saves: 20 }))! / 1000);
+  } finally {
+    await peer.close();
+  }
+}
+
 type Row = { single: number; sixteen: number; idle: number; busy: number; n: number };
 const results = new Map<string, Row[]>();
+const peerRates: number[] = [];
 for (let run = 0; run < RUNS; run++) {
+  if (Peer.src !== undefined) peerRates.push(await peerSixteen());
   for (const groupCommit of [false, true]) {
     const store = await open(groupCommit);
     const r = await rates(store);
@@ -109,15 +130,17 @@ for (let run = 0; run < RUNS; run++) {
     results.set(key, [...(results.get(key) ?? []), { ...r, ...l }]);
   }
 }
+const peered = peerRates.length > 0;
 
 const fmt = (n: number) => Math.round(n).toLocaleString("en-US");
 const range = (xs: number[], f: (n: number) => string) =>
   `${f(median(xs))} (${f(Math.min(...xs))}–${f(Math.max(...xs))})`;
 console.log(
   `| backend (median of ${RUNS}, range) | single-flight saves/s | 16 concurrent saves/s | ratio | ` +
-    "reader median get, idle (ms) | during 8 writers (ms) | ratio | reader gets during writes |",
+    "reader median get, idle (ms) | during 8 writers (ms) | ratio | reader gets during writes |" +
+    (peered ? " 16 concurrent × python 0.2's 16 threads |" : ""),
 );
-console.log("|---|---:|---:|---:|---:|---:|---:|---:|");
+console.log(`|---|---:|---:|---:|---:|---:|---:|---:|${peered ? "---:|" : ""}`);
 for (const [key, rows] of results) {
   const col = (f: (r: Row) => number) => rows.map(f);
   console.log(
@@ -127,6 +150,13 @@ for (const [key, rows] of results) {
       range(col((r) => r.busy), (n) => n.toFixed(3))
     } | ${range(col((r) => r.busy / r.idle), (n) => n.toFixed(1) + "×")} | ${
       range(col((r) => r.n), fmt)
-    } |`,
+    } |${
+      peered
+        ? ` ${range(rows.map((r, i) => r.sixteen / peerRates[i]!), (n) => n.toFixed(2) + "×")} |`
+        : ""
+    }`,
   );
+}
+if (peered) {
+  console.log(`\npython 0.2, 16 threads, saves/s: ${range(peerRates, fmt)}`);
 }
