@@ -140,12 +140,24 @@ Deno.test("postgres: a server write and its lease are one statement; a stale gue
       const qs2 = byOp(log).get("patch")!;
       assert.deepEqual([again.version, again.state], [8, { n: 6 }], history);
       assert.ok(/^(begin|BEGIN)/.test(qs2[0]!), `${history}: straight to the transaction: ${qs2}`);
+      // An instance that has not seen the handle: a plain read, then the guessed statement.
+      const fresh = new HandleStore(new PostgresBackend(sql, { schema }), { reclaimIntervalMs: 0 });
+      await fresh.list(user);
+      log.length = 0;
+      log.push("@patch");
+      const cold = await fresh.patch(handle, [Increment("", "n")], w);
+      const qs3 = byOp(log).get("patch")!;
+      assert.deepEqual([cold.version, cold.state], [9, { n: 7 }], history);
+      assert.equal(qs3.length, 2, `${history}: ${qs3}`);
+      assert.match(qs3[0]!, /^SELECT /, `${history}: ${qs3}`);
+      assert.match(qs3[1]!, /^WITH w AS \( UPDATE/, `${history}: ${qs3}`);
+      await fresh.close();
       await other.close();
       const since = await store.changesSince(handle, 0, { user });
       if (options.history !== false) {
         assert.ok(!since.truncated);
         if (!since.truncated) {
-          assert.deepEqual(since.changes.map((c) => c.version), [1, 2, 3, 4, 5, 6, 7, 8]);
+          assert.deepEqual(since.changes.map((c) => c.version), [1, 2, 3, 4, 5, 6, 7, 8, 9]);
         }
       }
     }

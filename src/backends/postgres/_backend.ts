@@ -340,8 +340,9 @@ export class PostgresBackend implements B.Backend {
    * With a record of the handle seen by this backend (read or written last),
    * no idempotency key, quota or grant: the step is first computed from that
    * record and written in one statement, one round trip, while the row is
-   * still that record; otherwise (or when it is not) in a transaction that
-   * locks the row, reads it and writes the step.
+   * still that record; a handle not seen yet is read first, with a plain
+   * statement. Otherwise (or when the row is not that record) in a
+   * transaction that locks the row, reads it and writes the step.
    */
   async update(
     user: string,
@@ -350,7 +351,10 @@ export class PostgresBackend implements B.Backend {
     ctx: B.WriteContext,
   ): Promise<B.UpdateOutcome | B.Replayed> {
     if (!ctx.quota && !ctx.idempotency && !ctx.grant) {
-      const guess = this.#guesses.get(user, handle);
+      // A handle this backend has not seen: one plain read, then the guessed
+      // statement (two round trips, not the locked transaction's five or six).
+      const guess = this.#guesses.get(user, handle) ??
+        (this.#guesses.unseen(user, handle) ? await this.read(user, handle) : undefined);
       if (guess) {
         const out = await this.#guesses.write(
           this.#pool,

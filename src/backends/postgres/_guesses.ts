@@ -58,6 +58,18 @@ export class Guesses {
   }
 
   /**
+   * Whether this backend keeps no record of `(user, handle)` (none seen, or
+   * too large to keep) and its guesses did not miss lately: a step may then
+   * read the row with a plain statement and write its guess from it.
+   */
+  unseen(user: string, handle: string): boolean {
+    const key = guessKey(user, handle);
+    const missed = this.#missed.get(key);
+    if (missed !== undefined && Date.now() - missed < CONTENDED_MS) return false;
+    return this.#records.get(key) === undefined;
+  }
+
+  /**
    * A step computed from `guess`, a record this backend saw, and written in
    * one statement only while the row is still that record (`writeGuessed`):
    * one round trip. `undefined` when the guess is stale or the step needs the
