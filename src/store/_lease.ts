@@ -24,16 +24,10 @@ import { alive, call, type Core, missing } from "./_core.ts";
 import { get } from "./_read.ts";
 
 /** Takes or renews an advisory lease (see {@link HandleStore.lease}). */
-export async function lease(
-  core: Core,
-  handle: string,
-  options: LeaseOptions,
-): Promise<LeaseResult> {
-  const user = checkUserHandle(options, handle);
-  const holder = checkHolder(options.writer);
+export const lease: LeaseCall<LeaseOptions, LeaseResult> = async (core, handle, options) => {
+  const { user, holder } = leaseArgs(options, handle);
   const seconds = checkLeaseSeconds(options.seconds);
-  const leases = core.backend.leases;
-  if (!leases) throw noLeases();
+  const leases = leasesOf(core);
   const now = core.clock();
   const r = await call(core, () => core.backend.read(user, handle));
   if (!r) throw await missing(core, user, handle);
@@ -45,19 +39,28 @@ export async function lease(
     holder: res.lease.holder,
     expiresAt: new Date(res.lease.expiresAt),
   };
-}
+};
 
 /** Releases the lease a writer holds (see {@link HandleStore.release}). */
-export async function release(
-  core: Core,
-  handle: string,
-  options: ReleaseOptions,
-): Promise<boolean> {
-  const user = checkUserHandle(options, handle);
-  const holder = checkHolder(options.writer);
+export const release: LeaseCall<ReleaseOptions, boolean> = async (core, handle, options) => {
+  const { user, holder } = leaseArgs(options, handle);
+  const leases = leasesOf(core);
+  return await call(core, () => leases.release(user, handle, holder, core.clock()));
+};
+
+/** The shape of {@link lease} and {@link release}. */
+type LeaseCall<O, T> = (core: Core, handle: string, options: O) => Promise<T>;
+
+/** The user and the holder of a lease call, checked in that order. */
+function leaseArgs(options: ReleaseOptions, handle: string): { user: string; holder: string } {
+  return { user: checkUserHandle(options, handle), holder: checkHolder(options.writer) };
+}
+
+/** The backend's lease primitives; an error when it has none. */
+function leasesOf(core: Core): NonNullable<Core["backend"]["leases"]> {
   const leases = core.backend.leases;
   if (!leases) throw noLeases();
-  return await call(core, () => leases.release(user, handle, holder, core.clock()));
+  return leases;
 }
 
 /** Watches a handle (see {@link HandleStore.watch}). */

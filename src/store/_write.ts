@@ -488,51 +488,41 @@ async function patchAs<S>(
       }
     }
   }
-  const writer = checkWriter(options.writer);
-  const now = core.clock();
-  const ctx = await writeContext(core, options, { handle, via, writer, now }, [
-    "patch",
-    parsed,
-    writer,
-  ]);
-  if (core.retention) ctx.retention = core.retention;
+  const { writer, now, ctx } = await updateContext(core, options, handle, via, "patch", parsed);
   const rules = rulesIn(options);
-  const res = await callOn(core, user, handle, () =>
-    update(core, user, handle, (cur) => {
-      const live = alive(cur, handle, now);
-      const rule = rules?.(live.kind);
-      let applied: JsonObject, undo: JsonPatchOp[], next: string;
-      if (rule) {
-        // Ops apply to the state as the kind's current version reads it, and
-        // the result must pass its schema before anything is written.
-        const base = rule.upcast(decodeState(live.state), live.schemaVersion ?? 1);
-        ({ state: applied, undo } = applyOpsWithUndo(base, parsed));
-        applied = checkNow(rule, applied) as JsonObject;
-        next = encodeState(applied, core.maxBytes);
-        if (next === live.state && live.schemaVersion === rule.version) return null;
-      } else {
-        // The stored state is JSON and every op value was checked above: only
-        // the size and the depth of the result remain to check.
-        ({ state: applied, undo } = applyOpsWithUndo(decodeState(live.state), parsed));
-        next = encodeParsed(applied, core.maxBytes);
-        if (next === live.state) return null;
-      }
-      return step(
-        core,
-        {
-          ...live,
-          state: next,
-          version: live.version + 1,
-          updatedAt: now,
-          lastWriter: writer,
-          ...(rule ? { schemaVersion: rule.version } : {}),
-          preview: previewOf(applied),
-        },
-        "patch",
-        { ops: parsed, undo },
-      );
-    }, ctx), via);
-  return await written<S>(core, user, handle, res, ctx, now);
+  return await routedUpdate<S>(core, user, handle, via, ctx, now, (live) => {
+    const rule = rules?.(live.kind);
+    let applied: JsonObject, undo: JsonPatchOp[], next: string;
+    if (rule) {
+      // Ops apply to the state as the kind's current version reads it, and
+      // the result must pass its schema before anything is written.
+      const base = rule.upcast(decodeState(live.state), live.schemaVersion ?? 1);
+      ({ state: applied, undo } = applyOpsWithUndo(base, parsed));
+      applied = checkNow(rule, applied) as JsonObject;
+      next = encodeState(applied, core.maxBytes);
+      if (next === live.state && live.schemaVersion === rule.version) return null;
+    } else {
+      // The stored state is JSON and every op value was checked above: only
+      // the size and the depth of the result remain to check.
+      ({ state: applied, undo } = applyOpsWithUndo(decodeState(live.state), parsed));
+      next = encodeParsed(applied, core.maxBytes);
+      if (next === live.state) return null;
+    }
+    return step(
+      core,
+      {
+        ...live,
+        state: next,
+        version: live.version + 1,
+        updatedAt: now,
+        lastWriter: writer,
+        ...(rule ? { schemaVersion: rule.version } : {}),
+        preview: previewOf(applied),
+      },
+      "patch",
+      { ops: parsed, undo },
+    );
+  });
 }
 
 /** Renews or clears a handle's expiry (see {@link HandleStore.touch}), through an alias too. */
@@ -560,25 +550,53 @@ async function touchAs<S>(
     });
   }
   const ttl = checkTtl(options.ttlDays, true);
+  const { writer, now, ctx } = await updateContext(core, options, handle, via, "touch", ttl);
+  const expiresAt = ttl == null ? null : now + ttl;
+  return await routedUpdate<S>(core, user, handle, via, ctx, now, (live) =>
+    step(
+      core,
+      { ...live, version: live.version + 1, updatedAt: now, expiresAt, lastWriter: writer },
+      "touch",
+      { expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString() },
+    ));
+}
+
+/**
+ * The writer, the time and the context of an update (patch, touch): {@link writeContext}
+ * claiming `[op, arg, writer]`, with the retention set.
+ */
+async function updateContext(
+  core: Core,
+  options: PatchOptions | TouchOptions,
+  handle: string,
+  via: Via,
+  op: string,
+  arg: unknown,
+): Promise<{ writer: string | null; now: number; ctx: WriteContext }> {
   const writer = checkWriter(options.writer);
   const now = core.clock();
-  const ctx = await writeContext(core, options, { handle, via, writer, now }, [
-    "touch",
-    ttl,
-    writer,
-  ]);
+  const ctx = await writeContext(core, options, { handle, via, writer, now }, [op, arg, writer]);
   if (core.retention) ctx.retention = core.retention;
-  const expiresAt = ttl == null ? null : now + ttl;
-  const res = await callOn(core, user, handle, () =>
-    update(core, user, handle, (cur) => {
-      const live = alive(cur, handle, now);
-      return step(
-        core,
-        { ...live, version: live.version + 1, updatedAt: now, expiresAt, lastWriter: writer },
-        "touch",
-        { expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString() },
-      );
-    }, ctx), via);
+  return { writer, now, ctx };
+}
+
+/** Runs `change` on the live record as one update (patch, touch) and answers the snapshot written. */
+async function routedUpdate<S>(
+  core: Core,
+  user: string,
+  handle: string,
+  via: Via,
+  ctx: WriteContext,
+  now: number,
+  change: (live: HandleRecord) => Step | null,
+): Promise<Snapshot<S>> {
+  const res = await callOn(
+    core,
+    user,
+    handle,
+    () => update(core, user, handle, (cur) => change(alive(cur, handle, now)), ctx),
+    via,
+  );
   return await written<S>(core, user, handle, res, ctx, now);
 }
 
