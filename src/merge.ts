@@ -192,19 +192,28 @@ function walk(b: unknown, n: unknown, path: string[], out: Change[]): void {
 
 /** JSON equality (object key order ignored). */
 function same(a: unknown, b: unknown): boolean {
+  return jsonEqual(a, b, false);
+}
+
+/**
+ * Whether two JSON values are equal; with `ordered`, also their keys in the
+ * same order: what comparing their `JSON.stringify` says, without writing either.
+ */
+export function jsonEqual(a: unknown, b: unknown, ordered: boolean): boolean {
   if (a === b) return true;
   if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
   if (Array.isArray(a)) {
     if (!Array.isArray(b) || a.length !== b.length) return false;
-    for (let i = 0; i < a.length; i++) if (!same(a[i], b[i])) return false;
+    for (let i = 0; i < a.length; i++) if (!jsonEqual(a[i], b[i], ordered)) return false;
     return true;
   }
   if (Array.isArray(b)) return false;
-  const ka = Object.keys(a);
-  if (ka.length !== Object.keys(b).length) return false;
-  for (const k of ka) {
-    if (!Object.hasOwn(b, k)) return false;
-    if (!same((a as JsonObject)[k], (b as JsonObject)[k])) return false;
+  const ka = Object.keys(a), kb = Object.keys(b);
+  if (ka.length !== kb.length) return false;
+  for (let i = 0; i < ka.length; i++) {
+    const k = ka[i]!;
+    if (ordered ? k !== kb[i] : !Object.hasOwn(b, k)) return false;
+    if (!jsonEqual((a as JsonObject)[k], (b as JsonObject)[k], ordered)) return false;
   }
   return true;
 }

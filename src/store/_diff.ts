@@ -8,6 +8,7 @@
 import { createPatch, type Operation } from "rfc6902";
 import { undoOf } from "../history.ts";
 import type { JsonObject } from "../json.ts";
+import { jsonEqual } from "../merge.ts";
 import type { JsonPatchOp } from "../ops.ts";
 
 /** rfc6902's diff hook. */
@@ -41,21 +42,7 @@ export function diffOf(before: unknown, after: unknown): Operation[] {
  * `JSON.stringify` says, without writing either.
  */
 export function sameJson(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
-  if (Array.isArray(a)) {
-    if (!Array.isArray(b) || a.length !== b.length) return false;
-    for (let i = 0; i < a.length; i++) if (!sameJson(a[i], b[i])) return false;
-    return true;
-  }
-  if (Array.isArray(b)) return false;
-  const ka = Object.keys(a), kb = Object.keys(b);
-  if (ka.length !== kb.length) return false;
-  for (let i = 0; i < ka.length; i++) {
-    const k = ka[i]!;
-    if (k !== kb[i] || !sameJson((a as JsonObject)[k], (b as JsonObject)[k])) return false;
-  }
-  return true;
+  return jsonEqual(a, b, true);
 }
 
 /**
