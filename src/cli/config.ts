@@ -9,7 +9,8 @@
 
 import { basename } from "node:path";
 import { fileURLToPath } from "node:url";
-import { type Command, defineCommand, EXIT_OK, note, println, UsageError } from "./_common.ts";
+import { type Command, defineCommand, EXIT_OK, UsageError } from "./_command.ts";
+import { note, println } from "./_output.ts";
 import { DENO_FLAGS } from "./permissions.ts";
 import { VERSION } from "../version.ts";
 

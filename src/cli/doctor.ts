@@ -10,21 +10,9 @@ import { McpStateError, redact } from "../errors.ts";
 import type { HandleStore } from "../store.ts";
 import type { QuotaOptions } from "../types.ts";
 import { DEFAULT_URL, filePathOf } from "../url.ts";
-import {
-  backendUrl,
-  type Command,
-  defineCommand,
-  EXIT_FAILURE,
-  EXIT_OK,
-  missingFile,
-  oneLine,
-  openStore,
-  printJson,
-  println,
-  UsageError,
-  USER_JSON_OPTIONS,
-  userOf,
-} from "./_common.ts";
+import { type Command, defineCommand, EXIT_FAILURE, EXIT_OK, UsageError } from "./_command.ts";
+import { backendUrl, missingFile, openStore, USER_JSON_OPTIONS, userOf } from "./_store.ts";
+import { oneLine, printJson, println } from "./_output.ts";
 import { isCompiled } from "./config.ts";
 import { DENO_FLAGS } from "./permissions.ts";
 import { schemeOf } from "./transfer.ts";

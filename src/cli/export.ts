@@ -5,21 +5,9 @@
  */
 
 import { dirname } from "node:path";
-import {
-  BACKEND_OPTIONS,
-  backendHelp,
-  backendUrl,
-  CliFailure,
-  type Command,
-  defineCommand,
-  EXIT_OK,
-  note,
-  onlyUser,
-  openReadStore,
-  println,
-  UsageError,
-  writeAll,
-} from "./_common.ts";
+import { CliFailure, type Command, defineCommand, EXIT_OK, UsageError } from "./_command.ts";
+import { BACKEND_OPTIONS, backendHelp, backendUrl, onlyUser, openReadStore } from "./_store.ts";
+import { note, println, writeAll } from "./_output.ts";
 import { Progress } from "./progress.ts";
 import { grantLine, recordLine } from "./records.ts";
 import { allUsers, countRecords, requireCapability, walkRecords } from "./transfer.ts";

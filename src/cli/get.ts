@@ -7,18 +7,9 @@
 import { PatchError } from "../errors.ts";
 import { getPath } from "../ops.ts";
 import { toPayload } from "../wire.ts";
-import {
-  BACKEND_OPTIONS,
-  backendHelp,
-  backendUrl,
-  CliFailure,
-  type Command,
-  defineCommand,
-  EXIT_OK,
-  openReadStore,
-  printJson,
-  userOf,
-} from "./_common.ts";
+import { CliFailure, type Command, defineCommand, EXIT_OK } from "./_command.ts";
+import { BACKEND_OPTIONS, backendHelp, backendUrl, openReadStore, userOf } from "./_store.ts";
+import { printJson } from "./_output.ts";
 
 const HELP = `Usage: mcpstate get HANDLE [options]
 

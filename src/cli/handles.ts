@@ -11,17 +11,9 @@
 
 import { grantPayload, type Rights } from "../grants.ts";
 import type { HandleStore } from "../store.ts";
-import {
-  backendHelp,
-  type Command,
-  defineCommand,
-  EXIT_OK,
-  printResult,
-  storeOf,
-  UsageError,
-  USER_JSON_OPTIONS,
-  userOf,
-} from "./_common.ts";
+import { type Command, defineCommand, EXIT_OK, UsageError } from "./_command.ts";
+import { backendHelp, storeOf, USER_JSON_OPTIONS, userOf } from "./_store.ts";
+import { printResult } from "./_output.ts";
 
 const DELETE_HELP = `Usage: mcpstate delete HANDLE [options]
 

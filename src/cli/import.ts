@@ -13,17 +13,8 @@
  */
 
 import type { HandleStore } from "../store.ts";
-import {
-  BACKEND_OPTIONS,
-  backendHelp,
-  backendUrl,
-  CliFailure,
-  type Command,
-  defineCommand,
-  openStore,
-  positiveInt,
-  UsageError,
-} from "./_common.ts";
+import { CliFailure, type Command, defineCommand, positiveInt, UsageError } from "./_command.ts";
+import { BACKEND_OPTIONS, backendHelp, backendUrl, openStore } from "./_store.ts";
 import { Progress } from "./progress.ts";
 import { CorruptLine, type ExportLine, parseLine, readLines } from "./records.ts";
 import { requireCapability, transfer } from "./transfer.ts";

@@ -11,21 +11,16 @@
 import { redact } from "../errors.ts";
 import { serveInspector } from "../inspect/server.ts";
 import { machineName } from "../server/identity.ts";
+import { CliFailure, type Command, defineCommand, EXIT_OK, UsageError } from "./_command.ts";
 import {
   BACKEND_OPTIONS,
   backendHelp,
   backendUrl,
-  CliFailure,
-  type Command,
-  defineCommand,
-  EXIT_OK,
   missingFile,
-  note,
   openStore,
-  println,
-  UsageError,
   userOf,
-} from "./_common.ts";
+} from "./_store.ts";
+import { note, println } from "./_output.ts";
 
 const HELP = `Usage: mcpstate inspect [options]
 

@@ -8,21 +8,9 @@
 import type { HandleStore } from "../store.ts";
 import type { HandleInfo } from "../types.ts";
 import { toPayload } from "../wire.ts";
-import {
-  backendHelp,
-  backendUrl,
-  type Command,
-  defineCommand,
-  EXIT_OK,
-  openReadStore,
-  printJson,
-  println,
-  shortTime,
-  table,
-  UsageError,
-  USER_JSON_OPTIONS,
-  userOf,
-} from "./_common.ts";
+import { type Command, defineCommand, EXIT_OK, UsageError } from "./_command.ts";
+import { backendHelp, backendUrl, openReadStore, USER_JSON_OPTIONS, userOf } from "./_store.ts";
+import { printJson, println, shortTime, table } from "./_output.ts";
 import { allUsers, requireCapability } from "./transfer.ts";
 import { usageLine } from "./_usage.ts";
 

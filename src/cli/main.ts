@@ -29,11 +29,9 @@ import {
   EXIT_FAILURE,
   EXIT_OK,
   EXIT_USAGE,
-  note,
-  oneLine,
-  println,
   UsageError,
-} from "./_common.ts";
+} from "./_command.ts";
+import { note, oneLine, println } from "./_output.ts";
 import { config } from "./config.ts";
 import { doctor } from "./doctor.ts";
 import { exportCommand } from "./export.ts";

@@ -6,14 +6,8 @@
  */
 
 import type { HandleStore } from "../store.ts";
-import {
-  type Command,
-  defineCommand,
-  onlyUser,
-  openStore,
-  positiveInt,
-  UsageError,
-} from "./_common.ts";
+import { type Command, defineCommand, positiveInt, UsageError } from "./_command.ts";
+import { onlyUser, openStore } from "./_store.ts";
 import { Progress } from "./progress.ts";
 import { allUsers, countRecords, requireCapability, transfer, walkRecords } from "./transfer.ts";
 

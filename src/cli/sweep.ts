@@ -4,16 +4,9 @@
  * @module
  */
 
-import {
-  backendHelp,
-  type Command,
-  defineCommand,
-  EXIT_OK,
-  onlyUser,
-  printResult,
-  storeOf,
-  USER_JSON_OPTIONS,
-} from "./_common.ts";
+import { type Command, defineCommand, EXIT_OK } from "./_command.ts";
+import { backendHelp, onlyUser, storeOf, USER_JSON_OPTIONS } from "./_store.ts";
+import { printResult } from "./_output.ts";
 
 const HELP = `Usage: mcpstate sweep [options]
 

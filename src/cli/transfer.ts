@@ -16,7 +16,8 @@ import type { HandleRecord } from "../backend.ts";
 import { McpStateError } from "../errors.ts";
 import type { HandleStore } from "../store.ts";
 import type { ImportResult } from "../types.ts";
-import { CliFailure, EXIT_FAILURE, EXIT_OK, note, printResult } from "./_common.ts";
+import { CliFailure, EXIT_FAILURE, EXIT_OK } from "./_command.ts";
+import { note, printResult } from "./_output.ts";
 import {
   digestLine,
   type ExportLine,
