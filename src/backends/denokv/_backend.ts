@@ -136,6 +136,29 @@ export class DenoKvBackend implements B.Backend {
     return this.#queue.run(JSON.stringify([user, handle]), fn);
   }
 
+  /**
+   * What a write to an existing record reads first, all at once: its head
+   * (with the idempotency entry), the writer's lease entry and the grant's
+   * entry. Then the replay when the key was seen, else the grant's check.
+   */
+  async #open(
+    u: Deno.KvKeyPart,
+    h: Deno.KvKeyPart,
+    user: string,
+    handle: string,
+    ctx: B.WriteContext,
+  ) {
+    const [[head, idem], lz, gz] = await Promise.all([
+      readHeads(this.#db, u, h, ctx),
+      leaseEntry(this.#db, user, handle, ctx),
+      this.#grants.entry(ctx.grant),
+    ]);
+    const replay = await replayOf(this.#db, u, idem, ctx);
+    if (replay) return { replay } as const;
+    this.#grants.assert(ctx.grant, gz, ctx.now);
+    return { replay: null, head, idem, lz, gz } as const;
+  }
+
   /** {@inheritDoc Backend.insert} */
   async insert(
     user: string,
@@ -229,14 +252,9 @@ export class DenoKvBackend implements B.Backend {
       let body: BodyRef | null = null;
       try {
         return await optimistic(async () => {
-          const [[first, idem], lz, gz] = await Promise.all([
-            readHeads(this.#db, u, h, ctx),
-            leaseEntry(this.#db, user, handle, ctx),
-            this.#grants.entry(ctx.grant),
-          ]);
-          const replay = await replayOf(this.#db, u, idem, ctx);
-          if (replay) return replay;
-          this.#grants.assert(ctx.grant, gz, ctx.now);
+          const opened = await this.#open(u, h, user, handle, ctx);
+          if (opened.replay) return opened.replay;
+          const { head: first, idem, lz, gz } = opened;
           const cur = first.value;
           if (
             !cur || cur.v !== write.expectVersion || (cur.e !== null && cur.e <= ctx.now)
@@ -314,14 +332,9 @@ export class DenoKvBackend implements B.Backend {
     return this.#turn(user, handle, async (): Promise<B.UpdateOutcome | B.Replayed> => {
       const u = this.#k.user(user), h = this.#k.handle(handle);
       return await optimistic(async () => {
-        const [[read, idem], lz, gz] = await Promise.all([
-          readHeads(this.#db, u, h, ctx),
-          leaseEntry(this.#db, user, handle, ctx),
-          this.#grants.entry(ctx.grant),
-        ]);
-        const replay = await replayOf(this.#db, u, idem, ctx);
-        if (replay) return replay;
-        this.#grants.assert(ctx.grant, gz, ctx.now);
+        const opened = await this.#open(u, h, user, handle, ctx);
+        if (opened.replay) return opened.replay;
+        const { head: read, idem, lz, gz } = opened;
         // The head whose state was read; the commit checks it.
         const loaded = await loadRecord(this.#db, u, h, handle, read);
         const first = loaded.entry;
