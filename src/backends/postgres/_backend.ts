@@ -267,6 +267,13 @@ export class PostgresBackend implements B.Backend {
     const text = lease ? this.#q.saveLeased : this.#q.save;
     const saved = (row: readonly unknown[]): B.SaveOutcome =>
       leasedOutcome({ ok: true as const, record: recordOf(row) }, ctx, row.slice(12));
+    // In a transaction: no row (the write does not apply) rolls back with the
+    // record as it stands.
+    const savedOrRollback = async (tx: Queryable, row: readonly unknown[] | undefined) => {
+      if (row) return saved(row);
+      const [cur] = await tx.unsafe(this.#q.read, [user, handle]).values();
+      throw new Rollback<B.SaveOutcome>({ ok: false, current: cur ? recordOf(cur) : null });
+    };
     if (ctx.quota) {
       return this.#guarded(user, ctx, async (tx, remember) => {
         // The old size, then the save (the size is the state it replaces when
@@ -277,11 +284,7 @@ export class PostgresBackend implements B.Backend {
           tx.unsafe(text, params).values().execute(),
           this.#g.check(tx, ctx),
         ]);
-        if (!row) {
-          const [cur] = await tx.unsafe(this.#q.read, [user, handle]).values();
-          throw new Rollback<B.SaveOutcome>({ ok: false, current: cur ? recordOf(cur) : null });
-        }
-        const out = saved(row);
+        const out = await savedOrRollback(tx, row);
         if (remember) await remember(out.ok ? out.record : null);
         const bytes = utf8Length(write.state) - Number(size?.[0] ?? 0);
         return { out, delta: { handles: 0, bytes } };
@@ -324,11 +327,7 @@ export class PostgresBackend implements B.Backend {
         tx.unsafe(text, params).values().execute(),
         this.#g.check(tx, ctx),
       ]);
-      if (!row) {
-        const [cur] = await tx.unsafe(this.#q.read, [user, handle]).values();
-        throw new Rollback<B.SaveOutcome>({ ok: false, current: cur ? recordOf(cur) : null });
-      }
-      const out = saved(row);
+      const out = await savedOrRollback(tx, row);
       await remember(out.ok ? out.record : null);
       return out;
     });

@@ -67,27 +67,12 @@ export async function migrate(tx: postgres.ISql, schema: string): Promise<void> 
   }
   // The schema version of a typed kind's record: a nullable column added in
   // place (nothing rewritten), apart from the numbered migrations above.
-  const [has] = await tx.unsafe(
-    `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::text::regclass
-       AND attname = 'schema_version' AND NOT attisdropped)`,
-    [`${s}.handles`],
-  ).values();
-  if (!has?.[0]) await tx.unsafe(`ALTER TABLE ${s}.handles ADD COLUMN schema_version bigint`);
+  await addColumn(tx, s, "schema_version", "bigint");
   // A record's preview (a line describing its state), the same way; `NULL`
   // for a record written before previews existed.
-  const [hasPreview] = await tx.unsafe(
-    `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::text::regclass
-       AND attname = 'preview' AND NOT attisdropped)`,
-    [`${s}.handles`],
-  ).values();
-  if (!hasPreview?.[0]) await tx.unsafe(`ALTER TABLE ${s}.handles ADD COLUMN preview text`);
+  await addColumn(tx, s, "preview", "text");
   // A fork's lineage (`{"handle":…,"version":…}` as text), likewise.
-  const [forked] = await tx.unsafe(
-    `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::text::regclass
-       AND attname = 'forked_from' AND NOT attisdropped)`,
-    [`${s}.handles`],
-  ).values();
-  if (!forked?.[0]) await tx.unsafe(`ALTER TABLE ${s}.handles ADD COLUMN forked_from text`);
+  await addColumn(tx, s, "forked_from", "text");
   if (current < POSTGRES_SCHEMA_VERSION) {
     await tx.unsafe(
       `INSERT INTO ${s}.meta (key, value) VALUES ('schema_version', $1::text)
@@ -163,3 +148,21 @@ const MIGRATIONS: readonly ((s: string) => string[])[] = [
     `CREATE INDEX leases_expires ON ${s}.leases (expires_at)`,
   ],
 ];
+
+/**
+ * Adds a nullable column to `<s>.handles` in place (nothing rewritten) when
+ * it is not there yet.
+ */
+async function addColumn(
+  tx: postgres.ISql,
+  s: string,
+  name: "schema_version" | "preview" | "forked_from",
+  type: "bigint" | "text",
+): Promise<void> {
+  const [has] = await tx.unsafe(
+    `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::text::regclass
+       AND attname = '${name}' AND NOT attisdropped)`,
+    [`${s}.handles`],
+  ).values();
+  if (!has?.[0]) await tx.unsafe(`ALTER TABLE ${s}.handles ADD COLUMN ${name} ${type}`);
+}

@@ -46,21 +46,21 @@ function inserts(p: Parts) {
   const { h, c, notify, leaseCte, leaseCols } = p;
   // A record's schema version, preview and fork point are always the
   // statement's last three parameters (after the lease's, when it takes one).
+  // The INSERT of the record; its last three parameters from `$last` on.
+  const into = (last: number) =>
+    `INSERT INTO ${h} (user_id, ${RECORD_COLUMNS})
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $${last}::bigint,
+               $${last + 1}::text, $${last + 2}::text)
+       ON CONFLICT (user_id, handle) DO NOTHING`;
   const insert = (leased: boolean) =>
     `WITH ins AS (
-       INSERT INTO ${h} (user_id, ${RECORD_COLUMNS})
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $${leased ? 14 : 11}::bigint,
-               $${leased ? 15 : 12}::text, $${leased ? 16 : 13}::text)
-       ON CONFLICT (user_id, handle) DO NOTHING
+       ${into(leased ? 14 : 11)}
        RETURNING 1
      )${leased ? leaseCte("ins", 11) : ""}
      SELECT ${notify("$10")}${leased ? `, ${leaseCols}` : ""} FROM ins`;
   const insertLogged = (leased: boolean) =>
     `WITH ins AS (
-       INSERT INTO ${h} (user_id, ${RECORD_COLUMNS})
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $${leased ? 17 : 14}::bigint,
-               $${leased ? 18 : 15}::text, $${leased ? 19 : 16}::text)
-       ON CONFLICT (user_id, handle) DO NOTHING
+       ${into(leased ? 17 : 14)}
        RETURNING user_id, handle
      ),
      log AS (
