@@ -11,7 +11,7 @@
  * @module
  */
 
-import type { GrantRecord, ListQuery } from "../backend.ts";
+import type { GrantRecord, HandleRecord, ListQuery } from "../backend.ts";
 
 /** A page request filters by kind. */
 export const LIST_KIND = 1;
@@ -165,4 +165,23 @@ export function grantSql(t: string, p: ListDialect["param"]): {
     to: `SELECT ${GRANT_COLUMNS} FROM ${t} WHERE to_user = ${p(1, "text")} ` +
       "AND ended_ms IS NULL ORDER BY created_ms, grant_id",
   };
+}
+
+/**
+ * A record's columns from `kind` to `lastWriter`, in the order both SQL
+ * engines store them.
+ *
+ * @param r The record.
+ * @returns The values.
+ */
+export function recordCells(
+  r: HandleRecord,
+): [string, string, number, number, number, number | null, string | null] {
+  return [r.kind, r.state, r.version, r.createdAt, r.updatedAt, r.expiresAt, r.lastWriter];
+}
+
+/** A record's fork point as its column holds it (JSON text), or `null`. */
+export function forkedFromText(r: Pick<HandleRecord, "forkedFrom">): string | null {
+  const f = r.forkedFrom;
+  return f == null ? null : JSON.stringify({ handle: f.handle, version: f.version });
 }

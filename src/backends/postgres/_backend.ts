@@ -6,7 +6,7 @@
  */
 import type postgres from "postgres";
 import type * as B from "../../backend.ts";
-import { type ListDialect, listFilters, listSql } from "../_sql.ts";
+import { forkedFromText, type ListDialect, listFilters, listSql } from "../_sql.ts";
 import { closedError } from "./_errors.ts";
 import { Feed } from "./_feed.ts";
 import { idempotent } from "./_idempotency.ts";
@@ -15,7 +15,6 @@ import {
   auditParams,
   channelOf,
   entryParams,
-  forkedFromText,
   leasedOutcome,
   leaseOf,
   metaOf,

@@ -9,7 +9,8 @@
 import type { Change, HandleRecord, UpdateOutcome, WriteContext } from "../../backend.ts";
 import { ByteCappedCache } from "../_cache.ts";
 import type { Pool } from "./_pool.ts";
-import { entryParams, forkedFromText, leasedOutcome, payloadOf, recordParams } from "./_rows.ts";
+import { entryParams, leasedOutcome, payloadOf, recordParams } from "./_rows.ts";
+import { forkedFromText } from "../_sql.ts";
 import type { Statements } from "./_statements.ts";
 
 /**

@@ -15,6 +15,7 @@ import type {
   LeaseRecord,
   WriteContext,
 } from "../../backend.ts";
+import { recordCells } from "../_sql.ts";
 
 /** The largest `NOTIFY` payload sent; a longer one (the limit is 8,000 bytes) becomes `"*"`. */
 const MAX_PAYLOAD_BYTES = 7_900;
@@ -36,16 +37,7 @@ export function entryParams(e: ChangeEntry, ctx: WriteContext): (string | number
 
 /** A record's columns after `user_id`, in the order of {@link RECORD_COLUMNS}. */
 export function recordParams(r: HandleRecord): (string | number | null)[] {
-  return [
-    r.handle,
-    r.kind,
-    r.state,
-    r.version,
-    r.createdAt,
-    r.updatedAt,
-    r.expiresAt,
-    r.lastWriter,
-  ];
+  return [r.handle, ...recordCells(r)];
 }
 
 /** A lease from a `holder, expires_at` row. */
@@ -82,17 +74,6 @@ export function recordOf(row: readonly unknown[]): HandleRecord {
     ...(row[9] == null ? {} : { preview: String(row[9]) }),
     ...(row[10] == null ? {} : { forkedFrom: JSON.parse(String(row[10])) as ForkPoint }),
   };
-}
-
-/**
- * The `forked_from` column of a record: its fork point as JSON text, or `null`.
- *
- * @param r The record.
- * @returns The parameter.
- */
-export function forkedFromText(r: Pick<HandleRecord, "forkedFrom">): string | null {
-  const f = r.forkedFrom;
-  return f == null ? null : JSON.stringify({ handle: f.handle, version: f.version });
 }
 
 /** Metadata from a row of `META_COLUMNS`. */

@@ -13,6 +13,7 @@ import type {
   HandleRecord,
   LeaseRecord,
 } from "../../backend.ts";
+import { forkedFromText, recordCells } from "../_sql.ts";
 
 /** A row as `node:sqlite` returns it: an object, or an array after `setReturnArrays(true)`. */
 export type Row = Record<string, SQLOutputValue> | SQLOutputValue[];
@@ -96,17 +97,6 @@ export function forkedFromOf(cell: SQLOutputValue | undefined): { forkedFrom?: F
   return cell == null ? {} : { forkedFrom: JSON.parse(cell as string) as ForkPoint };
 }
 
-/**
- * The `forked_from` column of a record: its fork point as JSON text, or `null`.
- *
- * @param r The record.
- * @returns The cell.
- */
-export function forkedFromText(r: Pick<HandleRecord, "forkedFrom">): string | null {
-  const f = r.forkedFrom;
-  return f == null ? null : JSON.stringify({ handle: f.handle, version: f.version });
-}
-
 /** A changelog entry from a `version, at, text` row. */
 export function entryOf(r: Row): ChangeEntry {
   const row = cells(r);
@@ -138,16 +128,5 @@ export function recordValues(
   string | null,
   string | null,
 ] {
-  return [
-    r.kind,
-    r.state,
-    r.version,
-    r.createdAt,
-    r.updatedAt,
-    r.expiresAt,
-    r.lastWriter,
-    r.schemaVersion ?? null,
-    r.preview ?? null,
-    forkedFromText(r),
-  ];
+  return [...recordCells(r), r.schemaVersion ?? null, r.preview ?? null, forkedFromText(r)];
 }
