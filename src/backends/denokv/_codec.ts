@@ -201,8 +201,8 @@ export function logValueOf(entry: ChangeEntry): LogValue {
   return value;
 }
 
-/** A record from its head and its state text. */
-export function recordOf(handle: string, head: Head, state: string): HandleRecord {
+/** A record from its head (or any of its metadata: an index entry) and its state text. */
+export function recordOf(handle: string, head: Meta, state: string): HandleRecord {
   return { handle, kind: head.k, state, ...tail(head) };
 }
 

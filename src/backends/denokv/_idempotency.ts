@@ -16,13 +16,13 @@ import {
   DELETE_BATCH,
   DELETE_IN_COMMIT,
   encodeText,
-  forkPointOf,
   type Head,
   type IdemValue,
   indexOf,
   INLINE_MAX,
   newId,
   Raced,
+  recordOf,
   type Trashed,
 } from "./_codec.ts";
 import { readChunks } from "./_bodies.ts";
@@ -109,19 +109,7 @@ export async function replayOf(
   return {
     replayed: true,
     fingerprint: v.f,
-    result: {
-      handle: r.h,
-      kind: r.k,
-      state: text,
-      version: r.v,
-      createdAt: r.c,
-      updatedAt: r.u,
-      expiresAt: r.e,
-      lastWriter: r.l,
-      ...(r.s == null ? {} : { schemaVersion: r.s }),
-      ...(r.f == null ? {} : { forkedFrom: forkPointOf(r.f) }),
-      ...(r.p === undefined ? {} : { preview: r.p }),
-    },
+    result: recordOf(r.h, r, text),
   };
 }
 
