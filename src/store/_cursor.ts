@@ -1,6 +1,6 @@
 /**
- * Listing order and cursors: the order of `list` (newest first), the `c2.`
- * cursor text and its checks, and the cut of a page to a byte budget.
+ * Listing cursors: the `c2.` cursor text and its checks, and the cut of a
+ * page to a byte budget. (The listing order is the backends' `compareListOrder`.)
  *
  * @module
  */
@@ -10,15 +10,6 @@ import { jsonSize } from "../outline.ts";
 import type { HandleInfo } from "../types.ts";
 import { toPayload } from "../wire.ts";
 import { isIdentifier } from "./_check.ts";
-
-/** The order of a listing: `updatedAt` descending, then `handle` ascending. */
-export function compareListed(
-  a: { updatedAt: number; handle: string },
-  b: { updatedAt: number; handle: string },
-): number {
-  if (a.updatedAt !== b.updatedAt) return b.updatedAt - a.updatedAt;
-  return a.handle < b.handle ? -1 : a.handle > b.handle ? 1 : 0;
-}
 
 /** The order of strings by UTF-16 code units. */
 export function compareCodeUnits(a: string, b: string): number {

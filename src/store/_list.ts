@@ -7,6 +7,7 @@
 
 import type { GrantRecord, HandleMeta } from "../backend.ts";
 import { metaOf } from "../backend.ts";
+import { compareListOrder } from "../backends/_shared.ts";
 import { InvalidArgument } from "../errors.ts";
 import { grantGone } from "../grants.ts";
 import type {
@@ -18,7 +19,7 @@ import type {
 } from "../types.ts";
 import { checkOptions, checkUser, KIND_RE, unsupported } from "./_check.ts";
 import { call, type Core, infoOf, leasesOf, withLease } from "./_core.ts";
-import { compareListed, decodeCursor, encodeCursor, fitPage } from "./_cursor.ts";
+import { decodeCursor, encodeCursor, fitPage } from "./_cursor.ts";
 import { asAlias, grantBackend } from "./_share.ts";
 
 /** Every handle of a user (see {@link HandleStore.list}), a page at a time. */
@@ -70,7 +71,7 @@ export async function listPage(
   const shared = await sharedRows(core, user, kind, !options.includeExpired, after);
   if (shared.size > 0) {
     rows.push(...shared.keys());
-    rows.sort(compareListed);
+    rows.sort(compareListOrder);
     rows.length = Math.min(rows.length, limit + 1);
   }
   const more = rows.length > limit;
@@ -122,7 +123,7 @@ async function sharedRows(
     if (!r || (kind !== undefined && r.kind !== kind)) return;
     if (liveOnly && r.expiresAt !== null && r.expiresAt <= now) return;
     const meta = { ...metaOf(r), handle: g.alias };
-    if (after && compareListed(meta, after) <= 0) return;
+    if (after && compareListOrder(meta, after) <= 0) return;
     out.set(meta, g);
   });
   return out;
