@@ -78,6 +78,22 @@ export interface Core {
 export type Via = GrantRecord | null | undefined;
 
 /**
+ * One run of a feature function that may be reached through an alias: the
+ * store's core, the handle it runs on, its options (as the owner's when
+ * routed), and how it got there (see `routed`).
+ */
+export interface Call<O> {
+  /** The store's core. */
+  core: Core;
+  /** The handle the run works on: the caller's own, or the owner's behind an alias. */
+  handle: string;
+  /** The call's options; `user` is the owner's on a routed run. */
+  options: O;
+  /** How the call reached `handle`. */
+  via: Via;
+}
+
+/**
  * The core of a store over `backend`, its options checked.
  *
  * @param backend The storage primitives.

@@ -5,13 +5,13 @@
  * @module
  */
 
-import type { HandleRecord } from "../backend.ts";
+import type { GrantRecord, HandleRecord } from "../backend.ts";
 import { InvalidArgument } from "../errors.ts";
 import { rewind } from "../history.ts";
 import { decodeState, type JsonObject } from "../json.ts";
 import type { ChangesSince, StateAt, UserOption } from "../types.ts";
 import { checkUserHandle, checkVersion } from "./_check.ts";
-import { alive, call, type Core, entries, log, missing, snapshotOf } from "./_core.ts";
+import { alive, type Call, call, type Core, entries, log, missing, snapshotOf } from "./_core.ts";
 import { asAlias, routed } from "./_share.ts";
 
 /** What happened to a handle after `version` (see {@link HandleStore.changesSince}), through an alias too. */
@@ -21,22 +21,16 @@ export function changesSince<S>(
   version: number,
   options: UserOption,
 ): Promise<ChangesSince<S>> {
-  return routed(
-    core,
-    handle,
-    options,
-    "read",
-    (h, o) => changesAs<S>(core, h, version, o),
-    (r: ChangesSince<S>, g) => r.truncated ? { ...r, current: asAlias(r.current, g) } : r,
-  );
+  return routed(core, handle, options, "read", (c) => changesAs<S>(c, version), currentAsAlias);
 }
 
-async function changesAs<S>(
-  core: Core,
-  handle: string,
-  version: number,
-  options: UserOption,
-): Promise<ChangesSince<S>> {
+/** Names the snapshot of a truncated answer by the alias. */
+function currentAsAlias<S>(r: ChangesSince<S>, g: GrantRecord): ChangesSince<S> {
+  return r.truncated ? { ...r, current: asAlias(r.current, g) } : r;
+}
+
+async function changesAs<S>(c: Call<UserOption>, version: number): Promise<ChangesSince<S>> {
+  const { core, handle, options } = c;
   const user = checkUserHandle(options, handle);
   checkVersion(version, "since_version", 0);
   const current = await notBehind(core, user, handle, version, "since_version");

@@ -13,27 +13,23 @@ import type { ReadOptions, ReadResult, Snapshot, UserOption } from "../types.ts"
 import { checkUserHandle } from "./_check.ts";
 import {
   alive,
+  type Call,
   call,
   type Core,
   leasesOf,
   missing,
   snapshotOf,
-  type Via,
   withLease,
 } from "./_core.ts";
 import { asAlias, routed } from "./_share.ts";
 
 /** Reads a handle's snapshot (see {@link HandleStore.get}), through an alias too. */
 export function get<S>(core: Core, handle: string, options: UserOption): Promise<Snapshot<S>> {
-  return routed(core, handle, options, "read", (h, o, via) => getAs<S>(core, h, o, via), asAlias);
+  return routed(core, handle, options, "read", getAs<S>, asAlias);
 }
 
-async function getAs<S>(
-  core: Core,
-  handle: string,
-  options: UserOption,
-  via: Via,
-): Promise<Snapshot<S>> {
+async function getAs<S>(c: Call<UserOption>): Promise<Snapshot<S>> {
+  const { core, handle, options, via } = c;
   const user = checkUserHandle(options, handle);
   const now = core.clock();
   const b = core.backend;

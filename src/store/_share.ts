@@ -27,7 +27,7 @@ import {
   checkUser,
   checkUserHandle,
 } from "./_check.ts";
-import { alive, auditStep, call, type Core, missing, type Via } from "./_core.ts";
+import { alive, auditStep, type Call, call, type Core, missing } from "./_core.ts";
 
 /**
  * Runs a call that may name an alias handle: the direct call first (the
@@ -41,7 +41,7 @@ import { alive, auditStep, call, type Core, missing, type Via } from "./_core.ts
  * @param handle The handle or alias the caller named.
  * @param options The call's options.
  * @param needed The rights the call needs (`"owner"`: never through a grant).
- * @param run The feature's function.
+ * @param run The feature's function, given each {@link Call} it makes.
  * @param map Names a routed result by the alias.
  * @returns The result.
  */
@@ -50,15 +50,15 @@ export function routed<T, O extends UserOption>(
   handle: string,
   options: O,
   needed: Rights | "owner" | (() => Rights),
-  run: (handle: string, options: O, via: Via) => Promise<T>,
+  run: (call: Call<O>) => Promise<T>,
   map: (result: T, g: GrantRecord) => T,
 ): Promise<T> {
   if (typeof options !== "object" || options === null || grantBackend(core) === undefined) {
-    return run(handle, options, undefined);
+    return run({ core, handle, options, via: undefined });
   }
   let direct: Promise<T>;
   try {
-    direct = run(handle, { ...options }, null);
+    direct = run({ core, handle, options: { ...options }, via: null });
   } catch (e) {
     direct = Promise.reject(e);
   }
@@ -77,7 +77,10 @@ export function routed<T, O extends UserOption>(
       throw new PermissionDenied(rights, need, { handle });
     }
     try {
-      return map(await run(g.handle, { ...options, user: g.owner }, g), g);
+      return map(
+        await run({ core, handle: g.handle, options: { ...options, user: g.owner }, via: g }),
+        g,
+      );
     } catch (e2) {
       throw aliasError(e2, g);
     }

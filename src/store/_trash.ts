@@ -11,6 +11,7 @@ import { HandleNotFound, InvalidArgument } from "../errors.ts";
 import type { RevokeOptions, Snapshot, TrashOptions, TrashPage, UserOption } from "../types.ts";
 import { checkOptions, checkUser, checkUserHandle, unsupported } from "./_check.ts";
 import {
+  type Call,
   call,
   checkFingerprint,
   context,
@@ -18,22 +19,17 @@ import {
   infoOf,
   missing,
   snapshotOf,
-  type Via,
 } from "./_core.ts";
 import { decodeCursor, encodeCursor } from "./_cursor.ts";
 import { routed } from "./_share.ts";
 
 /** Deletes a handle into the trash (see {@link HandleStore.revoke}); never through an alias. */
 export function revoke(core: Core, handle: string, options: RevokeOptions): Promise<void> {
-  return routed(core, handle, options, "owner", (h, o, via) => revokeAs(core, h, o, via), () => {});
+  return routed(core, handle, options, "owner", revokeAs, () => {});
 }
 
-async function revokeAs(
-  core: Core,
-  handle: string,
-  options: RevokeOptions,
-  via: Via,
-): Promise<void> {
+async function revokeAs(c: Call<RevokeOptions>): Promise<void> {
+  const { core, handle, options, via } = c;
   const user = checkUserHandle(options, handle);
   const ctx = await context(core, options.idempotencyKey, handle, ["revoke"]);
   if (core.trashMs > 0) ctx.trashUntil = ctx.now + core.trashMs;

@@ -45,6 +45,7 @@ import {
 } from "./_check.ts";
 import {
   alive,
+  type Call,
   call,
   callOn,
   context,
@@ -176,23 +177,14 @@ export function save<S extends JsonObject>(
   state: S,
   options: SaveOptions,
 ): Promise<SaveResult<S>> {
-  return routed(
-    core,
-    handle,
-    options,
-    "write",
-    (h, o, via) => saveAs(core, h, state, o, via),
-    asAlias,
-  );
+  return routed(core, handle, options, "write", (c) => saveAs(c, state), asAlias);
 }
 
 async function saveAs<S extends JsonObject>(
-  core: Core,
-  handle: string,
+  c: Call<SaveOptions>,
   state: S,
-  options: SaveOptions,
-  via: Via,
 ): Promise<SaveResult<S>> {
+  const { core, handle, options, via } = c;
   const user = checkUserHandle(options, handle);
   const expect = options.expectVersion;
   if (typeof expect !== "number" || !Number.isSafeInteger(expect) || expect < 0) {
@@ -459,23 +451,12 @@ export function patch<S>(
   ops: readonly PatchOp[],
   options: PatchOptions,
 ): Promise<Snapshot<S>> {
-  return routed(
-    core,
-    handle,
-    options,
-    () => rightsForOps(opsFromJson(ops, { maxOps: core.maxPatchOps })),
-    (h, o, via) => patchAs<S>(core, h, ops, o, via),
-    asAlias,
-  );
+  const rights = () => rightsForOps(opsFromJson(ops, { maxOps: core.maxPatchOps }));
+  return routed(core, handle, options, rights, (c) => patchAs<S>(c, ops), asAlias);
 }
 
-async function patchAs<S>(
-  core: Core,
-  handle: string,
-  ops: readonly PatchOp[],
-  options: PatchOptions,
-  via: Via,
-): Promise<Snapshot<S>> {
+async function patchAs<S>(c: Call<PatchOptions>, ops: readonly PatchOp[]): Promise<Snapshot<S>> {
+  const { core, handle, options, via } = c;
   const user = checkUserHandle(options, handle);
   const parsed = opsFromJson(ops, { maxOps: core.maxPatchOps });
   for (const op of parsed) {
@@ -527,22 +508,11 @@ async function patchAs<S>(
 
 /** Renews or clears a handle's expiry (see {@link HandleStore.touch}), through an alias too. */
 export function touch<S>(core: Core, handle: string, options: TouchOptions): Promise<Snapshot<S>> {
-  return routed(
-    core,
-    handle,
-    options,
-    "write",
-    (h, o, via) => touchAs<S>(core, h, o, via),
-    asAlias,
-  );
+  return routed(core, handle, options, "write", touchAs<S>, asAlias);
 }
 
-async function touchAs<S>(
-  core: Core,
-  handle: string,
-  options: TouchOptions,
-  via: Via,
-): Promise<Snapshot<S>> {
+async function touchAs<S>(c: Call<TouchOptions>): Promise<Snapshot<S>> {
+  const { core, handle, options, via } = c;
   const user = checkUserHandle(options, handle);
   if (options.ttlDays === undefined) {
     throw new InvalidArgument("touch needs ttlDays: a number of days, or null for never.", {
