@@ -10,6 +10,7 @@
 import { basename } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type Command, defineCommand, EXIT_OK, UsageError } from "./_command.ts";
+import { strings } from "./_options.ts";
 import { note, println } from "./_output.ts";
 import { DENO_FLAGS } from "./permissions.ts";
 import { VERSION } from "../version.ts";
@@ -223,13 +224,7 @@ export const config: Command = defineCommand({
   name: "config",
   summary: "Print the client entry (mcpServers, VS Code, claude mcp add)",
   help: HELP,
-  options: {
-    name: { type: "string" },
-    backend: { type: "string" },
-    user: { type: "string" },
-    client: { type: "string" },
-    via: { type: "string" },
-  },
+  options: strings("name", "backend", "user", "client", "via"),
   async run(values) {
     const name = values.name ?? "mcpstate";
     if (name === "") throw new UsageError("--name needs a non-empty name.");

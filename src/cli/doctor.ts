@@ -11,6 +11,7 @@ import type { HandleStore } from "../store.ts";
 import type { QuotaOptions } from "../types.ts";
 import { DEFAULT_URL, filePathOf } from "../url.ts";
 import { type Command, defineCommand, EXIT_FAILURE, EXIT_OK, UsageError } from "./_command.ts";
+import { strings } from "./_options.ts";
 import { backendUrl, missingFile, openStore, USER_JSON_OPTIONS, userOf } from "./_store.ts";
 import { oneLine, printJson, println } from "./_output.ts";
 import { isCompiled } from "./config.ts";
@@ -66,7 +67,7 @@ export const doctor: Command = defineCommand({
   name: "doctor",
   summary: "Check the runtime, permissions and backend, and say what to fix",
   help: HELP,
-  options: { ...USER_JSON_OPTIONS, timeout: { type: "string" } },
+  options: { ...USER_JSON_OPTIONS, ...strings("timeout") },
   async run(values) {
     const timeout = values.timeout === undefined ? 10 : Number(values.timeout);
     if (!Number.isFinite(timeout) || timeout <= 0) {

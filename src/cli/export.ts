@@ -6,6 +6,7 @@
 
 import { dirname } from "node:path";
 import { CliFailure, type Command, defineCommand, EXIT_OK, UsageError } from "./_command.ts";
+import { strings } from "./_options.ts";
 import { BACKEND_OPTIONS, backendHelp, backendUrl, onlyUser, openReadStore } from "./_store.ts";
 import { note, println, writeAll } from "./_output.ts";
 import { Progress } from "./progress.ts";
@@ -42,7 +43,7 @@ export const exportCommand: Command = defineCommand({
   name: "export",
   summary: "Write every user's records as JSON Lines",
   help: HELP,
-  options: { ...BACKEND_OPTIONS, out: { type: "string" }, user: { type: "string" } },
+  options: { ...BACKEND_OPTIONS, ...strings("out", "user") },
   async run(values) {
     if (values.out === "") throw new UsageError("--out needs a file name.");
     const user = onlyUser(values.user);

@@ -8,6 +8,7 @@ import { PatchError } from "../errors.ts";
 import { getPath } from "../ops.ts";
 import { toPayload } from "../wire.ts";
 import { CliFailure, type Command, defineCommand, EXIT_OK } from "./_command.ts";
+import { strings } from "./_options.ts";
 import { BACKEND_OPTIONS, backendHelp, backendUrl, openReadStore, userOf } from "./_store.ts";
 import { printJson } from "./_output.ts";
 
@@ -32,7 +33,7 @@ export const get: Command = defineCommand({
   name: "get",
   summary: "Print a handle's snapshot as JSON (--path for a part)",
   help: HELP,
-  options: { ...BACKEND_OPTIONS, user: { type: "string" }, path: { type: "string" } },
+  options: { ...BACKEND_OPTIONS, ...strings("user", "path") },
   positionals: [1, 1],
   async run(values, positionals) {
     const handle = positionals[0] as string;

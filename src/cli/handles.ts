@@ -12,6 +12,7 @@
 import { grantPayload, type Rights } from "../grants.ts";
 import type { HandleStore } from "../store.ts";
 import { type Command, defineCommand, EXIT_OK, UsageError } from "./_command.ts";
+import { strings } from "./_options.ts";
 import { backendHelp, storeOf, USER_JSON_OPTIONS, userOf } from "./_store.ts";
 import { printResult } from "./_output.ts";
 
@@ -64,11 +65,7 @@ export const transferHandle: Command = defineCommand({
   name: "transfer",
   summary: "Hand a handle over to another user",
   help: TRANSFER_HELP,
-  options: {
-    ...USER_JSON_OPTIONS,
-    to: { type: "string" },
-    keep: { type: "string" },
-  },
+  options: { ...USER_JSON_OPTIONS, ...strings("to", "keep") },
   positionals: [1, 1],
   async run(values, [handle]) {
     const user = userOf(values.user);
@@ -132,12 +129,7 @@ export const share: Command = defineCommand({
   name: "share",
   summary: "Share a handle with a user (or anyone holding its alias)",
   help: SHARE_HELP,
-  options: {
-    ...USER_JSON_OPTIONS,
-    to: { type: "string" },
-    rights: { type: "string" },
-    "ttl-days": { type: "string" },
-  },
+  options: { ...USER_JSON_OPTIONS, ...strings("to", "rights", "ttl-days") },
   positionals: [1, 1],
   async run(values, [handle]) {
     const user = userOf(values.user);

@@ -14,6 +14,7 @@
 
 import type { HandleStore } from "../store.ts";
 import { CliFailure, type Command, defineCommand, positiveInt, UsageError } from "./_command.ts";
+import { flags, strings } from "./_options.ts";
 import { BACKEND_OPTIONS, backendHelp, backendUrl, openStore } from "./_store.ts";
 import { Progress } from "./progress.ts";
 import { CorruptLine, type ExportLine, parseLine, readLines } from "./records.ts";
@@ -54,13 +55,7 @@ export const importCommand: Command = defineCommand({
   name: "import",
   summary: "Restore JSON Lines from export, exactly and verified",
   help: HELP,
-  options: {
-    ...BACKEND_OPTIONS,
-    check: { type: "boolean" },
-    rate: { type: "string" },
-    "max-state-bytes": { type: "string" },
-    json: { type: "boolean" },
-  },
+  options: { ...BACKEND_OPTIONS, ...strings("rate", "max-state-bytes"), ...flags("check", "json") },
   positionals: [0, 1],
   async run(values, positionals) {
     const rate = values.rate === undefined ? undefined : positiveInt("--rate", values.rate);

@@ -12,6 +12,7 @@ import { redact } from "../errors.ts";
 import { serveInspector } from "../inspect/server.ts";
 import { machineName } from "../server/identity.ts";
 import { CliFailure, type Command, defineCommand, EXIT_OK, UsageError } from "./_command.ts";
+import { flags, strings } from "./_options.ts";
 import {
   BACKEND_OPTIONS,
   backendHelp,
@@ -48,13 +49,7 @@ export const inspect: Command = defineCommand({
   name: "inspect",
   summary: "Browse a user's handles, histories and trash in a web page",
   help: HELP,
-  options: {
-    ...BACKEND_OPTIONS,
-    user: { type: "string" },
-    host: { type: "string" },
-    port: { type: "string" },
-    write: { type: "boolean" },
-  },
+  options: { ...BACKEND_OPTIONS, ...strings("user", "host", "port"), ...flags("write") },
   async run(values) {
     const port = portOf(values.port);
     const hostname = values.host ?? "127.0.0.1";

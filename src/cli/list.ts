@@ -9,6 +9,7 @@ import type { HandleStore } from "../store.ts";
 import type { HandleInfo } from "../types.ts";
 import { toPayload } from "../wire.ts";
 import { type Command, defineCommand, EXIT_OK, UsageError } from "./_command.ts";
+import { flags, strings } from "./_options.ts";
 import { backendHelp, backendUrl, openReadStore, USER_JSON_OPTIONS, userOf } from "./_store.ts";
 import { printJson, println, shortTime, table } from "./_output.ts";
 import { allUsers, requireCapability } from "./transfer.ts";
@@ -39,12 +40,7 @@ export const list: Command = defineCommand({
   name: "list",
   summary: "List a user's handles (table, or --json)",
   help: HELP,
-  options: {
-    ...USER_JSON_OPTIONS,
-    "all-users": { type: "boolean" },
-    kind: { type: "string" },
-    "include-expired": { type: "boolean" },
-  },
+  options: { ...USER_JSON_OPTIONS, ...strings("kind"), ...flags("all-users", "include-expired") },
   async run(values) {
     if (values["all-users"] && values.user !== undefined) {
       throw new UsageError("Pass either --user or --all-users, not both.");

@@ -7,6 +7,7 @@
 
 import type { HandleStore } from "../store.ts";
 import { type Command, defineCommand, positiveInt, UsageError } from "./_command.ts";
+import { flags, strings } from "./_options.ts";
 import { onlyUser, openStore } from "./_store.ts";
 import { Progress } from "./progress.ts";
 import { allUsers, countRecords, requireCapability, transfer, walkRecords } from "./transfer.ts";
@@ -47,14 +48,7 @@ export const migrate: Command = defineCommand({
   name: "migrate",
   summary: "Copy every user's records to another backend, verified and resumable",
   help: HELP,
-  options: {
-    from: { type: "string" },
-    to: { type: "string" },
-    user: { type: "string" },
-    check: { type: "boolean" },
-    rate: { type: "string" },
-    json: { type: "boolean" },
-  },
+  options: { ...strings("from", "to", "user", "rate"), ...flags("check", "json") },
   async run(values) {
     const from = values.from, to = values.to;
     if (!from || !to) {
