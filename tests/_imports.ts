@@ -158,3 +158,40 @@ export async function sourceFiles(dir: string): Promise<string[]> {
   }
   return out.sort();
 }
+
+/**
+ * The import cycles of a graph: its strongly connected components of more
+ * than one file, and files that import themselves (Tarjan's algorithm).
+ *
+ * @param next Each file's imports.
+ * @param files Every file of the graph.
+ * @returns Each cycle's files, sorted.
+ */
+export function cyclesOf(next: Map<string, string[]>, files: Iterable<string>): string[][] {
+  const index = new Map<string, number>(), low = new Map<string, number>();
+  const stack: string[] = [], onStack = new Set<string>(), cycles: string[][] = [];
+  let counter = 0;
+  const visit = (v: string): void => {
+    index.set(v, counter);
+    low.set(v, counter++);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of next.get(v) ?? []) {
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const component: string[] = [];
+    let w: string;
+    do {
+      w = stack.pop()!;
+      onStack.delete(w);
+      component.push(w);
+    } while (w !== v);
+    if (component.length > 1 || (next.get(v) ?? []).includes(v)) cycles.push(component.sort());
+  };
+  for (const v of files) if (!index.has(v)) visit(v);
+  return cycles;
+}

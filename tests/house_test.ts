@@ -14,7 +14,7 @@ import { dirname, join, normalize, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import plugin from "../scripts/house_lint.ts";
 import denoJson from "../deno.json" with { type: "json" };
-import { importsOf, sourceFiles, stripComments } from "./_imports.ts";
+import { cyclesOf, importsOf, sourceFiles, stripComments } from "./_imports.ts";
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
 
@@ -87,34 +87,7 @@ Deno.test("house: the size rules see what they measure", () => {
 
 Deno.test("house: no import cycle among mod.ts, cli.ts and src/, type-only imports included", () => {
   const next = arrows();
-  // Tarjan's strongly connected components: each with more than one file is a cycle.
-  const index = new Map<string, number>(), low = new Map<string, number>();
-  const stack: string[] = [], onStack = new Set<string>(), cycles: string[] = [];
-  let counter = 0;
-  const visit = (v: string): void => {
-    index.set(v, counter);
-    low.set(v, counter++);
-    stack.push(v);
-    onStack.add(v);
-    for (const w of next.get(v) ?? []) {
-      if (!index.has(w)) {
-        visit(w);
-        low.set(v, Math.min(low.get(v)!, low.get(w)!));
-      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
-    }
-    if (low.get(v) !== index.get(v)) return;
-    const component: string[] = [];
-    let w: string;
-    do {
-      w = stack.pop()!;
-      onStack.delete(w);
-      component.push(w);
-    } while (w !== v);
-    if (component.length > 1 || (next.get(v) ?? []).includes(v)) {
-      cycles.push(component.sort().join(" ⇄ "));
-    }
-  };
-  for (const v of TREE.keys()) if (!index.has(v)) visit(v);
+  const cycles = cyclesOf(next, TREE.keys()).map((c) => c.join(" ⇄ "));
   assertNone(cycles, "Import cycles");
 });
 

@@ -13,7 +13,7 @@
 
 import assert from "node:assert/strict";
 import { dirname, join, normalize, relative } from "node:path";
-import { importsOf, sourceFiles, stripComments } from "./_imports.ts";
+import { cyclesOf, importsOf, sourceFiles, stripComments } from "./_imports.ts";
 import { fileURLToPath } from "node:url";
 
 // ---------------------------------------------------------------- the rules
@@ -252,32 +252,6 @@ Deno.test("layers: no import cycles among the files of src/", () => {
     if (!a.local || a.typeOnly || !SOURCE.files.has(a.to)) continue;
     next.set(a.from, [...(next.get(a.from) ?? []), a.to]);
   }
-  // Tarjan's strongly connected components: each with more than one file is a cycle.
-  const index = new Map<string, number>(), low = new Map<string, number>();
-  const stack: string[] = [], onStack = new Set<string>(), cycles: string[][] = [];
-  let counter = 0;
-  const visit = (v: string): void => {
-    index.set(v, counter);
-    low.set(v, counter++);
-    stack.push(v);
-    onStack.add(v);
-    for (const w of next.get(v) ?? []) {
-      if (!index.has(w)) {
-        visit(w);
-        low.set(v, Math.min(low.get(v)!, low.get(w)!));
-      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
-    }
-    if (low.get(v) === index.get(v)) {
-      const component: string[] = [];
-      let w: string;
-      do {
-        w = stack.pop()!;
-        onStack.delete(w);
-        component.push(w);
-      } while (w !== v);
-      if (component.length > 1 || (next.get(v) ?? []).includes(v)) cycles.push(component.sort());
-    }
-  };
-  for (const v of SOURCE.files.keys()) if (!index.has(v)) visit(v);
+  const cycles = cyclesOf(next, SOURCE.files.keys());
   assertNone(cycles.map((c) => c.join(" ⇄ ")), "Import cycles");
 });

@@ -562,16 +562,7 @@ Deno.test("sqlite: listing reads covering indexes only, never the state column",
     await store.mint(i % 2 ? "a" : "b", { big: "x".repeat(10_000) }, { user, ttlDays: 1 });
   }
   const reads: string[] = [];
-  const { SQLITE_READ, SQLITE_OK } = constants as unknown as Record<string, number>;
-  const authorize = (raw as unknown as {
-    setAuthorizer(
-      fn: ((action: number, a: string | null, b: string | null) => number) | null,
-    ): void;
-  }).setAuthorizer.bind(raw);
-  authorize((action, table, column) => {
-    if (action === SQLITE_READ) reads.push(`${table}.${column}`);
-    return SQLITE_OK!;
-  });
+  const stop = onColumnRead(raw, (table, column) => reads.push(`${table}.${column}`));
   for (const kind of [undefined, "a"]) {
     for (const includeExpired of [false, true]) {
       const first = await store.listPage(user, {
@@ -590,7 +581,7 @@ Deno.test("sqlite: listing reads covering indexes only, never the state column",
       assert.equal(second.handles.length, 1);
     }
   }
-  authorize(null);
+  stop();
   const lists = prepared.filter((sql) => /ORDER BY updated_ms DESC/.test(sql));
   assert.equal(lists.length, 8, "every filter combination was prepared once");
   assert.ok(reads.includes("handles.handle") && reads.includes("handles.updated_ms"));
@@ -611,6 +602,27 @@ Deno.test("sqlite: listing reads covering indexes only, never the state column",
   raw.close();
 });
 
+/**
+ * Calls `seen` with the table and column of every column read on `raw`
+ * (SQLite's authorizer), until the returned function is called.
+ */
+function onColumnRead(
+  raw: DatabaseSync,
+  seen: (table: string, column: string) => unknown,
+): () => void {
+  const { SQLITE_READ, SQLITE_OK } = constants as unknown as Record<string, number>;
+  const authorize = (raw as unknown as {
+    setAuthorizer(
+      fn: ((action: number, a: string | null, b: string | null) => number) | null,
+    ): void;
+  }).setAuthorizer.bind(raw);
+  authorize((action, table, column) => {
+    if (action === SQLITE_READ) seen(String(table), String(column));
+    return SQLITE_OK!;
+  });
+  return () => authorize(null);
+}
+
 Deno.test("sqlite: a listing with previews reads only columns stored before the state", async () => {
   // SQLite reads a row's columns in order: one stored after a large state is
   // reached only through its overflow pages. Every column a listing reads
@@ -624,22 +636,13 @@ Deno.test("sqlite: a listing with previews reads only columns stored before the 
     await store.mint("note", { big: "x".repeat(100_000), i }, { user, ttlDays: 1 });
   }
   const reads = new Set<string>();
-  const { SQLITE_READ, SQLITE_OK } = constants as unknown as Record<string, number>;
-  const authorize = (raw as unknown as {
-    setAuthorizer(
-      fn: ((action: number, a: string | null, b: string | null) => number) | null,
-    ): void;
-  }).setAuthorizer.bind(raw);
-  authorize((action, table, column) => {
-    if (action === SQLITE_READ && table === "handles") reads.add(column!);
-    return SQLITE_OK!;
-  });
+  const stop = onColumnRead(raw, (table, column) => table === "handles" && reads.add(column));
   for (const previews of [false, true]) {
     const page = await store.listPage(user, { limit: 50, previews });
     assert.equal(page.handles.length, 4);
     assert.equal(page.handles.every((h) => h.preview !== undefined), previews);
   }
-  authorize(null);
+  stop();
   assert.ok(reads.has("preview") && reads.has("updated_ms"), [...reads].join(", "));
   for (const table of ["handles", "trash"]) {
     const columns = raw.prepare("SELECT name FROM pragma_table_info(?)").all(table)
