@@ -20,7 +20,8 @@ export type ErrorCode =
   | "internal_error"
   | "invalid_state"
   | "quota_exceeded"
-  | "permission_denied";
+  | "permission_denied"
+  | "encryption_error";
 
 /** The payload form of an error: `{ code, message, ...details }`. */
 export type ErrorPayload = { code: string; message: string } & Record<string, unknown>;
@@ -372,6 +373,86 @@ export class GrantEnded extends HandleNotFound {
     this.message = reason === "grant_revoked"
       ? `The share behind handle "${alias}" was revoked by its owner. Ask the owner to share it again, or start over with a handle of your own.`
       : `The share behind handle "${alias}" expired. Ask the owner to share it again, or start over with a handle of your own.`;
+  }
+}
+
+/** Why encrypted content could not be read or written (SPEC 9.2). */
+export type EncryptionFailure = "no_key" | "unknown_key" | "tampered" | "plaintext";
+
+/**
+ * Encrypted content could not be opened, or content was not encrypted where
+ * it must be: code `encryption_error`, details `reason` (and `key_id` for
+ * `unknown_key`). Nothing was changed by the call that failed so.
+ *
+ * @since 0.5.0
+ *
+ * @example
+ * ```ts
+ * import { EncryptionError } from "@mcpstate/core";
+ * const e = EncryptionError.unknownKey("k2024");
+ * e.toPayload(); // { code: "encryption_error", reason: "unknown_key", key_id: "k2024", message: "…" }
+ * ```
+ */
+export class EncryptionError extends McpStateError {
+  /**
+   * Creates the error.
+   *
+   * @param reason Why: `no_key`, `unknown_key`, `tampered` or `plaintext`.
+   * @param message What to do next.
+   * @param details More facts (`key_id`).
+   */
+  constructor(reason: EncryptionFailure, message: string, details: Record<string, unknown> = {}) {
+    super("encryption_error", message, { ...details, reason });
+  }
+
+  /**
+   * Encrypted data, and no keys to open it (or the user's data key was erased).
+   *
+   * @returns The error.
+   */
+  static noKey(): EncryptionError {
+    return new EncryptionError(
+      "no_key",
+      "This state is encrypted and the server has no key for it. The operator must start mcpstate with its encryption keys (MCPSTATE_ENCRYPTION_KEYS or --encryption-keys-file); nothing was changed.",
+    );
+  }
+
+  /**
+   * The key-encryption key that wrapped the user's data key is not in the ring.
+   *
+   * @param keyId The missing key's id.
+   * @returns The error.
+   */
+  static unknownKey(keyId: string): EncryptionError {
+    return new EncryptionError(
+      "unknown_key",
+      `This state's data key is wrapped by the encryption key "${keyId}", which the server was not given. The operator must add it to the key ring; nothing was changed.`,
+      { key_id: keyId },
+    );
+  }
+
+  /**
+   * Stored content does not open: changed, or moved from another handle or user.
+   *
+   * @returns The error.
+   */
+  static tampered(): EncryptionError {
+    return new EncryptionError(
+      "tampered",
+      "This state's stored ciphertext does not open: it was changed or moved from another handle. The operator must restore it from a backup; nothing was changed.",
+    );
+  }
+
+  /**
+   * Plaintext content in a store that encrypts.
+   *
+   * @returns The error.
+   */
+  static plaintext(): EncryptionError {
+    return new EncryptionError(
+      "plaintext",
+      "This state is stored unencrypted while encryption is on. The operator must run `mcpstate encrypt` once; nothing was changed.",
+    );
   }
 }
 
