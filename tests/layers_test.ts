@@ -44,7 +44,7 @@ const LAYERS: readonly { name: string; files: RegExp; what: string }[] = [
   {
     name: "base",
     files:
-      /^((backend|grants|ops|outline|preview|history|merge|json|errors|version|standard_schema)\.ts|(backend|ops|outline)\/.*)$/,
+      /^((backend|grants|keyring|ops|outline|preview|history|merge|json|errors|version|standard_schema)\.ts|(backend|ops|outline)\/.*)$/,
     what: "the backend interface, grants, the pure helpers, the errors, the version",
   },
 ];
