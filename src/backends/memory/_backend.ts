@@ -10,6 +10,7 @@ import { auditEntry, metaOf } from "../../backend.ts";
 import { utf8Length } from "../../json.ts";
 import { checkQuota, MINUTE_MS, type UsageDelta, writesAt } from "../_quota.ts";
 import { grantEnded, grantGone } from "../../grants.ts";
+import { memoryErasure } from "./_erase.ts";
 import { compareListOrder, compareTrashOrder, Listeners, saveByUpdate } from "../_shared.ts";
 
 interface Trashed {
@@ -35,6 +36,18 @@ export class MemoryBackend implements B.Backend {
   #rates = new Map<string, { minute: number; writes: number }>();
   #grants = new Map<string, B.GrantRecord>();
   #aliases = new Map<string, string>();
+  /** {@inheritDoc Backend.erasure} */
+  readonly erasure: B.ErasurePrimitives = memoryErasure({
+    users: this.#users,
+    idem: this.#idem,
+    logs: this.#logs,
+    trash: this.#trash,
+    leases: this.#leases,
+    rates: this.#rates,
+    grants: this.#grants,
+    aliases: this.#aliases,
+    listeners: this.#listeners,
+  });
 
   /**
    * Opens a memory backend from a `memory://` URL (the URL carries no options).

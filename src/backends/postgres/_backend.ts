@@ -36,6 +36,7 @@ import type { PostgresBackendOptions } from "./_options.ts";
 import type { UsageDelta } from "../_quota.ts";
 import { utf8Length } from "../../json.ts";
 import { Guesses } from "./_guesses.ts";
+import { postgresErasure } from "./_erase.ts";
 import { listDialect, type Statements, statements } from "./_statements.ts";
 import { checkSchema, DEFAULT_POSTGRES_SCHEMA, openClient } from "./_url.ts";
 
@@ -85,6 +86,13 @@ export class PostgresBackend implements B.Backend {
   readonly #feed: Feed;
   /** Records this backend last read or wrote: see `postgres/_guesses.ts`. */
   readonly #guesses = new Guesses();
+  /** {@inheritDoc Backend.erasure} */
+  readonly erasure: B.ErasurePrimitives = postgresErasure(() => ({
+    pool: this.#pool,
+    s: `"${this.#schema}"`,
+    channel: channelOf(this.#schema),
+    forget: (user, handle) => this.#guesses.set(user, handle, null),
+  }));
 
   /**
    * Wraps a postgres.js client. Nothing is sent until the first call (or

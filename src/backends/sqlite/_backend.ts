@@ -30,6 +30,7 @@ import { LEASE_SCAN_MAX, Statements, SWEEP_BATCH } from "./_statements.ts";
 import { parseSqliteUrl, type SqliteSynchronous } from "./_url.ts";
 import { prepareUsage, UsageStatements } from "./_usage.ts";
 import { GrantStatements, prepareGrants } from "./_grants.ts";
+import { sqliteErasure } from "./_erase.ts";
 import { utf8Length } from "../../json.ts";
 
 /** Options of {@link SqliteBackend}. */
@@ -70,6 +71,8 @@ export class SqliteBackend implements B.Backend {
   readonly #u: UsageStatements;
   readonly #g: GrantStatements;
   #trashList: StatementSync | undefined;
+  /** {@inheritDoc Backend.erasure} */
+  readonly erasure: B.ErasurePrimitives = sqliteErasure(() => ({ db: this.#db, c: this.#c }));
 
   /**
    * Opens a backend from a URL: `sqlite:///~/.mcpstate/state.db` (under the
