@@ -7,7 +7,7 @@
  * @module
  */
 
-import type { Backend, GrantRecord, HandleRecord } from "./backend.ts";
+import type { Backend, ErasureCounts, GrantRecord, HandleRecord } from "./backend.ts";
 import type { JsonObject } from "./json.ts";
 import { Kind, type KindOptions } from "./kinds.ts";
 import type { PatchOp } from "./ops.ts";
@@ -15,6 +15,7 @@ import type { InferInput, InferOutput, StandardSchemaV1 } from "./standard_schem
 import type { Grant, ShareOptions } from "./grants.ts";
 import { checkGrantRecord } from "./store/_check.ts";
 import { closeCore, type Core, coreOf, reclaimTimer } from "./store/_core.ts";
+import * as erasing from "./store/_erase.ts";
 import * as history from "./store/_history.ts";
 import * as leases from "./store/_lease.ts";
 import * as lineage from "./store/_lineage.ts";
@@ -42,16 +43,11 @@ export { leasePayload, toPayload, toReadPayload } from "./wire.ts";
  * throws {@link BackendError} when the engine fails or the store is closed.
  * @example Mint, read, save with a version check, patch
  * ```ts
- * import { Append, HandleStore, StaleWrite } from "@mcpstate/core";
+ * import { Append, HandleStore } from "@mcpstate/core";
  * await using store = await HandleStore.fromUrl("memory://");
  * const handle = await store.mint("research", { sources: [] }, { user: "alice", ttlDays: 7 });
  * const snap = await store.get(handle, { user: "alice" });
  * await store.save(handle, { sources: ["a"] }, { user: "alice", expectVersion: snap.version });
- * try {
- *   await store.save(handle, { sources: [] }, { user: "alice", expectVersion: snap.version });
- * } catch (e) {
- *   if (!(e instanceof StaleWrite)) throw e; // e.details.current is the winner's snapshot
- * }
  * await store.patch(handle, [Append("sources", "b")], { user: "alice" });
  * ```
  */
@@ -150,8 +146,7 @@ export class HandleStore implements AsyncDisposable {
    * const options = { user: "alice", ttlDays: 7, idempotencyKey: "task-42" };
    * const handle = await store.mint("research", { sources: [] }, options);
    * handle.startsWith("research_"); // true: the kind, then 8 random characters
-   * const again = await store.mint("research", { sources: [] }, options);
-   * again === handle; // true: the retry returned the first result
+   * (await store.mint("research", { sources: [] }, options)) === handle; // true: the first result
    * ```
    */
   mint(kind: string, state: JsonObject, options: MintOptions): Promise<string> {
@@ -464,6 +459,19 @@ export class HandleStore implements AsyncDisposable {
   }
 
   /**
+   * Removes every trace of a user (docs/library.md#erase-a-user); `dryRun` only counts.
+   * ```ts
+   * import { HandleStore } from "@mcpstate/core";
+   * await using store = await HandleStore.fromUrl("memory://");
+   * await store.mint("note", {}, { user: "alice" });
+   * await store.erase("alice"); // { handles: 1, grants: 0 }
+   * ```
+   */
+  erase(user: string, options: { dryRun?: boolean } = {}): Promise<ErasureCounts> {
+    return erasing.erase(this.#core, user, options);
+  }
+
+  /**
    * Removes every expired record now, grace period or not.
    * @param user Only this user's; every user's when absent.
    * @returns How many records were removed.
@@ -502,13 +510,7 @@ export class HandleStore implements AsyncDisposable {
    * import { HandleStore } from "@mcpstate/core";
    * await using store = await HandleStore.fromUrl("memory://");
    * await store.mint("note", {}, { user: "alice" });
-   * await store.mint("note", {}, { user: "bob" });
-   * const users: string[] = []; // pages of one user each, to show the paging (default 1,000)
-   * for (let page = await store.users({ limit: 1 }); page.length > 0;) {
-   *   users.push(...page);
-   *   page = await store.users({ after: page.at(-1)!, limit: 1 });
-   * }
-   * users; // ["alice", "bob"]
+   * await store.users({ limit: 100 }); // ["alice"]; then { after: "alice", limit: 100 }
    * ```
    */
   users(options: UsersOptions = {}): Promise<string[]> {
