@@ -71,6 +71,7 @@ export const CAPABILITIES = {
   transfer: ["transfer.move"],
   grants: ["grants.put", "grants.read", "grants.end", "grants.of", "grants.to"],
   found: ["trash.until"],
+  erasure: ["erasure.count", "erasure.erase"],
 } as const satisfies Record<string, readonly Member[]>;
 
 /**

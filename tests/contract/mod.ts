@@ -31,6 +31,8 @@
  * | `leases`       | `acquireLease`, `releaseLease` and `leases` | leases                     |
  * | `quotas`       | `usage`                                     | quotas                     |
  * | `found`        | `trashedUntil`                              | found                      |
+ * | `erasure`      | `erasure.count` and `erasure.erase`         | erase (with grants, leases |
+ * |                |                                             | and quotas)                |
  * | `crossProcess` | (the target has a `url`)                    | cross-process, and the     |
  * |                |                                             | cross-process steps of     |
  * |                |                                             | feed and leases            |
@@ -103,6 +105,7 @@ export const GROUPS: readonly ContractGroup[] = [
   (await import("./fork.ts")).default,
   (await import("./share.ts")).default,
   (await import("./found.ts")).default,
+  (await import("./erase.ts")).default,
   (await import("./cross_process.ts")).default,
 ];
 

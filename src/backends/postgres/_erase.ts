@@ -58,9 +58,9 @@ function statements(s: string, channel: string) {
     drop: `${gone}, g AS (DELETE FROM ${s}.grants WHERE grant_id IN (SELECT id FROM gone) ` +
       `RETURNING 1), ${rest.join(", ")}, ` +
       `h AS (DELETE FROM ${s}.handles WHERE user_id = $1::text RETURNING handle) ` +
-      `SELECT (SELECT count(*) FROM g), array(SELECT handle FROM h)`,
+      `SELECT (SELECT count(*) FROM g), (SELECT coalesce(json_agg(handle), '[]') FROM h)::text`,
     dropUsage: `DELETE FROM ${s}.usage WHERE user_id = $1::text`,
-    notify: `SELECT pg_notify('${channel}', p) FROM unnest($1::text[]) AS p`,
+    notify: `SELECT pg_notify('${channel}', p) FROM json_array_elements_text($1::text::json) AS p`,
   };
 }
 
@@ -104,9 +104,11 @@ export function postgresErasure(open: () => PostgresErasing): B.ErasurePrimitive
           await tx.unsafe(q.lockRecords, [user]);
           const [row] = await tx.unsafe(q.drop, [user]).values();
           await tx.unsafe(q.dropUsage, [user]);
-          const handles = (row?.[1] ?? []) as string[];
+          // As JSON text: the driver's array parsing depends on the client's type parsers.
+          const handles = JSON.parse(String(row?.[1] ?? "[]")) as string[];
           if (handles.length > 0) {
-            await tx.unsafe(q.notify, [[...new Set(handles)].map((h) => payloadOf(user, h))]);
+            const payloads = [...new Set(handles)].map((h) => payloadOf(user, h));
+            await tx.unsafe(q.notify, [JSON.stringify(payloads)]);
           }
           for (const h of handles) o.forget(user, h);
           return { handles: handles.length, grants: Number(row?.[0] ?? 0) };
