@@ -34,6 +34,7 @@ import {
 import { note, oneLine, println } from "./_output.ts";
 import { config } from "./config.ts";
 import { doctor } from "./doctor.ts";
+import { erase } from "./erase.ts";
 import { exportCommand } from "./export.ts";
 import { get } from "./get.ts";
 import { del, share, transferHandle, unshare } from "./handles.ts";
@@ -84,6 +85,7 @@ export const COMMANDS: readonly Command[] = Object.freeze([
   transferHandle,
   share,
   unshare,
+  erase,
   sweep,
   exportCommand,
   importCommand,
