@@ -27,6 +27,8 @@ export const ERASED_TABLES: Readonly<Record<string, string | null>> = {
   idempotency: "user",
   leases: "user",
   usage: "user",
+  // Its wrapped data key (encryption at rest): gone with the data it opened.
+  data_keys: "user",
   grants: null,
 };
 
