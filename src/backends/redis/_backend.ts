@@ -35,6 +35,7 @@ import {
   wroteOne,
 } from "./_codec.ts";
 import { closedError, Connection } from "./_connection.ts";
+import { RedisErasure } from "./_erase.ts";
 import { Feed } from "./_feed.ts";
 import { RedisGrants } from "./_grants.ts";
 import { RedisMoves } from "./_move.ts";
@@ -84,6 +85,8 @@ export class RedisBackend implements B.Backend {
   /** Which Redis this is, for sharing the per-handle queues of one process. */
   #scope: string;
   #users: UsersScan | undefined;
+  /** {@inheritDoc Backend.erasure} */
+  readonly erasure: B.ErasurePrimitives;
 
   /**
    * Wraps an ioredis client or cluster client that you opened.
@@ -100,6 +103,7 @@ export class RedisBackend implements B.Backend {
     this.#feed = new Feed(this.#conn);
     this.#k = new KeySpace(prefix);
     this.#grants = new RedisGrants(this.#conn, this.#k);
+    this.erasure = new RedisErasure(this.#conn, this.#k);
     this.#closeClient = options.closeClient ?? false;
     if ((client as { isCluster?: boolean }).isCluster) {
       this.#moves = new RedisMoves(this.#conn, this.#k, this.#grants);
