@@ -1,7 +1,7 @@
 /**
  * The erase scenarios the engine tests share (`redis_erase_test.ts`,
  * `denokv_erase_test.ts`): data of one user set up through `HandleStore`
- * (records saved with history, patched, expired by a fake clock, revoked to
+ * (records saved with history, patched, large (chunked), expired by a fake clock, revoked to
  * the trash, minted under an idempotency key, leased, counted by quotas,
  * shared, re-shared, shared to the user and re-shared by it), then erased
  * through the backend's `erasure` group, with the engine's own storage
@@ -78,6 +78,8 @@ export async function eraseScenario(engine: EraseEngine): Promise<void> {
     ...w,
     idempotencyKey: canary.idem,
   });
+  // A state large enough to be stored in chunks where the engine chunks.
+  const h5 = await store.mint("note", { blob: `${canary.state} ${"x".repeat(150_000)}` }, w);
   await store.lease(h1, { user: u, writer: canary.holder, seconds: 600 });
   await store.usage(u);
   // Others' data.
@@ -99,16 +101,16 @@ export async function eraseScenario(engine: EraseEngine): Promise<void> {
 
   const before = await engine.dump();
   const idem = [canary.idem, ...engine.spellings?.(canary.idem) ?? []];
-  for (const needle of [canary.state, canary.writer, canary.holder, h1, h2, h3, h4]) {
+  for (const needle of [canary.state, canary.writer, canary.holder, h1, h2, h3, h4, h5]) {
     assert.ok(holding(before, needle).length > 0, `${needle} is stored before the erase`);
   }
   assert.ok(idem.some((n) => holding(before, n).length > 0), "the idempotency key is stored");
   const counted = await erasure.count(u, clock.now);
-  assert.deepEqual(counted, { handles: 4, grants: 7 });
+  assert.deepEqual(counted, { handles: 5, grants: 7 });
   assert.deepEqual(await erasure.erase(u, clock.now), counted);
 
   const after = await engine.dump();
-  for (const needle of [canary.state, ...idem, canary.holder, h1, h2, h3, h4]) {
+  for (const needle of [canary.state, ...idem, canary.holder, h1, h2, h3, h4, h5]) {
     assert.deepEqual(holding(after, needle), [], `${needle} is gone`);
   }
   for (const g of [g1, g2, g3, g4, g5, g6, g8]) {

@@ -28,6 +28,7 @@ import {
   recordOf,
   type Trashed,
 } from "./_codec.ts";
+import { KvErasure } from "./_erase.ts";
 import { Feed } from "./_feed.ts";
 import { dropRecord, landed, putHead } from "./_heads.ts";
 import {
@@ -82,6 +83,8 @@ export class DenoKvBackend implements B.Backend {
   readonly #queue = new KeyedQueue();
   #feed: Feed;
   readonly #grants: KvGrants;
+  /** {@inheritDoc Backend.erasure} */
+  readonly erasure: B.ErasurePrimitives;
 
   /**
    * Wraps an open `Deno.Kv`.
@@ -98,6 +101,7 @@ export class DenoKvBackend implements B.Backend {
     const timeoutMs = checkMs(options.contentionTimeoutMs ?? 30_000, "contentionTimeoutMs");
     this.#db = new KvIo(kv, this.#k, timeoutMs);
     this.#feed = new Feed(this.#db, true);
+    this.erasure = new KvErasure(this.#db);
     this.#grants = new KvGrants(this.#db, async (audit, res, after) => {
       this.#feed.changed(audit.user, audit.handle, res);
       await afterCommit(this.#db, after, res.versionstamp);

@@ -1,0 +1,57 @@
+/**
+ * Erase on Deno KV (SPEC 9.1), on real KV files: the scenarios of
+ * `_erase_scenario.ts`, with the storage dumped whole (`kv.list` of every
+ * entry, keys and values).
+ *
+ * @module
+ */
+
+import { openBackend } from "../src/url.ts";
+import { type EraseEngine, eraseRace, eraseScenario, type Stored } from "./_erase_scenario.ts";
+
+/** Every entry of the KV file `file`, as text. */
+async function dumpKv(file: string): Promise<Stored[]> {
+  const kv = await Deno.openKv(file);
+  try {
+    const out: Stored[] = [];
+    const text = (v: unknown) =>
+      JSON.stringify(
+        v,
+        (_, x) =>
+          x instanceof Uint8Array
+            ? new TextDecoder().decode(x)
+            : typeof x === "bigint"
+            ? String(x)
+            : x,
+      );
+    for await (const e of kv.list({ prefix: [] })) {
+      out.push({ where: text(e.key), what: text(e.value) });
+    }
+    return out;
+  } finally {
+    kv.close();
+  }
+}
+
+/** An engine on a new KV file in `dir`. */
+function engineIn(dir: string, name: string): EraseEngine {
+  const file = `${dir}/${name}.kv`;
+  const url = `denokv:///${file}`;
+  return { url, open: () => openBackend(url), dump: () => dumpKv(file) };
+}
+
+Deno.test("erase: deno kv", async (t) => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await t.step(
+      "every trace of the user, and the grants that name it",
+      () => eraseScenario(engineIn(dir, "scenario")),
+    );
+    await t.step(
+      "a writer in another process races the erase",
+      () => eraseRace(engineIn(dir, "race")),
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
