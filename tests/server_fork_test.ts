@@ -34,6 +34,13 @@ Deno.test("state_fork and state_merge over stdio, both eras", async (t) => {
         assert.deepEqual(fork.forked_from, { handle: origin, version: 1 });
         const loaded = await ok(c, "state_load", { handle: sub });
         assert.deepEqual(loaded.forked_from, { handle: origin, version: 1 });
+        // state_list shows the lineage too (and none on the origin).
+        const listed = (await ok(c, "state_list", {})).handles as Record<string, unknown>[];
+        assert.deepEqual(listed.find((h) => h.handle === sub)?.forked_from, {
+          handle: origin,
+          version: 1,
+        });
+        assert.equal("forked_from" in listed.find((h) => h.handle === origin)!, false);
         assert.deepEqual(loaded.state, { steps: ["outline"], title: "t", notes: {} });
         // The sub-agent works on its fork; the parent goes on meanwhile.
         await ok(c, "state_patch", {

@@ -554,7 +554,10 @@ export function withLease<T extends HandleInfo>(
   return info;
 }
 
-/** A record's metadata as the store hands it out; `schemaVersion: false` for listings. */
+/**
+ * A record's metadata as the store hands it out; `schemaVersion: false` for
+ * listings (a fork's `forkedFrom` shows in both).
+ */
 export function infoOf(r: HandleMeta, schemaVersion = true): HandleInfo {
   return {
     handle: r.handle,
@@ -565,7 +568,7 @@ export function infoOf(r: HandleMeta, schemaVersion = true): HandleInfo {
     expiresAt: r.expiresAt === null ? null : new Date(r.expiresAt),
     lastWriter: r.lastWriter,
     ...(r.schemaVersion == null || !schemaVersion ? {} : { schemaVersion: r.schemaVersion }),
-    ...(r.forkedFrom == null || !schemaVersion ? {} : { forkedFrom: { ...r.forkedFrom } }),
+    ...(r.forkedFrom == null ? {} : { forkedFrom: { ...r.forkedFrom } }),
   };
 }
 

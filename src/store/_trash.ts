@@ -94,10 +94,11 @@ export async function trash(core: Core, user: string, options: TrashOptions): Pr
   const page = more ? live.slice(0, limit) : live;
   const last = page[page.length - 1];
   return {
-    handles: page.map((r) => ({
-      ...infoOf(r, false),
-      restorableUntil: new Date(r.trashUntil),
-    })),
+    handles: page.map((r) => {
+      // A trash listing shows no lineage (engines list the trash without it).
+      const { forkedFrom: _, ...info } = infoOf(r, false);
+      return { ...info, restorableUntil: new Date(r.trashUntil) };
+    }),
     nextCursor: more && last
       ? "t" + encodeCursor({ updatedAt: last.trashUntil, handle: last.handle })
       : null,

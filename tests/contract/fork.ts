@@ -30,11 +30,16 @@ export default group("fork", [], [
       assert.equal(snap.lastWriter, "sub/1");
       assert.deepEqual(snap.forkedFrom, { handle: h, version: 2 });
       assert.equal(snap.expiresAt?.getTime(), (await store.get(h, { user })).expiresAt?.getTime());
-      // Another connection reads the lineage back; listings leave it out.
+      // Another connection reads the lineage back, and so does a listing
+      // (with previews or without); the origin's entry has none.
       await using other = await openStore({ clock: clock.fn });
       assert.deepEqual((await other.get(f, { user })).forkedFrom, { handle: h, version: 2 });
-      const listed = (await store.list(user)).find((i) => i.handle === f);
-      assert.ok(listed && !("forkedFrom" in listed));
+      for (const previews of [false, true]) {
+        const page = (await other.listPage(user, { previews })).handles;
+        assert.deepEqual(page.find((i) => i.handle === f)?.forkedFrom, { handle: h, version: 2 });
+        const origin = page.find((i) => i.handle === h);
+        assert.ok(origin && !("forkedFrom" in origin));
+      }
       // The origin is untouched, and the fork moves on by itself.
       assert.equal((await store.get(h, { user })).version, 2);
       await store.patch(f, [SetKey("", "n", 2)], { user });

@@ -583,8 +583,13 @@ export class PostgresBackend implements B.Backend {
     }
     return this.#pool.read(async (sql) => {
       const rows = await sql.unsafe(text, [user, q.limit, ...values]).values();
-      if (!q.previews) return rows.map(metaOf);
-      return rows.map((r) => r[7] == null ? metaOf(r) : { ...metaOf(r), preview: String(r[7]) });
+      // After the metadata: `forked_from`, then (with previews) the preview.
+      return rows.map((r) => {
+        const meta = r[7] == null
+          ? metaOf(r)
+          : { ...metaOf(r), forkedFrom: JSON.parse(String(r[7])) as B.ForkPoint };
+        return r[8] == null ? meta : { ...meta, preview: String(r[8]) };
+      });
     });
   }
 

@@ -332,12 +332,15 @@ export type Statements = ReturnType<typeof statements>;
 
 /**
  * The listing query of schema `s`: an index-only scan of its partial index of
- * live rows; with `previews`, each row ends with its `preview`, read from the
- * row (the index leaves it out).
+ * live rows, each row of the page then ending with its `forked_from`, read
+ * through the primary key (never the state); with `previews`, then its
+ * `preview`, read from the row (the index leaves both out).
  */
 export function listDialect(s: string, previews = false): ListDialect {
+  const fork = previews ? "forked_from" : `(SELECT f.forked_from FROM ${s}.handles AS f ` +
+    "WHERE f.user_id = handles.user_id AND f.handle = handles.handle)";
   return {
-    from: () => `SELECT ${META_COLUMNS}${previews ? ", preview" : ""} FROM ${s}.handles`,
+    from: () => `SELECT ${META_COLUMNS}, ${fork}${previews ? ", preview" : ""} FROM ${s}.handles`,
     user: "user_id",
     updated: "updated_at",
     expires: "expires_at",

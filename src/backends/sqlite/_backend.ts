@@ -427,10 +427,10 @@ export class SqliteBackend implements B.Backend {
     return this.#c.run(() => {
       const { shape, values } = listFilters(q);
       const rows = this.#q.list(shape, q.previews).all(user, q.limit, ...values) as Row[];
-      if (!q.previews) return rows.map(metaOf);
+      // After the metadata: `forked_from`, then (with previews) the preview.
       return rows.map((r) => {
-        const c = r as unknown[];
-        return c[7] == null ? metaOf(r) : { ...metaOf(r), preview: c[7] as string };
+        const c = cells(r), meta = { ...metaOf(r), ...forkedFromOf(c[7]) };
+        return c[8] == null ? meta : { ...meta, preview: c[8] as string };
       });
     });
   }

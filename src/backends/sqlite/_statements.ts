@@ -17,11 +17,17 @@ export const LEASE_SCAN_MAX = 500;
 export const SWEEP_BATCH = 500;
 
 /**
- * The listing query, read from the covering listing index only; a filter by
- * kind reads it too (it covers `kind`) and skips the other kinds' entries.
+ * The listing query, its order and filters read from the covering listing
+ * index; a filter by kind reads it too (it covers `kind`) and skips the
+ * other kinds' entries. Each row of the page then ends with its
+ * `forked_from`, read through the primary key from the row's columns stored
+ * before the state.
  */
 const LIST_DIALECT: ListDialect = {
-  from: () => `SELECT ${META} FROM handles INDEXED BY handles_by_user_updated`,
+  from: () =>
+    `SELECT ${META}, (SELECT f.forked_from FROM handles AS f ` +
+    "WHERE f.user = handles.user AND f.handle = handles.handle) " +
+    "FROM handles INDEXED BY handles_by_user_updated",
   user: "user",
   updated: "updated_ms",
   expires: "expires_ms",
@@ -29,10 +35,14 @@ const LIST_DIALECT: ListDialect = {
   param: (n) => `?${n}`,
 };
 
-/** The listing query with each row's preview: the index gives the order, the row the preview. */
+/**
+ * The listing query with each row's `forked_from` and preview: the index
+ * gives the order, the row the rest.
+ */
 const PREVIEW_DIALECT: ListDialect = {
   ...LIST_DIALECT,
-  from: () => `SELECT ${META}, preview FROM handles INDEXED BY handles_by_user_updated`,
+  from: () =>
+    `SELECT ${META}, forked_from, preview FROM handles INDEXED BY handles_by_user_updated`,
 };
 
 /** The prepared statements of one connection. */
