@@ -16,7 +16,7 @@ import type { ForkOptions, MergeResult, TransferOptions } from "../types.ts";
 import { checkHandle, checkUser, checkUserHandle, checkWriter } from "./_check.ts";
 import { alive, auditStep, call, context, type Core, entry, infoOf, UNAVAILABLE } from "./_core.ts";
 import { diffOf, withUndo } from "./_diff.ts";
-import { needGrants } from "./_share.ts";
+import { needGrants, routed } from "./_share.ts";
 import { insertUnique, mergeLoop } from "./_write.ts";
 
 /** Forks a handle (see {@link HandleStore.fork}). */
@@ -115,8 +115,17 @@ export async function mergeBack<S>(
   return { ...info, state, mergedFrom: label.from };
 }
 
-/** Transfers a handle to another user for good (see {@link HandleStore.transfer}). */
-export async function transfer(
+/**
+ * Transfers a handle to another user for good (see {@link HandleStore.transfer});
+ * through an alias, the grantee's call is `permission_denied` (only the
+ * owner transfers), nothing changed.
+ */
+export function transfer(core: Core, handle: string, options: TransferOptions): Promise<string> {
+  return routed(core, handle, options, "owner", (h, o) => transferAs(core, h, o), (r) => r);
+}
+
+/** {@link transfer} of the owner's own handle. */
+async function transferAs(
   core: Core,
   handle: string,
   options: TransferOptions,

@@ -425,10 +425,16 @@ export default group("share", ["grants"], [
         "permission_denied",
       );
       await rejectsWith(() => store.revoke(alias, { user: alice }), "permission_denied");
-      await rejectsWith(
+      // A grantee never transfers: permission_denied with its rights, nothing changed.
+      const before = (await store.get(h, { user: bob })).version;
+      const denied = await rejectsWith(
         () => store.transfer(alias, { user: alice, to: carol }),
-        "handle_not_found",
+        "permission_denied",
       );
+      assert.equal(denied.details.rights, "append");
+      assert.equal(denied.details.needed, "owner");
+      assert.equal((await store.get(h, { user: bob })).version, before);
+      await rejectsWith(() => store.get(h, { user: carol }), "handle_not_found");
       const grants = await store.grants(h, { user: bob });
       assert.deepEqual(grants.map((x) => [x.to, x.rights, x.handle]), [[alice, "append", alias]]);
       const log = await store.changesSince(h, 2, { user: bob });
@@ -439,6 +445,16 @@ export default group("share", ["grants"], [
       ]);
       assert.equal(log.changes[0]!.keep, "append");
       assert.equal(log.changes[1]!.via, grants[0]!.grant);
+      // Nor does a grantee with every right, by its alias or the owner's handle.
+      const w = await store.share(h, { user: bob, to: carol, rights: "write" });
+      const full = await rejectsWith(
+        () => store.transfer(w.handle, { user: carol, to: `${carol}-2`, keep: "read" }),
+        "permission_denied",
+      );
+      assert.deepEqual([full.details.rights, full.details.needed], ["write", "owner"]);
+      await rejectsWith(() => store.transfer(h, { user: carol, to: alice }), "handle_not_found");
+      assert.equal((await store.get(w.handle, { user: carol })).handle, w.handle);
+      assert.equal(await store.unshare(w.grant, { user: bob }), 1);
       assert.equal(await store.unshare(grants[0]!.grant, { user: bob }), 1);
       const ended = await rejectsWith(() => store.get(alias, { user: alice }), "handle_not_found");
       assert.equal(ended.details.reason, "grant_revoked");
