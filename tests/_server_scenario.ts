@@ -143,7 +143,8 @@ export async function toolScenario(
 
   await t.step("state_load returns the snapshot; __proto__ keys round-trip as data", async () => {
     const p = await ok(client, "state_load", { handle });
-    assert.deepEqual(keys(p), [...META_KEYS, "ok", "state"].sort());
+    assert.deepEqual(keys(p), [...META_KEYS, "ok", "state", "truncated"].sort());
+    assert.equal(p.truncated, false);
     assertMeta(p, handle, kind);
     assert.equal(p.version, 1);
     assert.equal(p.last_writer, o.writer);

@@ -53,10 +53,11 @@ async function budgetScenario(t: Deno.TestContext, client: AnyClient, budget: nu
   const state = { title: "Nightly", log, notes: "é".repeat(budget) };
   const handle = String((await ok(client, "state_save", { kind, state })).handle);
 
-  await t.step("within the default budget: the keys of mcpstate 0.2", async () => {
+  await t.step("within the default budget: the keys of mcpstate 0.2, and truncated", async () => {
     const small = String((await ok(client, "state_save", { kind, state: { a: 1 } })).handle);
     const p = await ok(client, "state_load", { handle: small });
-    assert.deepEqual(keys(p), [...META, "ok", "state"].sort());
+    assert.deepEqual(keys(p), [...META, "ok", "state", "truncated"].sort());
+    assert.equal(p.truncated, false);
     const q = await ok(client, "state_load", { handle: small, max_bytes: 256 });
     assert.deepEqual(keys(q), [...META, "ok", "size_bytes", "state", "truncated"].sort());
     assert.equal(q.truncated, false);
@@ -306,6 +307,11 @@ Deno.test("the default budget is 131,072 bytes; --max-read-bytes 0 reads without
   ]);
   const g = String((await ok(b.client, "state_save", { kind: "big", state: big })).handle);
   const q = await ok(b.client, "state_load", { handle: g });
-  assert.deepEqual(keys(q), [...META, "ok", "state"].sort());
+  assert.deepEqual(keys(q), [...META, "ok", "state", "truncated"].sort());
+  assert.equal(q.truncated, false);
+  // One part of it, too.
+  const part = await ok(b.client, "state_load", { handle: g, path: "blob" });
+  assert.deepEqual(keys(part), [...META, "ok", "path", "state", "truncated"].sort());
+  assert.equal(part.truncated, false);
   assert.deepEqual(q.state, big);
 });

@@ -77,10 +77,10 @@ export const load = defineTool({
     if (read.truncated) payload.outline = read.outline;
     else payload.state = value;
     if (path !== undefined) payload.path = path;
-    // A call that asks for a budget (or whose state is cut) learns whether anything was left
-    // out; any other keeps the keys of mcpstate 0.2.
+    // Every result says whether anything was left out (SPEC 7.5), with or without a budget;
+    // the full size comes with a cut result and with a call that asks for a budget.
+    payload.truncated = read.truncated;
     if (read.truncated || args.max_bytes !== undefined) {
-      payload.truncated = read.truncated;
       payload.size_bytes = read.sizeBytes < 0 ? jsonSize(value) : read.sizeBytes;
     }
     return payload;
