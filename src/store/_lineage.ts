@@ -14,7 +14,17 @@ import { decodeState } from "../json.ts";
 import { previewOf } from "../preview.ts";
 import type { ForkOptions, MergeResult, TransferOptions } from "../types.ts";
 import { checkHandle, checkUser, checkUserHandle, checkWriter } from "./_check.ts";
-import { alive, auditStep, call, context, type Core, entry, infoOf, UNAVAILABLE } from "./_core.ts";
+import {
+  alive,
+  auditStep,
+  type Call,
+  call,
+  context,
+  type Core,
+  entry,
+  infoOf,
+  UNAVAILABLE,
+} from "./_core.ts";
 import { diffOf, withUndo } from "./_diff.ts";
 import { needGrants, routed } from "./_share.ts";
 import { insertUnique, mergeLoop } from "./_write.ts";
@@ -121,15 +131,11 @@ export async function mergeBack<S>(
  * owner transfers), nothing changed.
  */
 export function transfer(core: Core, handle: string, options: TransferOptions): Promise<string> {
-  return routed(core, handle, options, "owner", (h, o) => transferAs(core, h, o), (r) => r);
+  return routed(core, handle, options, "owner", transferAs, (r) => r);
 }
 
 /** {@link transfer} of the owner's own handle. */
-async function transferAs(
-  core: Core,
-  handle: string,
-  options: TransferOptions,
-): Promise<string> {
+async function transferAs({ core, handle, options }: Call<TransferOptions>): Promise<string> {
   const user = checkUserHandle(options, handle);
   const to = checkUser({ user: (options as { to?: unknown }).to }, "to");
   if (to === user) {
