@@ -631,7 +631,7 @@ export class HandleStore implements AsyncDisposable {
 
   /**
    * Forks a handle: a new handle of the same kind, owned by the caller, holding the origin's
-   * current state, with `forkedFrom` (docs/library.md#fork-merge-back-transfer).
+   * current state, with `forkedFrom` (docs/travel.md#fork-merge-back-transfer).
    * @param handle The handle to fork (the caller's own).
    * @param options The user and the writer label.
    * @returns The fork's handle (as long as the origin's).
@@ -659,7 +659,7 @@ export class HandleStore implements AsyncDisposable {
 
   /**
    * Merges a fork's changes since the fork point into its origin, when they are disjoint from the
-   * origin's (docs/library.md#fork-merge-back-transfer).
+   * origin's (docs/travel.md#fork-merge-back-transfer).
    * @param fork The fork (the caller's own handle made by {@link HandleStore.fork}).
    * @param options The user and the writer label of the origin's write.
    * @returns The origin's snapshot after the merge, with `mergedFrom`.
@@ -676,7 +676,7 @@ export class HandleStore implements AsyncDisposable {
 
   /**
    * Transfers a handle for good to user `to`, under the same handle string, in one atomic step
-   * (docs/library.md#fork-merge-back-transfer).
+   * (docs/travel.md#fork-merge-back-transfer).
    * @param handle The caller's handle.
    * @param options The user, `to` (the new owner) and `keep`.
    * @returns The handle as the new owner uses it (the same string).
@@ -712,7 +712,7 @@ export class HandleStore implements AsyncDisposable {
 
   /**
    * Shares a handle: `to` (a user, or `"*"`) may use the returned alias with `rights`
-   * (docs/library.md#sharing-a-handle).
+   * (docs/travel.md#sharing-a-handle).
    * @param handle The owner's handle, or an alias the caller holds (a re-share).
    * @param options The caller, the grantee, the rights, the TTL in days.
    * @returns The grant, with the alias handle the grantee uses.

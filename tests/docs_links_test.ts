@@ -192,3 +192,32 @@ Deno.test("docs: the openings of README.md and docs/server.md name every tool; t
   assert.match(readme, /^npx --yes deno@[\d.]+ task serve {3}# /m);
   assert.match(readme, /^npx --yes deno@[\d.]+ task test {4}# /m);
 });
+
+Deno.test("docs: every docs/…md#anchor the source's JSDoc names resolves", () => {
+  const problems: string[] = [];
+  const walk = (dir: string): void => {
+    for (const e of Deno.readDirSync(dir)) {
+      const path = join(dir, e.name);
+      if (e.isDirectory) walk(path);
+      else if (e.isFile && e.name.endsWith(".ts")) {
+        const text = Deno.readTextFileSync(path);
+        for (const m of text.matchAll(/\bdocs\/[\w/-]+\.md(?:#[\w-]+)?/g)) {
+          const wrong = check(join(ROOT, "README.md"), m[0]);
+          if (wrong) problems.push(`${relative(ROOT, path)} → ${m[0]}: ${wrong}`);
+        }
+      }
+    }
+  };
+  walk(join(ROOT, "src"));
+  assert.deepEqual(problems, []);
+});
+
+Deno.test("docs: the pages stay readable: README at most 12,000 bytes, benchmarks 30,000, no page of docs/ over 50,000", () => {
+  const size = (path: string) => Deno.statSync(join(ROOT, path)).size;
+  assert.ok(size("README.md") <= 12_000, `README.md: ${size("README.md")} bytes`);
+  assert.ok(size("docs/benchmarks.md") <= 30_000, `benchmarks.md: ${size("docs/benchmarks.md")}`);
+  for (const e of Deno.readDirSync(join(ROOT, "docs"))) {
+    if (!e.isFile || !e.name.endsWith(".md")) continue;
+    assert.ok(size(`docs/${e.name}`) <= 50_000, `docs/${e.name}: ${size(`docs/${e.name}`)} bytes`);
+  }
+});
