@@ -16,6 +16,7 @@ const SAMPLES: Record<string, () => McpStateError> = {
   Unauthenticated: () => new errors.Unauthenticated(),
   BackendError: () => new errors.BackendError("redis://u:p@h is down"),
   InternalError: () => new errors.InternalError(new TypeError("x")),
+  EncryptionError: () => errors.EncryptionError.unknownKey("k2024"),
   QuotaExceeded: () => new errors.QuotaExceeded("writes_per_minute", 60, 60, 12),
   GrantEnded: () => new errors.GrantEnded("doc_abcdefghijklmnopqrstuvwxyz", "grant_revoked"),
   PermissionDenied: () => new errors.PermissionDenied("read", "append"),
