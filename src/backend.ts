@@ -30,6 +30,7 @@ import type {
   ErasurePrimitives,
   FeedPrimitives,
   GrantPrimitives,
+  KeyPrimitives,
   LeasePrimitives,
   QuotaPrimitives,
   RecordPrimitives,
@@ -168,6 +169,12 @@ export interface Backend {
    * @since 0.5.0
    */
   readonly erasure?: ErasurePrimitives;
+  /**
+   * Optional: the users' wrapped data keys, for encryption at rest (SPEC 9.2).
+   *
+   * @since 0.5.0
+   */
+  readonly keys?: KeyPrimitives;
   /** Releases connections and files. Idempotent. */
   close(): Promise<void>;
 }

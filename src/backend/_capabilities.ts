@@ -309,3 +309,72 @@ export interface ErasurePrimitives {
    */
   erase(user: string, now: number): Promise<ErasureCounts>;
 }
+
+/**
+ * A user's data key as a backend keeps it: wrapped by the key-encryption
+ * key `keyId` (SPEC 9.2). Opaque to the backend.
+ *
+ * @since 0.5.0
+ */
+export interface StoredKey {
+  /** The id of the key-encryption key that wrapped it. */
+  keyId: string;
+  /** The wrapped key (base64 text). */
+  wrapped: string;
+}
+
+/**
+ * Optional (encryption at rest, SPEC 9.2): the users' wrapped data keys.
+ * A backend keeps at most one per user; the data backend, or another one
+ * given as the store's `keyStore`, holds them.
+ *
+ * @since 0.5.0
+ */
+export interface KeyPrimitives {
+  /**
+   * The user's data key, or `null` when it has none.
+   *
+   * @param user The user.
+   * @returns The stored key.
+   */
+  get(user: string): Promise<StoredKey | null>;
+  /**
+   * Stores `key` as the user's data key unless one is stored already, in one
+   * atomic step, and answers the one stored after the call (the caller's,
+   * or the one another process stored first).
+   *
+   * @param user The user.
+   * @param key The new key.
+   * @param now Epoch ms.
+   * @returns The user's key.
+   */
+  create(user: string, key: StoredKey, now: number): Promise<StoredKey>;
+  /**
+   * Replaces the user's data key `from` by `to` (the same key wrapped anew,
+   * by `keys rotate`) when `from` is still the stored one, in one atomic
+   * step; answers whether it did.
+   *
+   * @param user The user.
+   * @param from The key the caller read.
+   * @param to Its new wrapping.
+   * @returns Whether it was replaced.
+   */
+  rewrap(user: string, from: StoredKey, to: StoredKey): Promise<boolean>;
+  /**
+   * Deletes the user's data key (crypto-shredding, with `erase`); answers
+   * whether one was there.
+   *
+   * @param user The user.
+   * @returns Whether a key was deleted.
+   */
+  delete(user: string): Promise<boolean>;
+  /**
+   * One page of the stored keys, users in the engine's order, starting
+   * strictly after `query.after`; paging until a page comes back shorter
+   * than `limit` visits every user exactly once.
+   *
+   * @param query The page.
+   * @returns The page's users with their keys.
+   */
+  list(query: { after?: string; limit: number }): Promise<{ user: string; key: StoredKey }[]>;
+}

@@ -179,6 +179,13 @@ const GROUP_OPS: {
     to: "grantsTo",
   },
   erasure: { count: "countUser", erase: "eraseUser" },
+  keys: {
+    get: "readKey",
+    create: "createKey",
+    rewrap: "rewrapKey",
+    delete: "deleteKey",
+    list: "listKeys",
+  },
 });
 /** Every property of {@link Backend} that is neither a primitive nor a group, likewise. */
 const PROPERTIES: Readonly<Record<Exclude<keyof Backend, Primitive | Group | "close">, true>> =
