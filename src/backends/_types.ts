@@ -1,6 +1,6 @@
 /**
- * The backend interface's types, which every engine's entry re-exports so
- * that a user of one engine imports them from it.
+ * The backend interface's types, listed once: `mod.ts` and every engine's
+ * entry re-export them, so that a user of one engine imports them from it.
  *
  * @module
  */
