@@ -83,6 +83,19 @@ export function grantGone(g: GrantRecord | null, now: number): GrantEndReason | 
 }
 
 /**
+ * Whether a grant ended or expired at or before `before`, so that
+ * `grants.sweep(before)` deletes it.
+ *
+ * @param g The grant.
+ * @param before Epoch ms.
+ * @returns Whether it goes.
+ */
+export function grantStale(g: GrantRecord, before: number): boolean {
+  return (g.endedAt !== null && g.endedAt <= before) ||
+    (g.expiresAt !== null && g.expiresAt <= before);
+}
+
+/**
  * Validates a rights string.
  *
  * @param rights The value passed.

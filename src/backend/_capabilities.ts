@@ -261,6 +261,16 @@ export interface GrantPrimitives {
    * @since 0.5.0 (as `Backend.grantsTo`)
    */
   to(to: string): Promise<GrantRecord[]>;
+  /**
+   * Deletes every grant whose `endedAt` or `expiresAt` is at or before
+   * `before`, with its alias and every index entry that names it (its alias
+   * then reads as absent, {@link GrantPrimitives.read} `null`); answers how
+   * many went. A re-share never outlives its parent (it ends with it, and
+   * expires no later), so no grant in force loses its parent.
+   *
+   * @since 0.5.0
+   */
+  sweep(before: number): Promise<number>;
 }
 
 /**

@@ -109,6 +109,9 @@ export function grantSchema(t: string, int: string): string[] {
     `CREATE INDEX IF NOT EXISTS grants_by_handle ON ${t} (owner, handle)`,
     `CREATE INDEX IF NOT EXISTS grants_by_grantee ON ${t} (to_user) WHERE ended_ms IS NULL`,
     `CREATE INDEX IF NOT EXISTS grants_by_parent ON ${t} (parent)`,
+    // For the sweep of grants ended or expired (`grants.sweep`).
+    `CREATE INDEX IF NOT EXISTS grants_by_end ON ${t} (ended_ms) WHERE ended_ms IS NOT NULL`,
+    `CREATE INDEX IF NOT EXISTS grants_by_expiry ON ${t} (expires_ms) WHERE expires_ms IS NOT NULL`,
   ];
 }
 
@@ -148,6 +151,8 @@ export function grantSql(t: string, p: ListDialect["param"]): {
   of: string;
   /** The grants to user 1 not ended, oldest first. */
   to: string;
+  /** Deletes every grant ended or expired at or before 1. */
+  sweep: string;
 } {
   const values = GRANT_COLUMNS.split(", ").map((c, i) =>
     p(i + 1, c.endsWith("_ms") ? "bigint" : "text")
@@ -164,6 +169,8 @@ export function grantSql(t: string, p: ListDialect["param"]): {
       `AND handle = ${p(2, "text")} ORDER BY created_ms, grant_id`,
     to: `SELECT ${GRANT_COLUMNS} FROM ${t} WHERE to_user = ${p(1, "text")} ` +
       "AND ended_ms IS NULL ORDER BY created_ms, grant_id",
+    sweep: `DELETE FROM ${t} WHERE ended_ms <= ${p(1, "bigint")} ` +
+      `OR expires_ms <= ${p(1, "bigint")}`,
   };
 }
 

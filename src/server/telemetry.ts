@@ -177,6 +177,7 @@ const GROUP_OPS: {
     end: "endGrant",
     of: "grantsOf",
     to: "grantsTo",
+    sweep: "sweepGrants",
   },
   erasure: { count: "countUser", erase: "eraseUser" },
   keys: {

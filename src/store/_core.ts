@@ -451,16 +451,28 @@ export async function stale(
   return new StaleWrite(handle, expect, toPayload(snapshotOf(current)), extra);
 }
 
-/** Removes the records past their grace period, in the background; never throws. */
+/**
+ * Removes the records past their grace period (unless the backend reclaims
+ * them by itself), then the grants that ended or expired longer than the
+ * trash grace ago, in the background; never throws.
+ */
 export function reclaim(core: Core): void {
   if (core.closed) return;
   const now = core.clock();
-  core.backend.sweep(null, now - core.graceMs, now).catch(() => {});
+  const { backend } = core;
+  const records = backend.reclaimsExpired
+    ? Promise.resolve()
+    : backend.sweep(null, now - core.graceMs, now);
+  records.then(() => backend.grants?.sweep(now - core.trashMs)).catch(() => {});
 }
 
-/** Starts the background reclaim, unless the backend reclaims by itself or the interval is 0. */
+/**
+ * Starts the background reclaim, unless the interval is 0 or there is
+ * nothing to reclaim (the backend reclaims records by itself and has no grants).
+ */
 export function reclaimTimer(core: Core): ReturnType<typeof setInterval> | undefined {
-  if (core.backend.reclaimsExpired || core.reclaimMs <= 0) return undefined;
+  const idle = core.backend.reclaimsExpired && !core.backend.grants;
+  if (idle || core.reclaimMs <= 0) return undefined;
   const timer = setInterval(() => reclaim(core), core.reclaimMs);
   Deno.unrefTimer(timer);
   return timer;

@@ -105,9 +105,16 @@ export async function trash(core: Core, user: string, options: TrashOptions): Pr
   };
 }
 
-/** Removes every expired record now (see {@link HandleStore.sweep}). */
+/**
+ * Removes every expired record now (see {@link HandleStore.sweep}); for
+ * every user (no `user`), also the grants that ended or expired longer than
+ * the trash grace ago (SPEC 8.5). The count is the records' only.
+ */
 export async function sweep(core: Core, user?: string): Promise<number> {
   if (user !== undefined) checkUser({ user });
   const now = core.clock();
-  return await call(core, () => core.backend.sweep(user ?? null, now, now));
+  const removed = await call(core, () => core.backend.sweep(user ?? null, now, now));
+  const grants = core.backend.grants;
+  if (user === undefined && grants) await call(core, () => grants.sweep(now - core.trashMs));
+  return removed;
 }

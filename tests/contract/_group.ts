@@ -69,7 +69,7 @@ export const CAPABILITIES = {
   leases: ["leases.acquire", "leases.release", "leases.of"],
   quotas: ["quotas.usage"],
   transfer: ["transfer.move"],
-  grants: ["grants.put", "grants.read", "grants.end", "grants.of", "grants.to"],
+  grants: ["grants.put", "grants.read", "grants.end", "grants.of", "grants.to", "grants.sweep"],
   found: ["trash.until"],
   erasure: ["erasure.count", "erasure.erase"],
 } as const satisfies Record<string, readonly Member[]>;

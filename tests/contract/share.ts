@@ -270,6 +270,50 @@ export default group("share", ["grants"], [
     },
   ),
   step(
+    "sweep() removes grants ended or expired longer than the trash grace ago; its count is the records' only",
+    async ({ store, backend, clock, openStore }) => {
+      const alice = freshUser("alice"), bob = freshUser("bob"), carol = freshUser("carol");
+      const handle = await store.mint("doc", { log: [] }, { user: alice });
+      const ended = await store.share(handle, { user: alice, to: bob, rights: "read" });
+      const expired = await store.share(handle, {
+        user: alice,
+        to: carol,
+        rights: "read",
+        ttlDays: 1,
+      });
+      const kept = await store.share(handle, { user: alice, to: "*", rights: "read" });
+      const recent = await store.share(handle, { user: alice, to: carol, rights: "write" });
+      await store.unshare(ended.grant, { user: alice });
+      // The store's trash grace is 7 days: the first two are past it, the unshare below is not.
+      clock.advance(8 * DAY);
+      await store.unshare(recent.grant, { user: alice });
+      // A sweep of records only (its trash grace outlives every grant): then nothing expired is left.
+      {
+        await using wide = await openStore({ clock: clock.fn, trashDays: 100 });
+        await wide.sweep();
+        assert.ok(await backend.grants!.read(ended.grant));
+      }
+      assert.equal(await store.sweep(), 0);
+      for (const g of [ended, expired]) {
+        assert.equal(await backend.grants!.read(g.grant), null);
+        assert.equal(await backend.grants!.read(g.handle), null);
+        const e = await rejectsWith(() => store.get(g.handle, { user: g.to }), "handle_not_found");
+        assert.equal(e.details.reason, undefined);
+      }
+      const e = await rejectsWith(
+        () => store.get(recent.handle, { user: carol }),
+        "handle_not_found",
+      );
+      assert.equal(e.details.reason, "grant_revoked");
+      assert.equal((await store.get(kept.handle, { user: bob })).handle, kept.handle);
+      assert.deepEqual((await store.grants(handle, { user: alice })).map((g) => g.grant), [
+        kept.grant,
+      ]);
+      const of = await backend.grants!.of(alice, handle);
+      assert.deepEqual(of.map((g) => g.grant).sort(), [kept.grant, recent.grant].sort());
+    },
+  ),
+  step(
     "a grant lapses by the store clock: grant_expired on reads and writes, gone from lists",
     async ({ store, clock }) => {
       const alice = freshUser("alice"), bob = freshUser("bob");

@@ -83,6 +83,7 @@ export class DenoKvBackend implements B.Backend {
   readonly #queue = new KeyedQueue();
   #feed: Feed;
   readonly #grants: KvGrants;
+  readonly #erasure: KvErasure;
   /** {@inheritDoc Backend.erasure} */
   readonly erasure: B.ErasurePrimitives;
 
@@ -101,7 +102,7 @@ export class DenoKvBackend implements B.Backend {
     const timeoutMs = checkMs(options.contentionTimeoutMs ?? 30_000, "contentionTimeoutMs");
     this.#db = new KvIo(kv, this.#k, timeoutMs);
     this.#feed = new Feed(this.#db, true);
-    this.erasure = new KvErasure(this.#db);
+    this.erasure = this.#erasure = new KvErasure(this.#db);
     this.#grants = new KvGrants(this.#db, async (audit, res, after) => {
       this.#feed.changed(audit.user, audit.handle, res);
       await afterCommit(this.#db, after, res.versionstamp);
@@ -715,6 +716,8 @@ export class DenoKvBackend implements B.Backend {
     end: (grant, now, audit) => this.#grants.end(grant, now, audit),
     of: (owner, handle) => this.#grants.of(owner, handle),
     to: (to) => this.#grants.to(to),
+    /** Deleted as an erase deletes grants (`denokv/_erase.ts`), in its atomic commits. */
+    sweep: (before) => this.#erasure.sweepGrants(before),
   };
 
   /** {@inheritDoc Backend.close} */

@@ -27,10 +27,14 @@
  * needs nothing removed (a mint, an import, a share): ordered after the
  * erase, like one that started after it returned.
  *
+ * The sweep of grants ended or expired (`grants.sweep`) deletes its grants
+ * the same way: their records, aliases and index entries.
+ *
  * @module
  */
 
 import type { ErasureCounts, ErasurePrimitives, GrantRecord } from "../../backend.ts";
+import { grantStale } from "../../grants.ts";
 import { GrantKeys } from "./_grants.ts";
 import type { KvIo } from "./_io.ts";
 import { samePart } from "./_keys.ts";
@@ -101,9 +105,41 @@ export class KvErasure implements ErasurePrimitives {
         }
       }
     }
-    const keys: Deno.KvKey[] = [];
     const u = this.#db.keys.user(user);
-    const lists: Deno.KvKey[] = [[...p, "go", u], [...p, "gt", u]];
+    // Every index entry the user owns or is the grantee of, whichever grant it names.
+    const mine = (key: Deno.KvKey) => samePart(key[p.length + 1]!, u) && key[p.length] !== "gc";
+    const keys = await this.#grantKeys(hit, [[...p, "go", u], [...p, "gt", u]], mine);
+    return { keys, handles: 0, grants: hit.size };
+  }
+
+  /**
+   * Deletes every grant ended or expired at or before `before`, with its
+   * alias and index entries, as an erase deletes them (see
+   * `GrantPrimitives.sweep`).
+   *
+   * @param before Epoch ms.
+   * @returns How many grants went.
+   */
+  async sweepGrants(before: number): Promise<number> {
+    const all = await this.#db.range<GrantRecord>({ prefix: [...this.#db.keys.p, "g"] });
+    const hit = new Map<string, GrantRecord>();
+    for (const { value: g } of all) if (grantStale(g, before)) hit.set(g.grant, g);
+    if (hit.size === 0) return 0;
+    await this.#delete(await this.#grantKeys(hit, [], () => false));
+    return hit.size;
+  }
+
+  /**
+   * The keys of the grants `hit`: their records, aliases and index entries
+   * (found by listing `lists` and each grant's lists), and the entries of
+   * `lists` that `also` keeps.
+   */
+  async #grantKeys(
+    hit: Map<string, GrantRecord>,
+    lists: Deno.KvKey[],
+    also: (key: Deno.KvKey) => boolean,
+  ): Promise<Deno.KvKey[]> {
+    const keys: Deno.KvKey[] = [];
     for (const g of hit.values()) {
       keys.push(this.#g.grant(g.grant), this.#g.alias(g.alias), this.#g.children(g.grant));
       lists.push(this.#g.ofHandle(g.owner, g.handle), this.#g.toUser(g.to));
@@ -113,8 +149,7 @@ export class KvErasure implements ErasurePrimitives {
     for (const prefix of dedupe(lists)) {
       for (const e of await this.#db.range({ prefix })) {
         const last = e.key[e.key.length - 1];
-        const mine = samePart(e.key[p.length + 1]!, u) && (prefix[p.length] !== "gc");
-        if (mine || (typeof last === "string" && ids.has(last))) keys.push(e.key);
+        if (also(e.key) || (typeof last === "string" && ids.has(last))) keys.push(e.key);
       }
     }
     // A grant's re-share list as a prefix: every entry under it.
@@ -122,7 +157,7 @@ export class KvErasure implements ErasurePrimitives {
     for (const prefix of gc) {
       for (const e of await this.#db.range({ prefix })) keys.push(e.key);
     }
-    return { keys: dedupe(keys), handles: 0, grants: hit.size };
+    return dedupe(keys);
   }
 
   /** Every entry of `user`: its prefixes, its name, its sweep index entries. */

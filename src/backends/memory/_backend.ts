@@ -9,7 +9,7 @@ import type * as B from "../../backend.ts";
 import { auditEntry, metaOf } from "../../backend.ts";
 import { utf8Length } from "../../json.ts";
 import { checkQuota, MINUTE_MS, type UsageDelta, writesAt } from "../_quota.ts";
-import { grantEnded, grantGone } from "../../grants.ts";
+import { grantEnded, grantGone, grantStale } from "../../grants.ts";
 import { memoryErasure } from "./_erase.ts";
 import { compareListOrder, compareTrashOrder, Listeners, saveByUpdate } from "../_shared.ts";
 
@@ -266,6 +266,16 @@ export class MemoryBackend implements B.Backend {
         [...this.#grants.values()].filter((g) => g.to === to && g.endedAt === null)
           .map((g) => ({ ...g })),
       );
+    },
+    sweep: (before) => {
+      let n = 0;
+      for (const g of [...this.#grants.values()]) {
+        if (!grantStale(g, before)) continue;
+        this.#aliases.delete(g.alias);
+        this.#grants.delete(g.grant);
+        n++;
+      }
+      return Promise.resolve(n);
     },
   };
 

@@ -675,6 +675,8 @@ export class PostgresBackend implements B.Backend {
     end: (grant, now, audit) => endGrant(this.#pool, this.#q, this.#g, grant, now, audit),
     of: (owner, handle) => this.#pool.read((sql) => this.#g.of(sql, owner, handle)),
     to: (to) => this.#pool.read((sql) => this.#g.to(sql, to)),
+    /** One `DELETE` (it waits for a write that holds a grant's row). */
+    sweep: (before) => this.#pool.op((sql) => this.#g.sweep(sql, before)),
   };
 
   /** {@inheritDoc Backend.quotas} */

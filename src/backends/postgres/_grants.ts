@@ -211,6 +211,19 @@ export class GrantStatements {
   }
 
   /**
+   * Deletes every grant ended or expired at or before `before` (the alias
+   * is a column of the row).
+   *
+   * @param sql A connection.
+   * @param before Epoch ms.
+   * @returns How many went.
+   */
+  async sweep(sql: Queryable, before: number): Promise<number> {
+    const res = await sql.unsafe(this.#sql.sweep, [before] as never[]).execute();
+    return res.count;
+  }
+
+  /**
    * The grants to a user not ended.
    *
    * @param sql A connection.

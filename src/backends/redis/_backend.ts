@@ -85,6 +85,7 @@ export class RedisBackend implements B.Backend {
   /** Which Redis this is, for sharing the per-handle queues of one process. */
   #scope: string;
   #users: UsersScan | undefined;
+  readonly #erasure: RedisErasure;
   /** {@inheritDoc Backend.erasure} */
   readonly erasure: B.ErasurePrimitives;
 
@@ -103,7 +104,7 @@ export class RedisBackend implements B.Backend {
     this.#feed = new Feed(this.#conn);
     this.#k = new KeySpace(prefix);
     this.#grants = new RedisGrants(this.#conn, this.#k);
-    this.erasure = new RedisErasure(this.#conn, this.#k);
+    this.erasure = this.#erasure = new RedisErasure(this.#conn, this.#k);
     this.#closeClient = options.closeClient ?? false;
     if ((client as { isCluster?: boolean }).isCluster) {
       this.#moves = new RedisMoves(this.#conn, this.#k, this.#grants);
@@ -486,6 +487,8 @@ export class RedisBackend implements B.Backend {
     },
     of: (owner, handle) => this.#grants.of(owner, handle),
     to: (to) => this.#grants.to(to),
+    /** A scan of every node's grant hashes, then one script per owner (`redis/_erase.ts`). */
+    sweep: (before) => this.#erasure.sweepGrants(before),
   };
 
   /** A grant change left an entry on `(owner, handle)`: the guess goes, listeners hear. */

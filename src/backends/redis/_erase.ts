@@ -29,10 +29,14 @@
  * record or grant is needed for: it is ordered after the erase, exactly like
  * one that started after the erase returned.
  *
+ * The sweep of grants ended or expired (`grants.sweep`) finds them by the
+ * same scan and removes them as step 2 and 3 do.
+ *
  * @module
  */
 
 import type { ErasureCounts, ErasurePrimitives, GrantRecord } from "../../backend.ts";
+import { grantStale } from "../../grants.ts";
 import type { Connection } from "./_connection.ts";
 import type { KeySpace } from "./_keys.ts";
 import { encodeHandle } from "./_codec.ts";
@@ -100,17 +104,7 @@ export class RedisErasure implements ErasurePrimitives {
     for (const f of named) {
       if (f.base !== base) byOwner.set(f.base, [...byOwner.get(f.base) ?? [], f]);
     }
-    for (const [owner, found] of byOwner) {
-      const args = [owner];
-      for (const f of found) {
-        args.push(f.enc, this.#k.grantsOf(f.rec.owner, f.rec.handle));
-        args.push(f.rec.parent === null ? "" : encodeHandle(f.rec.parent));
-      }
-      const keys = found.map((f) => `${owner}g:${f.enc}`);
-      const gone = await this.#conn.run(E.grants, keys, args, () => true) as string[];
-      total.grants += gone.length;
-      await this.#unname(gone.map((j) => JSON.parse(j) as GrantRecord));
-    }
+    for (const [owner, found] of byOwner) total.grants += await this.#drop(owner, found);
     const own = await this.#own(user);
     for (let i = 0; i < own.length; i += BATCH) {
       const reply = await this.#conn.run(E.own, own.slice(i, i + BATCH), [base], () => true) as [
@@ -125,6 +119,42 @@ export class RedisErasure implements ErasurePrimitives {
     return named.length > 0 || own.length > 0;
   }
 
+  /**
+   * Deletes every grant ended or expired at or before `before` (with the
+   * re-shares under it, which ended or expired no later), as a pass of an
+   * erase deletes grants of other owners: their look-ups by name first,
+   * then one `ERASE_GRANTS` per owner (see `GrantPrimitives.sweep`).
+   *
+   * @param before Epoch ms.
+   * @returns How many grants went.
+   */
+  async sweepGrants(before: number): Promise<number> {
+    const stale = (await this.#all()).filter((f) => grantStale(f.rec, before));
+    await this.#unname(stale.map((f) => f.rec));
+    const byOwner = new Map<string, Found[]>();
+    for (const f of stale) byOwner.set(f.base, [...byOwner.get(f.base) ?? [], f]);
+    let gone = 0;
+    for (const [owner, found] of byOwner) gone += await this.#drop(owner, found);
+    return gone;
+  }
+
+  /**
+   * One `ERASE_GRANTS` in the slot of `owner` (its key prefix): removes
+   * `found` and the re-shares under them, then their look-ups by name.
+   * Answers how many went.
+   */
+  async #drop(owner: string, found: Found[]): Promise<number> {
+    const args = [owner];
+    for (const f of found) {
+      args.push(f.enc, this.#k.grantsOf(f.rec.owner, f.rec.handle));
+      args.push(f.rec.parent === null ? "" : encodeHandle(f.rec.parent));
+    }
+    const keys = found.map((f) => `${owner}g:${f.enc}`);
+    const gone = await this.#conn.run(E.grants, keys, args, () => true) as string[];
+    await this.#unname(gone.map((j) => JSON.parse(j) as GrantRecord));
+    return gone.length;
+  }
+
   /** Every key of `user`, on every node. */
   #own(user: string): Promise<string[]> {
     const pattern = this.#k.base(user).replace(/[*?[\]\\]/g, "\\$&") + "*";
@@ -136,17 +166,7 @@ export class RedisErasure implements ErasurePrimitives {
    * user, and every re-share under those, from a scan of every grant hash.
    */
   async #grants(user: string): Promise<Found[]> {
-    const keys = (await this.#conn.scanKeys(this.#k.pattern("g:*"))).sort();
-    const all: Found[] = [];
-    const c = this.#conn.client;
-    for (let i = 0; i < keys.length; i += BATCH) {
-      const batch = keys.slice(i, i + BATCH);
-      const js = await this.#conn.cmd(() => Promise.all(batch.map((key) => c.hget(key, "j"))));
-      batch.forEach((key, n) => {
-        const m = this.#grantKey.exec(key), j = js[n];
-        if (m && j) all.push({ base: m[1]!, enc: m[2]!, rec: JSON.parse(j) as GrantRecord });
-      });
-    }
+    const all = await this.#all();
     const hit = new Set<string>();
     const id = (base: string, enc: string) => base + enc;
     for (const f of all) {
@@ -165,6 +185,26 @@ export class RedisErasure implements ErasurePrimitives {
       }
     }
     return all.filter((f) => hit.has(id(f.base, f.enc)));
+  }
+
+  /** Every grant hash, on every node, with its record (its end from the hash's `e`). */
+  async #all(): Promise<Found[]> {
+    const keys = (await this.#conn.scanKeys(this.#k.pattern("g:*"))).sort();
+    const all: Found[] = [];
+    const c = this.#conn.client;
+    for (let i = 0; i < keys.length; i += BATCH) {
+      const batch = keys.slice(i, i + BATCH);
+      const got = await this.#conn.cmd(() =>
+        Promise.all(batch.map((key) => c.hmget(key, "j", "e")))
+      );
+      batch.forEach((key, n) => {
+        const m = this.#grantKey.exec(key), [j, e] = got[n]!;
+        if (!m || !j) return;
+        const rec = { ...JSON.parse(j) as GrantRecord, endedAt: e ? Number(e) : null };
+        all.push({ base: m[1]!, enc: m[2]!, rec });
+      });
+    }
+    return all;
   }
 
   /** Drops the look-ups by name of `grants`: by alias, by id, in the grantee's list. */

@@ -566,6 +566,7 @@ export class SqliteBackend implements B.Backend {
     },
     of: (owner, handle) => this.#c.run(() => this.#g.of(owner, handle)),
     to: (to) => this.#c.run(() => this.#g.to(to)),
+    sweep: (before) => this.#c.write(() => this.#g.sweep(before)),
   };
 
   /** Takes a lease inside the running write transaction. */

@@ -12,8 +12,8 @@
  * its version and `updatedAt`) and the entry, appended and trimmed as every
  * write's is.
  *
- * The table is created when absent; the schema version is not changed
- * (older versions of mcpstate ignore the table).
+ * The table and its indexes are created when absent; the schema version is
+ * not changed (older versions of mcpstate ignore the table).
  *
  * @module
  */
@@ -29,8 +29,9 @@ import { GRANT_COLUMNS, grantSchema, grantSql, grantValues } from "../_sql.ts";
  * @param db An open connection whose schema is prepared.
  */
 export function prepareGrants(db: DatabaseSync): void {
+  // The newest index: a file made before it has the table without it.
   const present = db.prepare(
-    "SELECT 1 AS x FROM sqlite_master WHERE type = 'table' AND name = 'grants'",
+    "SELECT 1 AS x FROM sqlite_master WHERE type = 'index' AND name = 'grants_by_expiry'",
   ).get();
   if (present) return;
   db.exec(grantSchema("grants", "INTEGER").join(";\n"));
@@ -63,6 +64,7 @@ export class GrantStatements {
   readonly #endOf: StatementSync;
   readonly #of: StatementSync;
   readonly #to: StatementSync;
+  readonly #sweep: StatementSync;
   readonly #audit: StatementSync;
 
   /** @param db An open connection with the `grants` table. */
@@ -78,6 +80,7 @@ export class GrantStatements {
     this.#endOf = db.prepare(sql.endOf);
     this.#of = db.prepare(sql.of);
     this.#to = db.prepare(sql.to);
+    this.#sweep = db.prepare(sql.sweep);
     // The version step of an audit entry: the record's next version, its state kept.
     this.#audit = db.prepare(
       "UPDATE handles SET version = version + 1, updated_ms = ?3 " +
@@ -190,5 +193,16 @@ export class GrantStatements {
    */
   to(to: string): GrantRecord[] {
     return (this.#to.all(to) as Row[]).map(grantOf);
+  }
+
+  /**
+   * Inside a transaction: deletes every grant ended or expired at or before
+   * `before` (the alias is a column of the row).
+   *
+   * @param before Epoch ms.
+   * @returns How many went.
+   */
+  sweep(before: number): number {
+    return Number(this.#sweep.run(before).changes);
   }
 }
