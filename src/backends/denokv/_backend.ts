@@ -29,6 +29,7 @@ import {
   type Trashed,
 } from "./_codec.ts";
 import { KvErasure } from "./_erase.ts";
+import { KvDataKeys } from "./_data_keys.ts";
 import { Feed } from "./_feed.ts";
 import { dropRecord, landed, putHead } from "./_heads.ts";
 import {
@@ -86,6 +87,8 @@ export class DenoKvBackend implements B.Backend {
   readonly #erasure: KvErasure;
   /** {@inheritDoc Backend.erasure} */
   readonly erasure: B.ErasurePrimitives;
+  /** {@inheritDoc Backend.keys} */
+  readonly keys: B.KeyPrimitives;
 
   /**
    * Wraps an open `Deno.Kv`.
@@ -103,6 +106,7 @@ export class DenoKvBackend implements B.Backend {
     this.#db = new KvIo(kv, this.#k, timeoutMs);
     this.#feed = new Feed(this.#db, true);
     this.erasure = this.#erasure = new KvErasure(this.#db);
+    this.keys = new KvDataKeys(this.#db);
     this.#grants = new KvGrants(this.#db, async (audit, res, after) => {
       this.#feed.changed(audit.user, audit.handle, res);
       await afterCommit(this.#db, after, res.versionstamp);

@@ -2,7 +2,8 @@
  * Erase on Deno KV (SPEC 9.1). Under the backend's prefix `P`, a user `u`
  * has `[P, "u", u, …]` (heads, chunks, changelogs, trash, leases, listing
  * index, idempotency records and their results, usage and rate counts),
- * `[P, "n", u]` (its name for `users()`), entries in the sweep indexes
+ * `[P, "n", u]` (its name for `users()`), `[P, "dk", u]` (its wrapped data
+ * key, SPEC 9.2: deleting it crypto-shreds what a backup still holds), entries in the sweep indexes
  * `[P, "xh" | "xt" | "xk" | "xw", time, u, …]`, and grants (`_grants.ts`):
  * records `[P, "g", id]` with their alias `[P, "ga", alias]` and index
  * entries `[P, "go", owner, handle, …]`, `[P, "gt", to, …]` and
@@ -160,7 +161,7 @@ export class KvErasure implements ErasurePrimitives {
     return dedupe(keys);
   }
 
-  /** Every entry of `user`: its prefixes, its name, its sweep index entries. */
+  /** Every entry of `user`: its prefixes, its name, its data key, its sweep index entries. */
   async #own(user: string): Promise<Found> {
     const p = this.#db.keys.p, n = p.length;
     const u = this.#db.keys.user(user);
@@ -173,6 +174,8 @@ export class KvErasure implements ErasurePrimitives {
     }
     const name = await this.#db.get([...p, "n", u]);
     if (name.versionstamp !== null) keys.push(name.key);
+    const dataKey = await this.#db.get([...p, "dk", u]);
+    if (dataKey.versionstamp !== null) keys.push(dataKey.key);
     for (const x of SWEEP_INDEXES) {
       for (const e of await this.#db.range({ prefix: [...p, x] })) {
         if (samePart(e.key[n + 2]!, u)) keys.push(e.key);

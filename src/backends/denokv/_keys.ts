@@ -8,7 +8,8 @@
  *   chunked results;
  * - `[P, "xh" | "xt" | "xk" | "xw", time, …]` — what `sweep` walks: expiry,
  *   trash and idempotency indexes, and write intents;
- * - `[P, "n", user]` — the users, for `listUsers`.
+ * - `[P, "n", user]` — the users, for `listUsers`;
+ * - `[P, "dk", user]` — a user's wrapped data key (`_data_keys.ts`).
  *
  * A user name, handle or idempotency key that is too long for a key part, or
  * not well-formed Unicode, is keyed by its SHA-256.

@@ -37,6 +37,7 @@ import type { UsageDelta } from "../_quota.ts";
 import { utf8Length } from "../../json.ts";
 import { Guesses } from "./_guesses.ts";
 import { postgresErasure } from "./_erase.ts";
+import { postgresKeys, prepareDataKeys } from "./_data_keys.ts";
 import { listDialect, type Statements, statements } from "./_statements.ts";
 import { checkSchema, DEFAULT_POSTGRES_SCHEMA, openClient } from "./_url.ts";
 
@@ -94,6 +95,9 @@ export class PostgresBackend implements B.Backend {
     forget: (user, handle) => this.#guesses.set(user, handle, null),
   }));
 
+  /** {@inheritDoc Backend.keys} */
+  readonly keys: B.KeyPrimitives;
+
   /**
    * Wraps a postgres.js client. Nothing is sent until the first call (or
    * {@link PostgresBackend.initialize}), which creates or migrates the tables.
@@ -121,7 +125,9 @@ export class PostgresBackend implements B.Backend {
       await migrate(tx, schema);
       await prepareUsage(tx, `"${schema}"`);
       await prepareGrants(tx, `"${schema}"`);
+      await prepareDataKeys(tx, `"${schema}"`);
     });
+    this.keys = postgresKeys(this.#pool, `"${schema}"`);
     // The old pool's LISTEN ends with it: the feed moves to the new pool.
     this.#pool.onReplace = (fresh) => this.#feed.moveTo(fresh);
   }

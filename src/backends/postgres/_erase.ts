@@ -38,6 +38,7 @@ export const ERASED_TABLES: Readonly<Record<string, string | null>> = {
   idempotency: "user_id",
   leases: "user_id",
   usage: "user_id",
+  data_keys: "user_id",
   grants: null,
 };
 

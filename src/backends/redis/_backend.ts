@@ -40,6 +40,7 @@ import { Feed } from "./_feed.ts";
 import { RedisGrants } from "./_grants.ts";
 import { RedisMoves } from "./_move.ts";
 import { type Keys, KeySpace } from "./_keys.ts";
+import { RedisDataKeys } from "./_data_keys.ts";
 import { checkOptions, type RedisBackendOptions } from "./_options.ts";
 import { heldOf, leaseArg, refuseGrant, withLease, wroteLeased } from "./_replies.ts";
 import { S } from "./_scripts.ts";
@@ -88,6 +89,8 @@ export class RedisBackend implements B.Backend {
   readonly #erasure: RedisErasure;
   /** {@inheritDoc Backend.erasure} */
   readonly erasure: B.ErasurePrimitives;
+  /** {@inheritDoc Backend.keys} */
+  readonly keys: B.KeyPrimitives;
 
   /**
    * Wraps an ioredis client or cluster client that you opened.
@@ -105,6 +108,7 @@ export class RedisBackend implements B.Backend {
     this.#k = new KeySpace(prefix);
     this.#grants = new RedisGrants(this.#conn, this.#k);
     this.erasure = this.#erasure = new RedisErasure(this.#conn, this.#k);
+    this.keys = new RedisDataKeys(this.#conn, this.#k);
     this.#closeClient = options.closeClient ?? false;
     if ((client as { isCluster?: boolean }).isCluster) {
       this.#moves = new RedisMoves(this.#conn, this.#k, this.#grants);
