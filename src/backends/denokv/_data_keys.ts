@@ -48,7 +48,7 @@ export class KvDataKeys implements B.KeyPrimitives {
   async create(user: string, key: B.StoredKey, _now: number): Promise<B.StoredKey> {
     const k = this.#key(user);
     const value: DataKeyEntry = { user, keyId: key.keyId, wrapped: key.wrapped };
-    const pause = this.#db.contended(user);
+    const pause = this.#db.contended(`the data key of ${user}`);
     for (let attempt = 0;; attempt++) {
       const e = await this.#db.get<DataKeyEntry>(k);
       if (e.value !== null) return keyOf(e.value);
@@ -63,7 +63,7 @@ export class KvDataKeys implements B.KeyPrimitives {
   /** {@inheritDoc KeyPrimitives.rewrap} */
   async rewrap(user: string, from: B.StoredKey, to: B.StoredKey): Promise<boolean> {
     const k = this.#key(user);
-    const pause = this.#db.contended(user);
+    const pause = this.#db.contended(`the data key of ${user}`);
     for (let attempt = 0;; attempt++) {
       const e = await this.#db.get<DataKeyEntry>(k);
       if (e.value === null || e.value.keyId !== from.keyId || e.value.wrapped !== from.wrapped) {
@@ -80,7 +80,7 @@ export class KvDataKeys implements B.KeyPrimitives {
   /** {@inheritDoc KeyPrimitives.delete} */
   async delete(user: string): Promise<boolean> {
     const k = this.#key(user);
-    const pause = this.#db.contended(user);
+    const pause = this.#db.contended(`the data key of ${user}`);
     for (let attempt = 0;; attempt++) {
       const e = await this.#db.get<DataKeyEntry>(k);
       if (e.versionstamp === null) return false;
