@@ -422,6 +422,7 @@ Deno.test("8 instances migrating one schema at the same moment all succeed, at o
     );
     assert.deepEqual(tables.map((r) => r.table_name), [
       "changes",
+      "data_keys",
       "grants",
       "handles",
       "idempotency",
