@@ -11,6 +11,7 @@ import { utf8Length } from "../../json.ts";
 import { checkQuota, MINUTE_MS, type UsageDelta, writesAt } from "../_quota.ts";
 import { grantEnded, grantGone, grantStale } from "../../grants.ts";
 import { memoryErasure } from "./_erase.ts";
+import { memoryKeys } from "./_keys.ts";
 import { compareListOrder, compareTrashOrder, Listeners, saveByUpdate } from "../_shared.ts";
 
 interface Trashed {
@@ -36,6 +37,8 @@ export class MemoryBackend implements B.Backend {
   #rates = new Map<string, { minute: number; writes: number }>();
   #grants = new Map<string, B.GrantRecord>();
   #aliases = new Map<string, string>();
+  /** {@inheritDoc Backend.keys} */
+  readonly keys: B.KeyPrimitives = memoryKeys();
   /** {@inheritDoc Backend.erasure} */
   readonly erasure: B.ErasurePrimitives = memoryErasure({
     users: this.#users,

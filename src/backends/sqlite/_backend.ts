@@ -31,6 +31,7 @@ import { parseSqliteUrl, type SqliteSynchronous } from "./_url.ts";
 import { prepareUsage, UsageStatements } from "./_usage.ts";
 import { GrantStatements, prepareGrants } from "./_grants.ts";
 import { sqliteErasure } from "./_erase.ts";
+import { sqliteKeys } from "./_keys.ts";
 import { utf8Length } from "../../json.ts";
 
 /** Options of {@link SqliteBackend}. */
@@ -73,6 +74,8 @@ export class SqliteBackend implements B.Backend {
   #trashList: StatementSync | undefined;
   /** {@inheritDoc Backend.erasure} */
   readonly erasure: B.ErasurePrimitives = sqliteErasure(() => ({ db: this.#db, c: this.#c }));
+  /** {@inheritDoc Backend.keys} */
+  readonly keys: B.KeyPrimitives = sqliteKeys(() => ({ db: this.#db, c: this.#c }));
 
   /**
    * Opens a backend from a URL: `sqlite:///~/.mcpstate/state.db` (under the
