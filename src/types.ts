@@ -9,6 +9,7 @@
 import type { ForkPoint, HandleRecord, Usage } from "./backend.ts";
 import type { Rights } from "./errors.ts";
 import type { JsonObject } from "./json.ts";
+import type { EncryptionOptions } from "./keyring.ts";
 import type { PatchOp } from "./ops.ts";
 import type { OutlineNode, PathsRead } from "./outline.ts";
 
@@ -173,7 +174,18 @@ export interface HandleStoreOptions {
    * @since 0.5.0
    */
   quotas?: QuotaOptions;
+  /**
+   * Encryption at rest (SPEC 9.2): key-encryption keys by id, the current
+   * one, and optionally a backend URL that keeps the wrapped data keys.
+   * Absent: content is stored as it is, and content sealed by a store with
+   * keys is refused as `no_key`.
+   *
+   * @since 0.5.0
+   */
+  encryption?: EncryptionOptions;
 }
+
+export type { EncryptionOptions } from "./keyring.ts";
 
 /**
  * Per-user quotas (see {@link HandleStoreOptions.quotas}). They hold across

@@ -25,6 +25,7 @@ import type {
   WriteContext,
 } from "../backend.ts";
 import { isReplayed } from "../backend.ts";
+import { vaultOf } from "./_vault.ts";
 import {
   BackendError,
   HandleExpired,
@@ -156,6 +157,8 @@ export function coreOf(backend: Backend, options: HandleStoreOptions): Core {
       { field: "reclaimIntervalMs" },
     );
   }
+  const encryption = options.encryption;
+  if (encryption !== undefined || backend.keys) backend = vaultOf(backend, encryption);
   return {
     backend,
     clock,

@@ -1,0 +1,420 @@
+/**
+ * Encryption at rest's one seam (SPEC 9.2): a {@link Backend} over another
+ * that seals, under the user's data key and bound to `(user, handle)`, every
+ * copy of state content the store hands down — a record's state and
+ * preview, every changelog entry, and so the records engines keep for
+ * idempotency keys — and opens everything it reads back. Engines keep
+ * treating content as opaque text.
+ *
+ * `Backend.update` runs its change synchronously inside the engine's atomic
+ * step, and WebCrypto is asynchronous: so an update reads the record, opens
+ * it, runs the change on the plaintext and seals the step first, then hands
+ * the engine a change that writes that step only when the record is still
+ * the one it read, and otherwise starts over from the newer one.
+ *
+ * Without a key ring (a store opened without keys on a backend that keeps
+ * data keys) it only refuses sealed content, as `no_key`.
+ *
+ * @module
+ */
+
+import type * as B from "../backend.ts";
+import { isReplayed } from "../backend.ts";
+import { EncryptionError, InvalidArgument } from "../errors.ts";
+import { isSealed, KeyRing, open, seal } from "../keyring.ts";
+import type { EncryptionOptions } from "../types.ts";
+
+/** How many users' unwrapped data keys a store keeps at most. */
+export const KEY_CACHE_SIZE = 1024;
+
+/** The changelog entries that carry no state content and may stay clear. */
+const CLEAR_OPS = new Set(["share", "unshare", "transfer"]);
+
+/** Thrown inside an engine's step when the record is not the one the change ran on. */
+class Retry {
+  constructor(readonly current: B.HandleRecord | null) {}
+}
+
+/** Whether two reads of a record are the same write. */
+function same(a: B.HandleRecord | null, b: B.HandleRecord | null): boolean {
+  if (a === null || b === null) return a === b;
+  return a.version === b.version && a.state === b.state && a.updatedAt === b.updatedAt;
+}
+
+/** Whether a clear changelog entry is one that may stay clear. */
+function clearAudit(text: string): boolean {
+  try {
+    return CLEAR_OPS.has((JSON.parse(text) as { op?: string }).op ?? "");
+  } catch {
+    return false;
+  }
+}
+
+/** The data keys and the sealing of one store. */
+class Sealer {
+  readonly #ring: Promise<KeyRing> | null;
+  readonly #keys: () => Promise<B.KeyPrimitives | undefined>;
+  readonly #cache = new Map<string, CryptoKey>();
+
+  constructor(ring: Promise<KeyRing> | null, keys: () => Promise<B.KeyPrimitives | undefined>) {
+    this.#ring = ring;
+    this.#keys = keys;
+  }
+
+  /** Whether the store has keys (else it only refuses sealed content). */
+  get on(): boolean {
+    return this.#ring !== null;
+  }
+
+  /** The key primitives that keep the data keys. */
+  keys(): Promise<B.KeyPrimitives | undefined> {
+    return this.#keys();
+  }
+
+  /** Drops a user's cached key. */
+  forget(user: string): void {
+    this.#cache.delete(user);
+  }
+
+  /** The user's data key; with `create`, made on first use; `null` when it has none. */
+  async key(user: string, create: boolean): Promise<CryptoKey | null> {
+    const hit = this.#cache.get(user);
+    if (hit) {
+      this.#cache.delete(user);
+      this.#cache.set(user, hit);
+      return hit;
+    }
+    const ring = await this.#ring!;
+    const keys = (await this.#keys())!;
+    let stored = await keys.get(user);
+    let key: CryptoKey;
+    if (stored) key = await ring.openDataKey(user, stored);
+    else if (!create) return null;
+    else {
+      const fresh = await ring.newDataKey(user);
+      stored = await keys.create(user, fresh.stored, Date.now());
+      key = stored.keyId === fresh.stored.keyId && stored.wrapped === fresh.stored.wrapped
+        ? fresh.key
+        : await ring.openDataKey(user, stored);
+    }
+    this.#cache.set(user, key);
+    if (this.#cache.size > KEY_CACHE_SIZE) this.#cache.delete(this.#cache.keys().next().value!);
+    return key;
+  }
+
+  /** The key to open `texts` of `user` with: refuses plaintext, or sealed text without keys. */
+  async opener(user: string, texts: (string | undefined)[]): Promise<CryptoKey | null> {
+    const sealed = texts.some((t) => t !== undefined && isSealed(t));
+    if (!this.on) {
+      if (sealed) throw EncryptionError.noKey();
+      return null;
+    }
+    if (!sealed) {
+      if (texts.some((t) => t !== undefined)) throw EncryptionError.plaintext();
+      return null;
+    }
+    const key = await this.key(user, false);
+    if (!key) throw EncryptionError.noKey();
+    return key;
+  }
+
+  /** Opens a record read from the engine. */
+  async openRecord<R extends B.HandleMeta & { state?: string }>(user: string, r: R): Promise<R> {
+    const key = await this.opener(user, [r.state, r.preview]);
+    if (!key) return r;
+    const out = { ...r };
+    if (r.state !== undefined) out.state = await this.#open(key, user, r.handle, r.state);
+    if (r.preview !== undefined) out.preview = await this.#open(key, user, r.handle, r.preview);
+    return out;
+  }
+
+  /** Opens a record's preview only (listings). */
+  async openMeta<M extends B.HandleMeta>(user: string, m: M): Promise<M> {
+    if (m.preview === undefined) return m;
+    const key = await this.opener(user, [m.preview]);
+    return key ? { ...m, preview: await this.#open(key, user, m.handle, m.preview) } : m;
+  }
+
+  /** Opens changelog entries; those of share, unshare and transfer may be clear. */
+  async openEntries(user: string, handle: string, entries: B.ChangeEntry[]) {
+    const out: B.ChangeEntry[] = [];
+    let key: CryptoKey | null = null;
+    for (const e of entries) {
+      if (!isSealed(e.text)) {
+        if (this.on && !clearAudit(e.text)) throw EncryptionError.plaintext();
+        out.push(e);
+        continue;
+      }
+      key ??= await this.opener(user, [e.text]);
+      out.push({ ...e, text: await open(key!, user, handle, e.text) });
+    }
+    return out;
+  }
+
+  /** Opens a replay's kept result. */
+  async openReplay(user: string, r: B.Replayed): Promise<B.Replayed> {
+    return r.result ? { ...r, result: await this.openRecord(user, r.result) } : r;
+  }
+
+  /** Seals a text of `(user, handle)`. */
+  seal(key: CryptoKey, user: string, handle: string, text: string): Promise<string> {
+    return seal(key, user, handle, text);
+  }
+
+  /** Seals a record's state and preview. */
+  async sealRecord(key: CryptoKey, user: string, r: B.HandleRecord): Promise<B.HandleRecord> {
+    const out = { ...r, state: await seal(key, user, r.handle, r.state) };
+    if (r.preview !== undefined) out.preview = await seal(key, user, r.handle, r.preview);
+    return out;
+  }
+
+  /** Seals a changelog entry. */
+  async sealEntry(key: CryptoKey, user: string, handle: string, e: B.ChangeEntry) {
+    return { ...e, text: await seal(key, user, handle, e.text) };
+  }
+
+  /** Seals the entry a write context carries. */
+  async sealCtx(key: CryptoKey, user: string, handle: string, ctx: B.WriteContext) {
+    return ctx.entry ? { ...ctx, entry: await this.sealEntry(key, user, handle, ctx.entry) } : ctx;
+  }
+
+  #open(key: CryptoKey, user: string, handle: string, text: string): Promise<string> {
+    if (!isSealed(text)) throw EncryptionError.plaintext();
+    return open(key, user, handle, text);
+  }
+}
+
+/** The longest entry the engine keeps, as plaintext that seals within it. */
+function sealedEntryMax(max: number | undefined): number | undefined {
+  return max === undefined ? undefined : Math.max(1, Math.floor((max - 5) / 4) * 3 - 28);
+}
+
+/**
+ * `update` through the seam: the change runs on the opened record, its step
+ * sealed, and the engine writes it only if the record is still the one read.
+ */
+async function update(
+  inner: B.Backend,
+  s: Sealer,
+  args: [string, string, B.Change, B.WriteContext],
+): Promise<B.UpdateOutcome | B.Replayed> {
+  const [user, handle, change, ctx] = args;
+  if (!s.on) {
+    return inner.update(user, handle, (cur) => {
+      if (cur && isSealed(cur.state)) throw EncryptionError.noKey();
+      return change(cur);
+    }, ctx);
+  }
+  let current = await inner.read(user, handle);
+  for (;;) {
+    const seen = current;
+    // Runs on the opened record; a failure is thrown by the engine's step,
+    // after its idempotency and grant checks, as the change would have.
+    let plan: () => B.Step | null;
+    try {
+      const plain = seen && await s.openRecord(user, seen);
+      const step = change(plain);
+      if (step === null) plan = () => null;
+      else {
+        const key = (await s.key(user, true))!;
+        const sealed: B.Step = { record: await s.sealRecord(key, user, step.record) };
+        if (step.entry) sealed.entry = await s.sealEntry(key, user, handle, step.entry);
+        plan = () => sealed;
+      }
+    } catch (e) {
+      plan = () => {
+        throw e;
+      };
+    }
+    try {
+      const out = await inner.update(user, handle, (cur) => {
+        if (!same(cur, seen)) throw new Retry(cur);
+        return plan();
+      }, ctx);
+      if (isReplayed(out)) return s.openReplay(user, out);
+      return { ...out, record: out.record && await s.openRecord(user, out.record) };
+    } catch (e) {
+      if (!(e instanceof Retry)) throw e;
+      current = e.current;
+    }
+  }
+}
+
+/** The record primitives, core ones, through the seam. */
+function coreOps(inner: B.Backend, s: Sealer) {
+  return {
+    async insert(user: string, record: B.HandleRecord, ctx: B.WriteContext) {
+      if (!s.on) return inner.insert(user, record, ctx);
+      const key = (await s.key(user, true))!;
+      const out = await inner.insert(
+        user,
+        await s.sealRecord(key, user, record),
+        await s.sealCtx(key, user, record.handle, ctx),
+      );
+      return isReplayed(out) ? s.openReplay(user, out) : out;
+    },
+    async read(user: string, handle: string) {
+      const r = await inner.read(user, handle);
+      return r && s.openRecord(user, r);
+    },
+    async save(user: string, handle: string, write: B.ConditionalWrite, ctx: B.WriteContext) {
+      let w = write, c = ctx;
+      if (s.on) {
+        const key = (await s.key(user, true))!;
+        w = { ...write, state: await s.seal(key, user, handle, write.state) };
+        if (write.preview !== undefined) {
+          w.preview = await s.seal(key, user, handle, write.preview);
+        }
+        c = await s.sealCtx(key, user, handle, ctx);
+      }
+      const out = await inner.save(user, handle, w, c);
+      if (isReplayed(out)) return s.openReplay(user, out);
+      if (!out.ok) {
+        return {
+          ok: false as const,
+          current: out.current && await s.openRecord(user, out.current),
+        };
+      }
+      return { ...out, record: await s.openRecord(user, out.record) };
+    },
+    update: (user: string, handle: string, change: B.Change, ctx: B.WriteContext) =>
+      update(inner, s, [user, handle, change, ctx]),
+    async remove(user: string, handle: string, ctx: B.WriteContext) {
+      const out = await inner.remove(user, handle, ctx);
+      return isReplayed(out) ? s.openReplay(user, out) : out;
+    },
+    async untrash(user: string, handle: string, ctx: B.WriteContext) {
+      const r = await inner.untrash(user, handle, ctx);
+      return r && s.openRecord(user, r);
+    },
+    async changes(user: string, handle: string, afterVersion: number) {
+      return s.openEntries(user, handle, await inner.changes(user, handle, afterVersion));
+    },
+    async list(user: string, query: B.ListQuery) {
+      const rows = await inner.list(user, query);
+      return query.previews ? Promise.all(rows.map((m) => s.openMeta(user, m))) : rows;
+    },
+    sweep: (user: string | null, at: number, now: number) => inner.sweep(user, at, now),
+  };
+}
+
+/** The optional groups, through the seam (present exactly when the engine has them). */
+function groups(inner: B.Backend, s: Sealer, close: () => Promise<void>): Partial<B.Backend> {
+  const out: { -readonly [K in keyof B.Backend]?: B.Backend[K] } = {};
+  const { records, leases, trash, erasure, transfer } = inner;
+  if (records) {
+    out.records = {
+      users: (q) => records.users(q),
+      import: async (user, record, ctx) => {
+        if (!s.on) return records.import(user, record, ctx);
+        const key = (await s.key(user, true))!;
+        return records.import(user, await s.sealRecord(key, user, record), ctx);
+      },
+    };
+  }
+  if (leases) {
+    const { readLeased } = leases;
+    out.leases = {
+      acquire: (u, h, l, now) => leases.acquire(u, h, l, now),
+      release: (u, h, holder, now) => leases.release(u, h, holder, now),
+      of: (u, hs, now) => leases.of(u, hs, now),
+    };
+    if (readLeased) {
+      out.leases.readLeased = async (u, h, now) => {
+        const r = await readLeased.call(leases, u, h, now);
+        return { ...r, record: r.record && await s.openRecord(u, r.record) };
+      };
+    }
+  }
+  if (trash) {
+    out.trash = {
+      list: async (u, q) => Promise.all((await trash.list(u, q)).map((m) => s.openMeta(u, m))),
+      until: (u, h) => trash.until(u, h),
+    };
+  }
+  if (erasure) {
+    out.erasure = {
+      count: (u, now) => erasure.count(u, now),
+      erase: async (u, now) => {
+        const counts = await erasure.erase(u, now);
+        s.forget(u);
+        await (await s.keys())?.delete(u);
+        s.forget(u);
+        return counts;
+      },
+    };
+  }
+  if (transfer) {
+    out.transfer = {
+      move: (u, h, to, ctx, step) => {
+        if (s.on) {
+          throw new InvalidArgument(
+            "transfer is not supported with encryption at rest yet; nothing was changed.",
+            { field: "encryption" },
+          );
+        }
+        return transfer.move(u, h, to, ctx, step);
+      },
+    };
+  }
+  for (const name of ["feed", "quotas", "grants", "keys"] as const) {
+    if (inner[name]) Object.assign(out, { [name]: inner[name] });
+  }
+  out.close = close;
+  return out;
+}
+
+/**
+ * The backend a store with `encryption` (or without keys, on a backend that
+ * keeps data keys) works through.
+ *
+ * @param inner The engine.
+ * @param options The store's encryption options; absent: refuse sealed content only.
+ * @returns The backend through the seam.
+ * @throws {InvalidArgument} when neither the engine nor `keyStore` can keep data keys.
+ */
+export function vaultOf(inner: B.Backend, options: EncryptionOptions | undefined): B.Backend {
+  let keyStore: Promise<B.Backend> | undefined;
+  const keys = (): Promise<B.KeyPrimitives | undefined> => {
+    if (options?.keyStore === undefined) return Promise.resolve(inner.keys);
+    keyStore ??= import("../url.ts").then(async ({ openBackend }) => {
+      const b = await openBackend(options.keyStore);
+      if (!b.keys) {
+        await b.close();
+        throw new InvalidArgument(
+          "encryption.keyStore names a backend that cannot keep data keys.",
+          {
+            field: "encryption.keyStore",
+          },
+        );
+      }
+      return b;
+    });
+    return keyStore.then((b) => b.keys);
+  };
+  if (options !== undefined && options.keyStore === undefined && !inner.keys) {
+    throw new InvalidArgument(
+      "This backend cannot keep data keys: give encryption.keyStore, a backend URL that can.",
+      { field: "encryption" },
+    );
+  }
+  if (options?.keyStore !== undefined && typeof options.keyStore !== "string") {
+    throw new InvalidArgument("encryption.keyStore must be a backend URL.", {
+      field: "encryption.keyStore",
+    });
+  }
+  const ring = options === undefined ? null : KeyRing.from(options);
+  // A ring that fails is reported by the first call that needs it.
+  ring?.catch(() => {});
+  const s = new Sealer(ring, keys);
+  const close = async () => {
+    await inner.close();
+    if (keyStore) await (await keyStore.catch(() => null))?.close();
+  };
+  const vault: B.Backend = { ...coreOps(inner, s), ...groups(inner, s, close), close };
+  const max = s.on ? sealedEntryMax(inner.maxEntryBytes) : inner.maxEntryBytes;
+  return Object.assign(vault, {
+    ...(inner.reclaimsExpired === undefined ? {} : { reclaimsExpired: inner.reclaimsExpired }),
+    ...(max === undefined ? {} : { maxEntryBytes: max }),
+  });
+}
