@@ -72,6 +72,7 @@ export const CAPABILITIES = {
   grants: ["grants.put", "grants.read", "grants.end", "grants.of", "grants.to", "grants.sweep"],
   found: ["trash.until"],
   erasure: ["erasure.count", "erasure.erase"],
+  keys: ["keys.get", "keys.create", "keys.rewrap", "keys.delete", "keys.list"],
 } as const satisfies Record<string, readonly Member[]>;
 
 /**

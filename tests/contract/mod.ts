@@ -106,6 +106,7 @@ export const GROUPS: readonly ContractGroup[] = [
   (await import("./share.ts")).default,
   (await import("./found.ts")).default,
   (await import("./erase.ts")).default,
+  (await import("./encryption.ts")).default,
   (await import("./cross_process.ts")).default,
 ];
 

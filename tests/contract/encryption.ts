@@ -1,0 +1,162 @@
+/**
+ * Encryption at rest (SPEC 9.2), on every backend that keeps data keys: with
+ * keys, every API answers exactly as without; a store without keys reads
+ * `no_key`; a ring without the key-encryption key reads `unknown_key` with
+ * its id; rotation rewraps data keys, after which the old key can go.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import {
+  Append,
+  EncryptionError,
+  type HandleStore,
+  type HandleStoreOptions,
+  SetKey,
+} from "../../mod.ts";
+import { KeyRing } from "../../src/keyring.ts";
+import { freshUser, rejectsWith } from "../_helpers.ts";
+import { type ContractContext, group, step } from "./_group.ts";
+
+/** A new random key-encryption key, as base64. */
+export function newKek(): string {
+  return crypto.getRandomValues(new Uint8Array(32)).toBase64();
+}
+
+/** A store on the target's data with these keys (or none). */
+function storeWith(c: ContractContext, keys?: Record<string, string>, current?: string) {
+  const options: HandleStoreOptions = { clock: c.clock.fn };
+  if (keys) options.encryption = { keys, ...(current ? { current } : {}) };
+  return c.openStore(options);
+}
+
+/**
+ * Every API a user sees, run on `store`; its answers, with handles replaced
+ * by their order of appearance, so two runs compare.
+ */
+async function scenario(c: ContractContext, store: HandleStore, user: string, grantee: string) {
+  const seen: string[] = [];
+  const out: unknown[] = [];
+  const norm = (x: unknown) =>
+    JSON.parse(
+      JSON.stringify(x).replaceAll(user, "USER").replace(/[a-z]+_[a-z2-7]{8,}/g, (h) => {
+        if (!seen.includes(h)) seen.push(h);
+        return `H${seen.indexOf(h)}`;
+      }),
+    );
+  const log = (x: unknown) => out.push(norm(x));
+  // Rows of one time come in handle order, and handles are random: compare them as sets.
+  const rows = async (page: Promise<{ handle: string }[]>) =>
+    log(
+      norm(await page).sort((a: { handle: string }, b: { handle: string }) =>
+        a.handle < b.handle ? -1 : 1
+      ),
+    );
+  const h = await store.mint("doc", { title: "secret-title", notes: ["n1"] }, {
+    user,
+    idempotencyKey: `mint-${user}`,
+  });
+  log(h);
+  log(
+    await store.mint("doc", { title: "secret-title", notes: ["n1"] }, {
+      user,
+      idempotencyKey: `mint-${user}`,
+    }),
+  );
+  const snap = await store.get(h, { user });
+  log(snap);
+  log(
+    await store.save(h, { title: "second", notes: ["n1", "n2"] }, {
+      user,
+      expectVersion: snap.version,
+    }),
+  );
+  log(await store.patch(h, [Append("notes", "n3"), SetKey("", "title", "third")], { user }));
+  c.clock.now += 1000;
+  log(await store.touch(h, { user, ttlDays: 3 }));
+  await rows(store.list(user, { previews: true }));
+  log(await store.changesSince(h, 0, { user }));
+  log(await store.stateAt(h, 2, { user }));
+  const f = await store.fork(h, { user });
+  log(await store.get(f, { user }));
+  log(await store.changesSince(f, 0, { user }));
+  if (c.capabilities.grants) {
+    const g = await store.share(h, { user, to: grantee, rights: "read" });
+    log(await store.get(g.handle, { user: grantee }));
+    log(await store.changesSince(h, 0, { user }));
+  }
+  await store.revoke(f, { user });
+  log(await store.trash(user));
+  log(await store.restore(f, { user }));
+  await rows(store.list(user, { previews: true }));
+  return out;
+}
+
+const kek = newKek();
+
+export default group("encryption", ["keys"], [
+  step(
+    "with keys every API answers as without them, and a store without keys reads no_key",
+    async (c) => {
+      const plainUser = freshUser("plain"), sealedUser = freshUser("sealed");
+      const other = freshUser("grantee");
+      await using plain = await storeWith(c);
+      await using sealed = await storeWith(c, { k1: kek });
+      const a = await scenario(c, plain, plainUser, other);
+      c.clock.now -= 1000;
+      const b = await scenario(c, sealed, sealedUser, other);
+      assert.deepEqual(b, a);
+      const [h] = await sealed.list(sealedUser);
+      const e = await rejectsWith(
+        () => plain.get(h!.handle, { user: sealedUser }),
+        "encryption_error",
+      );
+      assert.equal(e.details.reason, "no_key");
+      const k = await c.backend.keys!.get(sealedUser);
+      assert.equal(k?.keyId, "k1");
+      assert.equal(await c.backend.keys!.get(plainUser), null);
+    },
+  ),
+  step(
+    "a ring without the data key's KEK reads unknown_key with its id; nothing changes",
+    async (c) => {
+      const user = freshUser("enc");
+      await using sealed = await storeWith(c, { k1: kek });
+      const h = await sealed.mint("doc", { a: 1 }, { user });
+      await using other = await storeWith(c, { k9: newKek() });
+      const e = await rejectsWith(() => other.get(h, { user }), "encryption_error");
+      assert.ok(e instanceof EncryptionError);
+      assert.deepEqual([e.details.reason, e.details.key_id], ["unknown_key", "k1"]);
+      await rejectsWith(() => other.patch(h, [SetKey("", "a", 2)], { user }), "encryption_error");
+      assert.deepEqual((await sealed.get(h, { user })).state, { a: 1 });
+      assert.equal((await sealed.get(h, { user })).version, 1);
+    },
+  ),
+  step("rotation: keys.rewrap under a new current KEK, then only the new KEK opens", async (c) => {
+    const user = freshUser("rot");
+    await using old = await storeWith(c, { k1: kek });
+    const h = await old.mint("doc", { a: "rotated" }, { user });
+    const k2 = newKek();
+    const ring = await KeyRing.from({ keys: { k1: kek, k2 }, current: "k2" });
+    const keys = c.backend.keys!;
+    const stored = (await keys.get(user))!;
+    const next = await ring.rewrap(user, stored);
+    assert.equal(next.keyId, "k2");
+    assert.equal(await keys.rewrap(user, stored, next), true);
+    assert.equal(await keys.rewrap(user, stored, next), false, "a stale rewrap changes nothing");
+    await using fresh = await storeWith(c, { k2 });
+    assert.deepEqual((await fresh.get(h, { user })).state, { a: "rotated" });
+    assert.ok((await keys.list({ limit: 100_000 })).some((k) => k.user === user));
+  }),
+  step("keys.create keeps the first key of a user and answers it", async (c) => {
+    const user = freshUser("create");
+    const keys = c.backend.keys!;
+    const first = await keys.create(user, { keyId: "a", wrapped: "AAAA" }, c.clock.now);
+    const second = await keys.create(user, { keyId: "b", wrapped: "BBBB" }, c.clock.now);
+    assert.deepEqual([first, second], [{ keyId: "a", wrapped: "AAAA" }, first]);
+    assert.equal(await keys.delete(user), true);
+    assert.equal(await keys.delete(user), false);
+    assert.equal(await keys.get(user), null);
+  }),
+]);
