@@ -123,8 +123,14 @@ class Sealer {
     const key = await this.opener(user, [r.state, r.preview]);
     if (!key) return r;
     const out = { ...r };
-    if (r.state !== undefined) out.state = await this.#open(key, user, r.handle, r.state);
-    if (r.preview !== undefined) out.preview = await this.#open(key, user, r.handle, r.preview);
+    // At once: each WebCrypto call is a hop to a worker thread.
+    const [state, preview] = await Promise.all(
+      [r.state, r.preview].map((t) =>
+        t === undefined ? undefined : this.#open(key, user, r.handle, t)
+      ),
+    );
+    if (state !== undefined) out.state = state;
+    if (preview !== undefined) out.preview = preview;
     return out;
   }
 
@@ -163,9 +169,11 @@ class Sealer {
 
   /** Seals a record's state and preview. */
   async sealRecord(key: CryptoKey, user: string, r: B.HandleRecord): Promise<B.HandleRecord> {
-    const out = { ...r, state: await seal(key, user, r.handle, r.state) };
-    if (r.preview !== undefined) out.preview = await seal(key, user, r.handle, r.preview);
-    return out;
+    const [state, preview] = await Promise.all([
+      seal(key, user, r.handle, r.state),
+      r.preview === undefined ? undefined : seal(key, user, r.handle, r.preview),
+    ]);
+    return preview === undefined ? { ...r, state } : { ...r, state, preview };
   }
 
   /** Seals a changelog entry. */
@@ -211,9 +219,12 @@ async function update(
     // Runs on the opened record; a failure is thrown by the engine's step,
     // after its idempotency and grant checks, as the change would have.
     let plan: () => B.Step | null;
+    // The answer when the engine runs the plan: what it writes, or the record as it is.
+    let answer: B.HandleRecord | null = null;
     try {
       const plain = seen && await s.openRecord(user, seen);
       const step = change(plain);
+      answer = step?.record ?? plain;
       if (step === null) plan = () => null;
       else {
         const key = (await s.key(user, true))!;
@@ -232,7 +243,7 @@ async function update(
         return plan();
       }, ctx);
       if (isReplayed(out)) return s.openReplay(user, out);
-      return { ...out, record: out.record && await s.openRecord(user, out.record) };
+      return { ...out, record: answer };
     } catch (e) {
       if (!(e instanceof Retry)) throw e;
       current = e.current;
@@ -261,11 +272,13 @@ function coreOps(inner: B.Backend, s: Sealer) {
       let w = write, c = ctx;
       if (s.on) {
         const key = (await s.key(user, true))!;
-        w = { ...write, state: await s.seal(key, user, handle, write.state) };
-        if (write.preview !== undefined) {
-          w.preview = await s.seal(key, user, handle, write.preview);
-        }
-        c = await s.sealCtx(key, user, handle, ctx);
+        const [state, preview, sealedCtx] = await Promise.all([
+          s.seal(key, user, handle, write.state),
+          write.preview === undefined ? undefined : s.seal(key, user, handle, write.preview),
+          s.sealCtx(key, user, handle, ctx),
+        ]);
+        w = preview === undefined ? { ...write, state } : { ...write, state, preview };
+        c = sealedCtx;
       }
       const out = await inner.save(user, handle, w, c);
       if (isReplayed(out)) return s.openReplay(user, out);
@@ -274,6 +287,9 @@ function coreOps(inner: B.Backend, s: Sealer) {
           ok: false as const,
           current: out.current && await s.openRecord(user, out.current),
         };
+      }
+      if (s.on && write.preview !== undefined) {
+        return { ...out, record: { ...out.record, state: write.state, preview: write.preview } };
       }
       return { ...out, record: await s.openRecord(user, out.record) };
     },
