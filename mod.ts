@@ -47,6 +47,7 @@ export type {
   ActiveLease,
   ChangeInfo,
   ChangesSince,
+  EncryptionOptions,
   ForkOptions,
   HandleInfo,
   HandlePage,

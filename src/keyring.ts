@@ -14,6 +14,7 @@
  * @module
  */
 
+import type { StoredKey } from "./backend.ts";
 import { EncryptionError, InvalidArgument } from "./errors.ts";
 
 /** The prefix of every sealed text (version 1 of the format). */
@@ -43,14 +44,6 @@ export interface EncryptionOptions {
    * of the data taken before it unreadable for the erased user.
    */
   keyStore?: string;
-}
-
-/** A data key as stored: wrapped by the KEK `keyId`. */
-export interface WrappedKey {
-  /** The id of the KEK that wrapped it. */
-  keyId: string;
-  /** The base64 of IV, wrapped key and tag. */
-  wrapped: string;
 }
 
 /** Whether `text` is in the sealed form (it may still fail to open). */
@@ -194,7 +187,7 @@ export class KeyRing {
    * @param user The user it belongs to.
    * @returns The key to use, and its stored form.
    */
-  async newDataKey(user: string): Promise<{ key: CryptoKey; stored: WrappedKey }> {
+  async newDataKey(user: string): Promise<{ key: CryptoKey; stored: StoredKey }> {
     const raw = crypto.getRandomValues(new Uint8Array(KEY_BYTES));
     const stored = await this.#wrap(user, raw);
     const key = await crypto.subtle.importKey("raw", raw, "AES-GCM", false, ["encrypt", "decrypt"]);
@@ -211,7 +204,7 @@ export class KeyRing {
    * @throws {EncryptionError} `unknown_key` when its KEK is not in the ring,
    *   `tampered` when it does not open (another user's key, changed bytes).
    */
-  async openDataKey(user: string, stored: WrappedKey): Promise<CryptoKey> {
+  async openDataKey(user: string, stored: StoredKey): Promise<CryptoKey> {
     const raw = await this.#unwrap(user, stored);
     const key = await crypto.subtle.importKey("raw", raw, "AES-GCM", false, ["encrypt", "decrypt"]);
     raw.fill(0);
@@ -226,7 +219,7 @@ export class KeyRing {
    * @param stored Its stored form.
    * @returns The stored form under the current KEK.
    */
-  async rewrap(user: string, stored: WrappedKey): Promise<WrappedKey> {
+  async rewrap(user: string, stored: StoredKey): Promise<StoredKey> {
     if (stored.keyId === this.current) return stored;
     const raw = await this.#unwrap(user, stored);
     try {
@@ -236,7 +229,7 @@ export class KeyRing {
     }
   }
 
-  async #wrap(user: string, raw: Uint8Array<ArrayBuffer>): Promise<WrappedKey> {
+  async #wrap(user: string, raw: Uint8Array<ArrayBuffer>): Promise<StoredKey> {
     const iv = crypto.getRandomValues(new Uint8Array(IV_BYTES));
     const kek = this.#keys.get(this.current)!;
     const ct = new Uint8Array(
@@ -245,7 +238,7 @@ export class KeyRing {
     return { keyId: this.current, wrapped: concat(iv, ct).toBase64() };
   }
 
-  async #unwrap(user: string, stored: WrappedKey): Promise<Uint8Array<ArrayBuffer>> {
+  async #unwrap(user: string, stored: StoredKey): Promise<Uint8Array<ArrayBuffer>> {
     const kek = this.#keys.get(stored.keyId);
     if (!kek) throw EncryptionError.unknownKey(stored.keyId);
     const bytes = fromBase64(stored.wrapped);
