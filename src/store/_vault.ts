@@ -119,13 +119,18 @@ class Sealer {
   }
 
   /** Opens a record read from the engine. */
-  async openRecord<R extends B.HandleMeta & { state?: string }>(user: string, r: R): Promise<R> {
+  async openRecord<R extends B.HandleMeta & { state?: string }>(
+    user: string,
+    r: R,
+    withPreview = true,
+  ): Promise<R> {
     const key = await this.opener(user, [r.state, r.preview]);
     if (!key) return r;
     const out = { ...r };
+    if (!withPreview) delete out.preview;
     // At once: each WebCrypto call is a hop to a worker thread.
     const [state, preview] = await Promise.all(
-      [r.state, r.preview].map((t) =>
+      [r.state, withPreview ? r.preview : undefined].map((t) =>
         t === undefined ? undefined : this.#open(key, user, r.handle, t)
       ),
     );
@@ -264,9 +269,11 @@ function coreOps(inner: B.Backend, s: Sealer) {
       );
       return isReplayed(out) ? s.openReplay(user, out) : out;
     },
+    // A read leaves the preview out (one decryption less): the store
+    // computes it again from the state where it needs one (fork).
     async read(user: string, handle: string) {
       const r = await inner.read(user, handle);
-      return r && s.openRecord(user, r);
+      return r && s.openRecord(user, r, false);
     },
     async save(user: string, handle: string, write: B.ConditionalWrite, ctx: B.WriteContext) {
       let w = write, c = ctx;
@@ -338,7 +345,7 @@ function groups(inner: B.Backend, s: Sealer, close: () => Promise<void>): Partia
     if (readLeased) {
       out.leases.readLeased = async (u, h, now) => {
         const r = await readLeased.call(leases, u, h, now);
-        return { ...r, record: r.record && await s.openRecord(u, r.record) };
+        return { ...r, record: r.record && await s.openRecord(u, r.record, false) };
       };
     }
   }
