@@ -372,7 +372,7 @@ function groups(inner: B.Backend, s: Sealer, close: () => Promise<void>): Partia
       move: (u, h, to, ctx, step) => {
         if (s.on) {
           throw new InvalidArgument(
-            "transfer is not supported with encryption at rest yet; nothing was changed.",
+            "transfer is not supported with encryption at rest yet (it must re-encrypt the handle for its new owner); nothing was changed.",
             { field: "encryption" },
           );
         }

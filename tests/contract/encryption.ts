@@ -73,6 +73,9 @@ async function scenario(c: ContractContext, store: HandleStore, user: string, gr
     }),
   );
   log(await store.patch(h, [Append("notes", "n3"), SetKey("", "title", "third")], { user }));
+  const once = { user, idempotencyKey: `patch-${user}` };
+  log(await store.patch(h, [Append("notes", "n4")], once));
+  log(await store.patch(h, [Append("notes", "n4")], once));
   c.clock.now += 1000;
   log(await store.touch(h, { user, ttlDays: 3 }));
   await rows(store.list(user, { previews: true }));
@@ -149,6 +152,15 @@ export default group("encryption", ["keys"], [
     assert.deepEqual((await fresh.get(h, { user })).state, { a: "rotated" });
     assert.ok((await keys.list({ limit: 100_000 })).some((k) => k.user === user));
   }),
+  step("transfer with keys is refused as not supported yet, and changes nothing", async (c) => {
+    const user = freshUser("enc"), to = freshUser("to");
+    await using sealed = await storeWith(c, { k1: kek });
+    const h = await sealed.mint("doc", { a: 1 }, { user });
+    const e = await rejectsWith(() => sealed.transfer(h, { user, to }), "invalid_argument");
+    assert.match(e.message, /not supported with encryption/);
+    assert.deepEqual((await sealed.get(h, { user })).state, { a: 1 });
+    assert.equal((await sealed.get(h, { user })).version, 1);
+  }, ["transfer"]),
   step("keys.create keeps the first key of a user and answers it", async (c) => {
     const user = freshUser("create");
     const keys = c.backend.keys!;
