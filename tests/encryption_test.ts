@@ -152,3 +152,26 @@ Deno.test("encryption: with a separate key store, erase leaves a copy taken befo
     assert.equal(e.details.reason, "no_key");
   });
 });
+
+Deno.test("encryption: concurrent patches from two connections all land, each sealed", async () => {
+  await withTempDir(async (dir) => {
+    const path = `${dir}/race.db`, user = freshUser("race");
+    await using a = await open(path, { encryption: { keys: KEYS } });
+    await using b = await open(path, { encryption: { keys: KEYS } });
+    const h = await a.mint("doc", { n: [] }, { user });
+    await Promise.all(
+      Array.from(
+        { length: 40 },
+        (_, i) => (i % 2 ? a : b).patch(h, [Append("n", i)], { user, writer: `w${i % 2}` }),
+      ),
+    );
+    const snap = await b.get(h, { user });
+    assert.equal(snap.version, 41);
+    assert.deepEqual((snap.state.n as number[]).toSorted((x, y) => x - y), [
+      ...Array(40).keys(),
+    ]);
+    const log = await a.changesSince(h, 0, { user });
+    assert.ok(!log.truncated);
+    assert.equal(log.changes.length, 41);
+  });
+});

@@ -161,6 +161,15 @@ export default group("encryption", ["keys"], [
     assert.deepEqual((await sealed.get(h, { user })).state, { a: 1 });
     assert.equal((await sealed.get(h, { user })).version, 1);
   }, ["transfer"]),
+  step("erase with keys destroys the user's data key", async (c) => {
+    const user = freshUser("erase");
+    await using sealed = await storeWith(c, { k1: kek });
+    await sealed.mint("doc", { a: 1 }, { user });
+    assert.notEqual(await c.backend.keys!.get(user), null);
+    await sealed.erase(user);
+    assert.equal(await c.backend.keys!.get(user), null);
+    assert.deepEqual(await sealed.list(user), []);
+  }, ["erasure"]),
   step("keys.create keeps the first key of a user and answers it", async (c) => {
     const user = freshUser("create");
     const keys = c.backend.keys!;
