@@ -80,25 +80,25 @@ function columnsOf(path: string, table: string): string[] {
   }
 }
 
+/** A user's reads as `readOldStore` gives them. */
+interface OldReads {
+  list: { handle: string; forkedFrom?: unknown }[];
+  handles: Record<string, { snapshot?: { forkedFrom?: unknown } }>;
+}
+
+/**
+ * The releases' listings left a fork's `forkedFrom` out (fixed since): a
+ * listing here carries the lineage its record has, which the test checks
+ * and then drops, so the rest compares with what the release answered.
+ */
+function forkedFromListed(reads: OldReads): void {
+  for (const entry of reads.list) {
+    assert.deepEqual(entry.forkedFrom, reads.handles[entry.handle]?.snapshot?.forkedFrom);
+    delete entry.forkedFrom;
+  }
+}
+
 for (const [name, f] of Object.entries(FIXTURES)) {
-  /** A user's reads as `readOldStore` gives them. */
-  interface OldReads {
-    list: { handle: string; forkedFrom?: unknown }[];
-    handles: Record<string, { snapshot?: { forkedFrom?: unknown } }>;
-  }
-
-  /**
-   * The releases' listings left a fork's `forkedFrom` out (fixed since): a
-   * listing here carries the lineage its record has, which the test checks
-   * and then drops, so the rest compares with what the release answered.
-   */
-  function forkedFromListed(reads: OldReads): void {
-    for (const entry of reads.list) {
-      assert.deepEqual(entry.forkedFrom, reads.handles[entry.handle]?.snapshot?.forkedFrom);
-      delete entry.forkedFrom;
-    }
-  }
-
   Deno.test(`sqlite: a ${name} file migrates in place and reads back unchanged`, async () => {
     const path = oldFile(f);
     assert.equal(pragma(path, "user_version"), f.userVersion);
