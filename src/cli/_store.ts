@@ -10,6 +10,7 @@ import { HandleStore } from "../store.ts";
 import type { HandleStoreOptions } from "../types.ts";
 import { DEFAULT_URL, filePathOf } from "../url.ts";
 import { HELP_OPTION, type OptionSpec, UsageError } from "./_command.ts";
+import { checkedEncryption } from "./_keys.ts";
 
 /** Options every data command takes: `--backend URL`, `--help`. */
 export const BACKEND_OPTIONS = {
@@ -81,7 +82,8 @@ export function onlyUser(flag: string | undefined): string | undefined {
 }
 
 /**
- * Opens a store for a one-shot command (no background reclaim).
+ * Opens a store for a one-shot command (no background reclaim), with the
+ * encryption keys of the command line and environment (see `_keys.ts`).
  *
  * @param url The backend URL.
  * @param options More store options (the size cap).
@@ -91,7 +93,12 @@ export async function openStore(
   url: string,
   options: HandleStoreOptions = {},
 ): Promise<HandleStore> {
-  return await HandleStore.fromUrl(url, { ...options, reclaimIntervalMs: 0 });
+  const encryption = await checkedEncryption();
+  return await HandleStore.fromUrl(url, {
+    ...options,
+    ...(encryption === undefined ? {} : { encryption }),
+    reclaimIntervalMs: 0,
+  });
 }
 
 /**

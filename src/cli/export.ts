@@ -9,6 +9,7 @@ import { CliFailure, type Command, defineCommand, EXIT_OK, UsageError } from "./
 import { strings } from "./_options.ts";
 import { BACKEND_OPTIONS, backendHelp, backendUrl, onlyUser, openReadStore } from "./_store.ts";
 import { note, println, writeAll } from "./_output.ts";
+import { encryptionOption } from "./_keys.ts";
 import { Progress } from "./progress.ts";
 import { grantLine, recordLine } from "./records.ts";
 import { allUsers, countRecords, requireCapability, walkRecords } from "./transfer.ts";
@@ -49,6 +50,11 @@ export const exportCommand: Command = defineCommand({
     const user = onlyUser(values.user);
     const url = backendUrl(values.backend);
     await using store = await openReadStore(url);
+    if (encryptionOption() !== undefined) {
+      note(
+        "mcpstate export: encryption is on; the export is written in plaintext. Keep it as safe as the keys.",
+      );
+    }
     let tmp: string | null = null;
     let file: Deno.FsFile | null = null;
     try {

@@ -31,6 +31,7 @@ import {
   EXIT_USAGE,
   UsageError,
 } from "./_command.ts";
+import { KEY_HELP, takeKeyFlags } from "./_keys.ts";
 import { note, oneLine, println } from "./_output.ts";
 import { config } from "./config.ts";
 import { doctor } from "./doctor.ts";
@@ -115,6 +116,7 @@ Options:
 Settings (flags override them):
   MCPSTATE_BACKEND   Backend URL (default sqlite:///~/.mcpstate/state.db); --backend
   MCPSTATE_USER      User for list, get, delete, transfer, inspect and stdio serve (default "local"); --user
+${KEY_HELP}
 
 Backend URLs: sqlite:///~/path.db, sqlite:////abs/path.db, redis://[user:pass@]host:port/db,
 rediss://…, denokv:///path.kv, denokv+https://…, postgres://…, memory://
@@ -131,9 +133,9 @@ argument or URL).`;
  * @returns The exit code.
  */
 export async function main(args: string[]): Promise<number> {
-  const [first, ...rest] = args;
   let name = "mcpstate";
   try {
+    const [first, ...rest] = takeKeyFlags(args);
     if (first === undefined || first === "-h" || first === "--help" || first === "help") {
       if (first === "help" && rest[0] !== undefined) return await main([rest[0], "--help"]);
       if (first === undefined) {
@@ -186,6 +188,8 @@ function describe(e: unknown): [number, string] {
             String(e.details.expired_at)
           }; it can no longer be read. "mcpstate list --include-expired" shows it until it is reclaimed.`,
         ];
+      case "encryption_error":
+        return [EXIT_FAILURE, `${e.message} (encryption_error: ${String(e.details.reason)})`];
       default:
         return [EXIT_FAILURE, e.message];
     }

@@ -23,6 +23,8 @@ import {
 } from "../server/mod.ts";
 import type { HandleStore } from "../store.ts";
 import { openServedStore } from "../server/_open_store.ts";
+import { checkedEncryption } from "./_keys.ts";
+import { UsageError } from "./_command.ts";
 import { ConfigError, parseServeArgs, type ServeConfig, USAGE } from "./serve_config.ts";
 import { type Kind, kindRules } from "../kinds.ts";
 import { resolve } from "node:path";
@@ -68,6 +70,10 @@ export async function serve(args: string[]): Promise<number> {
   try {
     store = await openStore(config, telemetry);
   } catch (e) {
+    if (e instanceof UsageError) {
+      console.error(`mcpstate serve: ${e.message}`);
+      return 2;
+    }
     const msg = e instanceof McpStateError || e instanceof Error ? e.message : String(e);
     console.error(`mcpstate serve: could not open the backend: ${redact(msg)}`);
     return e instanceof McpStateError && e.code === "invalid_argument" ? 2 : 1;
@@ -104,11 +110,17 @@ export async function serve(args: string[]): Promise<number> {
 }
 
 /**
- * Opens the store of `--backend` with the configured size cap and quotas,
+ * Opens the store of `--backend` with the configured size cap, quotas and
+ * encryption keys (`MCPSTATE_ENCRYPTION_KEYS`, `--encryption-keys-file`),
  * its backend instrumented when metrics or traces are on.
  */
-function openStore(config: ServeConfig, telemetry: Telemetry | undefined): Promise<HandleStore> {
-  return openServedStore(config.backend, {
+async function openStore(
+  config: ServeConfig,
+  telemetry: Telemetry | undefined,
+): Promise<HandleStore> {
+  const encryption = await checkedEncryption();
+  return await openServedStore(config.backend, {
+    ...(encryption === undefined ? {} : { encryption }),
     ...(config.maxStateBytes === undefined ? {} : { maxStateBytes: config.maxStateBytes }),
     ...(config.quotas === undefined ? {} : { quotas: config.quotas }),
   }, telemetry);
