@@ -110,7 +110,10 @@ export async function mcpstate(
   const out = await child.output();
   await writing;
   const dec = new TextDecoder();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+  // Deno's own notices of packages it fetches (a cache filled from the
+  // lockfile alone) are not mcpstate's output.
+  const stderr = dec.decode(out.stderr).replace(/^Download https?:\/\/.*\n/gm, "");
+  return { code: out.code, stdout: dec.decode(out.stdout), stderr };
 }
 
 /**

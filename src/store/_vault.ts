@@ -23,9 +23,20 @@ import { isReplayed } from "../backend.ts";
 import { EncryptionError, InvalidArgument } from "../errors.ts";
 import { isSealed, KeyRing, open, seal } from "../keyring.ts";
 import type { EncryptionOptions } from "../types.ts";
+import { ByteCappedCache } from "../backends/_cache.ts";
 
 /** How many users' unwrapped data keys a store keeps at most. */
 export const KEY_CACHE_SIZE = 1024;
+
+/** The most opened content a store keeps (UTF-16 code units, sealed and plain counted). */
+const OPENED_MAX = 32 * 1024 * 1024;
+
+/** Content opened or sealed before, with the data key and the sealed text it is valid for. */
+interface Opened {
+  key: CryptoKey;
+  sealed: string;
+  plain: string;
+}
 
 /** The changelog entries that carry no state content and may stay clear. */
 const CLEAR_OPS = new Set(["share", "unshare", "transfer"]);
@@ -55,6 +66,17 @@ class Sealer {
   readonly #ring: Promise<KeyRing> | null;
   readonly #keys: () => Promise<B.KeyPrimitives | undefined>;
   readonly #cache = new Map<string, CryptoKey>();
+  /** Without keys: whether the backend kept any data key when first asked, and who has one. */
+  #anyKeys: Promise<boolean> | null = null;
+  readonly #keyed = new Set<string>();
+  // A read of the very text opened or sealed before, by the same data key,
+  // costs no decryption: the text is compared whole, so another ciphertext
+  // (changed, moved, or of another key) still goes through AES-GCM.
+  readonly #opened = new ByteCappedCache<Opened>(
+    OPENED_MAX / 8,
+    OPENED_MAX,
+    (o) => o.sealed.length + o.plain.length,
+  );
 
   constructor(ring: Promise<KeyRing> | null, keys: () => Promise<B.KeyPrimitives | undefined>) {
     this.#ring = ring;
@@ -74,6 +96,26 @@ class Sealer {
   /** Drops a user's cached key. */
   forget(user: string): void {
     this.#cache.delete(user);
+    this.#keyed.delete(user);
+  }
+
+  /**
+   * Without keys, refuses a write for a user who has a data key (`no_key`):
+   * it would leave plaintext beside their sealed content. Whether the
+   * backend keeps any data key at all is asked once, at the first write.
+   */
+  async refuseKeyed(user: string): Promise<void> {
+    if (this.on) return;
+    this.#anyKeys ??= this.#keys().then(
+      async (k) => k !== undefined && (await k.list({ limit: 1 })).length > 0,
+    ).catch((e) => {
+      this.#anyKeys = null;
+      throw e;
+    });
+    if (!await this.#anyKeys) return;
+    if (!this.#keyed.has(user) && (await (await this.#keys())!.get(user)) === null) return;
+    this.#keyed.add(user);
+    throw EncryptionError.noKey();
   }
 
   /** The user's data key; with `create`, made on first use; `null` when it has none. */
@@ -129,11 +171,12 @@ class Sealer {
     const out = { ...r };
     if (!withPreview) delete out.preview;
     // At once: each WebCrypto call is a hop to a worker thread.
-    const [state, preview] = await Promise.all(
-      [r.state, withPreview ? r.preview : undefined].map((t) =>
-        t === undefined ? undefined : this.#open(key, user, r.handle, t)
-      ),
-    );
+    const [state, preview] = await Promise.all([
+      r.state === undefined ? undefined : this.#open(key, user, r.handle, r.state, "s"),
+      withPreview && r.preview !== undefined
+        ? this.#open(key, user, r.handle, r.preview, "p")
+        : undefined,
+    ]);
     if (state !== undefined) out.state = state;
     if (preview !== undefined) out.preview = preview;
     return out;
@@ -143,7 +186,7 @@ class Sealer {
   async openMeta<M extends B.HandleMeta>(user: string, m: M): Promise<M> {
     if (m.preview === undefined) return m;
     const key = await this.opener(user, [m.preview]);
-    return key ? { ...m, preview: await this.#open(key, user, m.handle, m.preview) } : m;
+    return key ? { ...m, preview: await this.#open(key, user, m.handle, m.preview, "p") } : m;
   }
 
   /** Opens changelog entries; those of share, unshare and transfer may be clear. */
@@ -167,16 +210,24 @@ class Sealer {
     return r.result ? { ...r, result: await this.openRecord(user, r.result) } : r;
   }
 
-  /** Seals a text of `(user, handle)`. */
-  seal(key: CryptoKey, user: string, handle: string, text: string): Promise<string> {
-    return seal(key, user, handle, text);
+  /** Seals a record's state (`slot` "s") or preview ("p"), remembering the pair for reads. */
+  async seal(
+    key: CryptoKey,
+    user: string,
+    handle: string,
+    text: string,
+    slot: "s" | "p",
+  ): Promise<string> {
+    const sealed = await seal(key, user, handle, text);
+    this.#opened.set(`${slot}\0${user}\0${handle}`, { key, sealed, plain: text });
+    return sealed;
   }
 
   /** Seals a record's state and preview. */
   async sealRecord(key: CryptoKey, user: string, r: B.HandleRecord): Promise<B.HandleRecord> {
     const [state, preview] = await Promise.all([
-      seal(key, user, r.handle, r.state),
-      r.preview === undefined ? undefined : seal(key, user, r.handle, r.preview),
+      this.seal(key, user, r.handle, r.state, "s"),
+      r.preview === undefined ? undefined : this.seal(key, user, r.handle, r.preview, "p"),
     ]);
     return preview === undefined ? { ...r, state } : { ...r, state, preview };
   }
@@ -191,9 +242,31 @@ class Sealer {
     return ctx.entry ? { ...ctx, entry: await this.sealEntry(key, user, handle, ctx.entry) } : ctx;
   }
 
-  #open(key: CryptoKey, user: string, handle: string, text: string): Promise<string> {
+  async #open(
+    key: CryptoKey,
+    user: string,
+    handle: string,
+    text: string,
+    slot: "s" | "p",
+  ): Promise<string> {
     if (!isSealed(text)) throw EncryptionError.plaintext();
-    return open(key, user, handle, text);
+    const at = `${slot}\0${user}\0${handle}`;
+    const hit = this.#opened.get(at);
+    if (hit !== undefined && hit.key === key && hit.sealed === text) return hit.plain;
+    let plain: string;
+    try {
+      plain = await open(key, user, handle, text);
+    } catch (e) {
+      // The cached data key may be stale: another process erased the user
+      // since, and a new key seals their content now. Ask the store again.
+      if (this.#cache.get(user) !== key) throw e;
+      this.forget(user);
+      const fresh = await this.key(user, false);
+      if (fresh === null) throw EncryptionError.noKey();
+      plain = await open(key = fresh, user, handle, text);
+    }
+    this.#opened.set(at, { key, sealed: text, plain });
+    return plain;
   }
 }
 
@@ -213,6 +286,7 @@ async function update(
 ): Promise<B.UpdateOutcome | B.Replayed> {
   const [user, handle, change, ctx] = args;
   if (!s.on) {
+    await s.refuseKeyed(user);
     return inner.update(user, handle, (cur) => {
       if (cur && isSealed(cur.state)) throw EncryptionError.noKey();
       return change(cur);
@@ -260,7 +334,7 @@ async function update(
 function coreOps(inner: B.Backend, s: Sealer) {
   return {
     async insert(user: string, record: B.HandleRecord, ctx: B.WriteContext) {
-      if (!s.on) return inner.insert(user, record, ctx);
+      if (!s.on) return s.refuseKeyed(user).then(() => inner.insert(user, record, ctx));
       const key = (await s.key(user, true))!;
       const out = await inner.insert(
         user,
@@ -277,11 +351,12 @@ function coreOps(inner: B.Backend, s: Sealer) {
     },
     async save(user: string, handle: string, write: B.ConditionalWrite, ctx: B.WriteContext) {
       let w = write, c = ctx;
+      await s.refuseKeyed(user);
       if (s.on) {
         const key = (await s.key(user, true))!;
         const [state, preview, sealedCtx] = await Promise.all([
-          s.seal(key, user, handle, write.state),
-          write.preview === undefined ? undefined : s.seal(key, user, handle, write.preview),
+          s.seal(key, user, handle, write.state, "s"),
+          write.preview === undefined ? undefined : s.seal(key, user, handle, write.preview, "p"),
           s.sealCtx(key, user, handle, ctx),
         ]);
         w = preview === undefined ? { ...write, state } : { ...write, state, preview };
@@ -303,10 +378,12 @@ function coreOps(inner: B.Backend, s: Sealer) {
     update: (user: string, handle: string, change: B.Change, ctx: B.WriteContext) =>
       update(inner, s, [user, handle, change, ctx]),
     async remove(user: string, handle: string, ctx: B.WriteContext) {
+      await s.refuseKeyed(user);
       const out = await inner.remove(user, handle, ctx);
       return isReplayed(out) ? s.openReplay(user, out) : out;
     },
     async untrash(user: string, handle: string, ctx: B.WriteContext) {
+      await s.refuseKeyed(user);
       const r = await inner.untrash(user, handle, ctx);
       return r && s.openRecord(user, r);
     },
@@ -329,7 +406,7 @@ function groups(inner: B.Backend, s: Sealer, close: () => Promise<void>): Partia
     out.records = {
       users: (q) => records.users(q),
       import: async (user, record, ctx) => {
-        if (!s.on) return records.import(user, record, ctx);
+        if (!s.on) return s.refuseKeyed(user).then(() => records.import(user, record, ctx));
         const key = (await s.key(user, true))!;
         return records.import(user, await s.sealRecord(key, user, record), ctx);
       },
