@@ -67,7 +67,7 @@ class Sealer {
   readonly #keys: () => Promise<B.KeyPrimitives | undefined>;
   readonly #cache = new Map<string, CryptoKey>();
   /** Without keys: whether the backend kept any data key when first asked, and who has one. */
-  #anyKeys: Promise<boolean> | null = null;
+  #anyKeys: { none: boolean; at: number } | null = null;
   readonly #keyed = new Set<string>();
   // A read of the very text opened or sealed before, by the same data key,
   // costs no decryption: the text is compared whole, so another ciphertext
@@ -102,17 +102,18 @@ class Sealer {
   /**
    * Without keys, refuses a write for a user who has a data key (`no_key`):
    * it would leave plaintext beside their sealed content. Whether the
-   * backend keeps any data key at all is asked once, at the first write.
+   * backend keeps any data key at all is asked again at most once a second
+   * while it keeps none.
    */
   async refuseKeyed(user: string): Promise<void> {
     if (this.on) return;
-    this.#anyKeys ??= this.#keys().then(
-      async (k) => k !== undefined && (await k.list({ limit: 1 })).length > 0,
-    ).catch((e) => {
-      this.#anyKeys = null;
-      throw e;
-    });
-    if (!await this.#anyKeys) return;
+    const now = Date.now();
+    if (this.#anyKeys === null || (this.#anyKeys.none && now - this.#anyKeys.at >= 1000)) {
+      const k = await this.#keys();
+      const none = k === undefined || (await k.list({ limit: 1 })).length === 0;
+      this.#anyKeys = { none, at: now };
+    }
+    if (this.#anyKeys.none) return;
     if (!this.#keyed.has(user) && (await (await this.#keys())!.get(user)) === null) return;
     this.#keyed.add(user);
     throw EncryptionError.noKey();

@@ -116,6 +116,22 @@ export default group("encryption", ["keys"], [
         "encryption_error",
       );
       assert.equal(e.details.reason, "no_key");
+      // Nor does a store opened without keys write for a user who has a data
+      // key: plaintext would sit beside their sealed content. Users without
+      // one it serves.
+      await using plain2 = await storeWith(c);
+      const before = await sealed.get(h!.handle, { user: sealedUser });
+      for (
+        const write of [
+          () =>
+            plain2.save(h!.handle, { x: 1 }, { user: sealedUser, expectVersion: before.version }),
+          () => plain2.patch(h!.handle, [SetKey("", "x", 1)], { user: sealedUser }),
+          () => plain2.mint("doc", { x: 1 }, { user: sealedUser }),
+          () => plain2.revoke(h!.handle, { user: sealedUser }),
+        ]
+      ) assert.equal((await rejectsWith(write, "encryption_error")).details.reason, "no_key");
+      assert.deepEqual(await sealed.get(h!.handle, { user: sealedUser }), before);
+      await plain2.mint("doc", { x: 1 }, { user: plainUser });
       const k = await c.backend.keys!.get(sealedUser);
       assert.equal(k?.keyId, "k1");
       assert.equal(await c.backend.keys!.get(plainUser), null);
