@@ -65,7 +65,8 @@ function clearAudit(text: string): boolean {
 class Sealer {
   readonly #ring: Promise<KeyRing> | null;
   readonly #keys: () => Promise<B.KeyPrimitives | undefined>;
-  readonly #cache = new Map<string, CryptoKey>();
+  /** Unwrapped data keys by user, with the stored form each came from. */
+  readonly #cache = new Map<string, { key: CryptoKey; stored: B.StoredKey }>();
   /** Without keys: whether the backend kept any data key when first asked, and who has one. */
   #anyKeys: { none: boolean; at: number } | null = null;
   readonly #keyed = new Set<string>();
@@ -125,22 +126,41 @@ class Sealer {
     if (hit) {
       this.#cache.delete(user);
       this.#cache.set(user, hit);
-      return hit;
+      return hit.key;
     }
+    return this.#load(user, create, await (await this.#keys())!.get(user));
+  }
+
+  /**
+   * The user's data key for a write that does not read the record first
+   * (a new handle, a save without history), checked against the stored key:
+   * a key that another process's `erase` destroyed, or that `keys rotate`
+   * rewrapped, is never sealed with from the cache.
+   */
+  async writeKey(user: string): Promise<CryptoKey> {
+    const stored = await (await this.#keys())!.get(user);
+    const hit = this.#cache.get(user);
+    if (hit && stored?.keyId === hit.stored.keyId && stored.wrapped === hit.stored.wrapped) {
+      return hit.key;
+    }
+    this.#cache.delete(user);
+    return (await this.#load(user, true, stored))!;
+  }
+
+  async #load(user: string, create: boolean, found: B.StoredKey | null) {
     const ring = await this.#ring!;
-    const keys = (await this.#keys())!;
-    let stored = await keys.get(user);
+    let stored = found;
     let key: CryptoKey;
     if (stored) key = await ring.openDataKey(user, stored);
     else if (!create) return null;
     else {
       const fresh = await ring.newDataKey(user);
-      stored = await keys.create(user, fresh.stored, Date.now());
+      stored = await (await this.#keys())!.create(user, fresh.stored, Date.now());
       key = stored.keyId === fresh.stored.keyId && stored.wrapped === fresh.stored.wrapped
         ? fresh.key
         : await ring.openDataKey(user, stored);
     }
-    this.#cache.set(user, key);
+    this.#cache.set(user, { key, stored });
     if (this.#cache.size > KEY_CACHE_SIZE) this.#cache.delete(this.#cache.keys().next().value!);
     return key;
   }
@@ -260,7 +280,7 @@ class Sealer {
     } catch (e) {
       // The cached data key may be stale: another process erased the user
       // since, and a new key seals their content now. Ask the store again.
-      if (this.#cache.get(user) !== key) throw e;
+      if (this.#cache.get(user)?.key !== key) throw e;
       this.forget(user);
       const fresh = await this.key(user, false);
       if (fresh === null) throw EncryptionError.noKey();
@@ -307,7 +327,8 @@ async function update(
       answer = step?.record ?? plain;
       if (step === null) plan = () => null;
       else {
-        const key = (await s.key(user, true))!;
+        // A record that opened proves the cached key; without one, ask the store.
+        const key = seen ? (await s.key(user, true))! : await s.writeKey(user);
         const sealed: B.Step = { record: await s.sealRecord(key, user, step.record) };
         if (step.entry) sealed.entry = await s.sealEntry(key, user, handle, step.entry);
         plan = () => sealed;
@@ -336,7 +357,7 @@ function coreOps(inner: B.Backend, s: Sealer) {
   return {
     async insert(user: string, record: B.HandleRecord, ctx: B.WriteContext) {
       if (!s.on) return s.refuseKeyed(user).then(() => inner.insert(user, record, ctx));
-      const key = (await s.key(user, true))!;
+      const key = await s.writeKey(user);
       const out = await inner.insert(
         user,
         await s.sealRecord(key, user, record),
@@ -354,7 +375,7 @@ function coreOps(inner: B.Backend, s: Sealer) {
       let w = write, c = ctx;
       await s.refuseKeyed(user);
       if (s.on) {
-        const key = (await s.key(user, true))!;
+        const key = await s.writeKey(user);
         const [state, preview, sealedCtx] = await Promise.all([
           s.seal(key, user, handle, write.state, "s"),
           write.preview === undefined ? undefined : s.seal(key, user, handle, write.preview, "p"),
@@ -408,7 +429,7 @@ function groups(inner: B.Backend, s: Sealer, close: () => Promise<void>): Partia
       users: (q) => records.users(q),
       import: async (user, record, ctx) => {
         if (!s.on) return s.refuseKeyed(user).then(() => records.import(user, record, ctx));
-        const key = (await s.key(user, true))!;
+        const key = await s.writeKey(user);
         return records.import(user, await s.sealRecord(key, user, record), ctx);
       },
     };

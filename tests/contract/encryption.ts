@@ -186,6 +186,33 @@ export default group("encryption", ["keys"], [
     assert.equal(await c.backend.keys!.get(user), null);
     assert.deepEqual(await sealed.list(user), []);
   }, ["erasure"]),
+  step(
+    "a store whose cached data key another store's erase destroyed writes and reads with the new key",
+    async (c) => {
+      const user = freshUser("stale");
+      const keys = { k1: kek };
+      await using a = await storeWith(c, keys);
+      await using b = await storeWith(c, keys);
+      await using blind = await c.openStore({
+        clock: c.clock.fn,
+        encryption: { keys },
+        history: false,
+      });
+      const first = await a.mint("doc", { a: 1 }, { user });
+      await blind.get(first, { user });
+      await b.erase(user);
+      // Each store still holds the erased key: writes that read nothing first
+      // must not seal with it, reads of content sealed since must not fail.
+      const h = await a.mint("doc", { a: 2 }, { user });
+      assert.deepEqual((await b.get(h, { user })).state, { a: 2 });
+      const v = (await blind.get(h, { user })).version;
+      await blind.save(h, { a: 3 }, { user, expectVersion: v });
+      await using fresh = await storeWith(c, keys);
+      assert.deepEqual((await fresh.get(h, { user })).state, { a: 3 });
+      assert.deepEqual((await a.get(h, { user })).state, { a: 3 });
+    },
+    ["erasure"],
+  ),
   step("keys.create keeps the first key of a user and answers it", async (c) => {
     const user = freshUser("create");
     const keys = c.backend.keys!;
