@@ -12,7 +12,7 @@ import { DatabaseSync } from "node:sqlite";
 import { recordLine } from "../src/cli/records.ts";
 import { mcpstate, type RunResult, tempHome } from "./_cli_run.ts";
 import { sampleRecord } from "./contract/import.ts";
-import { cleanEnv, SERVE } from "./_server_harness.ts";
+import { cleanEnv, closeAndStop, httpClient, SERVE, startHttpServer } from "./_server_harness.ts";
 import { ok as toolOk } from "./_tool_calls.ts";
 import { Client } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
@@ -165,4 +165,39 @@ Deno.test("cli keys: serve over stdio with MCPSTATE_ENCRYPTION_KEYS saves and lo
   }
   const raw = await Deno.readFile(join(home, "state.db"));
   assert.equal(new TextDecoder("latin1").decode(raw).includes("s3cret"), false);
+});
+
+Deno.test("cli keys: serve over HTTP with --encryption-keys-file saves and loads; the file holds no plaintext", async () => {
+  const home = await tempHome();
+  const url = `sqlite:///${join(home, "state.db")}`;
+  const file = await keyFile(home, 0o600);
+  await using server = await startHttpServer([
+    "--backend",
+    url,
+    "--allow-anonymous",
+    "--encryption-keys-file",
+    file,
+  ]);
+  const client = await httpClient(server.url, "2026-07-28");
+  const saved = await toolOk(client, "state_save", { kind: "note", state: { secret: "h77p" } });
+  assert.deepEqual((await toolOk(client, "state_load", { handle: saved.handle })).state, {
+    secret: "h77p",
+  });
+  await closeAndStop([client], server);
+  for await (const f of Deno.readDir(home)) {
+    if (!f.name.startsWith("state.db")) continue;
+    const raw = await Deno.readFile(join(home, f.name));
+    assert.equal(new TextDecoder("latin1").decode(raw).includes("h77p"), false, f.name);
+  }
+  // The same file without keys: the state is there, and it does not open.
+  const r = await mcpstate(home, [
+    "get",
+    "--backend",
+    url,
+    "--user",
+    "anonymous",
+    String(saved.handle),
+  ]);
+  assert.equal(r.code, 1, r.stderr);
+  assert.match(r.stderr, /no_key/);
 });
