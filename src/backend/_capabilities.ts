@@ -198,8 +198,13 @@ export interface TransferPrimitives {
    * `to`) and stores `step.keep`; the old owner keeps nothing else. When
    * `user` has no live record of that handle it answers `"absent"`, when
    * `to` has any record of it (live or in the trash) `"taken"`, and changes
-   * nothing. The usage of both users follows (`ctx.quota` is checked for
-   * `to`, as a mint would be).
+   * nothing. With `step.content` the same step also checks the record is
+   * still at `content.version` and replaces the moved record's state,
+   * preview and changelog texts by those given (`"changed"`, nothing
+   * changed, when it is not, or when an entry it would move has no text
+   * there: see {@link TransferStep.content}). The usage of both users follows
+   * (`ctx.quota` is checked for `to`, as a mint would be, with the state the
+   * record has after the move).
    *
    * @since 0.5.0 (as `Backend.transfer`)
    */

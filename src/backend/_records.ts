@@ -69,12 +69,14 @@ export interface ForkPoint {
 
 /**
  * Result of {@link TransferPrimitives.move}: `"moved"`, or why nothing moved —
- * `"absent"` (no live record of the old owner) or `"taken"` (the new owner
- * already has a record, live or trashed, with that handle).
+ * `"absent"` (no live record of the old owner), `"taken"` (the new owner
+ * already has a record, live or trashed, with that handle) or `"changed"`
+ * (a move with {@link TransferStep.content} found the record no longer the
+ * one that content was made from).
  *
  * @since 0.5.0
  */
-export type TransferOutcome = "moved" | "absent" | "taken";
+export type TransferOutcome = "moved" | "absent" | "taken" | "changed";
 
 /**
  * The changelog entry that a grant change or a transfer leaves (SPEC 8.2:
@@ -128,6 +130,36 @@ export interface TransferStep {
    * at `ctx.now` in the same step, whether or not one is kept.
    */
   keep?: GrantRecord;
+  /**
+   * The record's content as the new owner is to hold it (encryption at
+   * rest re-encrypts it under the new owner's key and binding): see
+   * {@link TransferContent}. Absent: the content moves as it is.
+   */
+  content?: TransferContent;
+}
+
+/**
+ * What a {@link TransferPrimitives.move} writes in place of the moved
+ * record's content, in its atomic step: when the live record's version is
+ * still `version`, the moved record holds `state` and `preview` (absent:
+ * none), and each changelog entry it moves holds the text given for its
+ * version (`at` kept). When the version differs, or an entry the move would
+ * carry has no text here, the move answers `"changed"` and changes nothing,
+ * so no entry keeps content made for the old owner. Texts of versions the
+ * changelog no longer holds are ignored. The audit step's entry is appended
+ * after, as given.
+ *
+ * @since 0.5.0
+ */
+export interface TransferContent {
+  /** The version of the record the content was made from. */
+  version: number;
+  /** The state text. */
+  state: string;
+  /** The preview text; absent: the moved record has none. */
+  preview?: string;
+  /** The text of every changelog entry, by version. */
+  entries: { version: number; text: string }[];
 }
 
 /** A record without its state: what listing returns. */

@@ -35,6 +35,7 @@ export type {
   SaveOutcome,
   Step,
   StoredKey,
+  TransferContent,
   TransferOutcome,
   TransferPrimitives,
   TransferStep,

@@ -182,6 +182,8 @@ async function transferAs({ core, handle, options }: Call<TransferOptions>): Pro
       ...(kept ? { keep: kept } : {}),
     }));
   if (res === "absent") throw new HandleNotFound(handle);
+  // Only a move with content re-sealed for the new owner answers so (the seam retries it).
+  if (res === "changed") throw new BackendError(`${handle} changed during its transfer; retry.`);
   if (res === "taken") {
     throw new InvalidArgument(
       `The user ${

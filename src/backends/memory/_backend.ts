@@ -26,6 +26,29 @@ interface IdemEntry {
   expiresAt: number;
 }
 
+/**
+ * A record and its changelog as a transfer moves them: as they are, or with
+ * `content` in place of their texts; `null` when `content` was made from
+ * another version, or lacks the text of an entry (see `TransferContent`).
+ */
+function resealed(
+  record: B.HandleRecord,
+  log: B.ChangeEntry[] | undefined,
+  content: B.TransferContent | undefined,
+): { record: B.HandleRecord; log: B.ChangeEntry[] | undefined } | null {
+  if (!content) return { record, log };
+  if (record.version !== content.version) return null;
+  const texts = new Map(content.entries.map((e) => [e.version, e.text]));
+  if (log?.some((e) => !texts.has(e.version))) return null;
+  const { preview: _, ...rest } = record;
+  return {
+    record: content.preview === undefined
+      ? { ...rest, state: content.state }
+      : { ...rest, state: content.state, preview: content.preview },
+    log: log?.map((e) => ({ ...e, text: texts.get(e.version)! })),
+  };
+}
+
 /** Keeps every record in process memory. Each primitive runs without awaiting, so it is atomic. */
 export class MemoryBackend implements B.Backend {
   #users = new Map<string, Map<string, B.HandleRecord>>();
@@ -395,17 +418,18 @@ export class MemoryBackend implements B.Backend {
         return Promise.resolve("taken");
       }
 
+      const key = JSON.stringify([user, handle]);
+      const moved = resealed(current, this.#logs.get(key), step.content);
+      if (!moved) return Promise.resolve("changed");
       try {
-        this.#quota(to, ctx, { handles: 1, bytes: utf8Length(current.state) });
+        this.#quota(to, ctx, { handles: 1, bytes: utf8Length(moved.record.state) });
       } catch (e) {
         return Promise.reject(e);
       }
-      const key = JSON.stringify([user, handle]);
       this.#users.get(user)?.delete(handle);
-      this.#records(to).set(handle, current);
-      const log = this.#logs.get(key);
+      this.#records(to).set(handle, moved.record);
       this.#logs.delete(key);
-      if (log) this.#logs.set(target, log);
+      if (moved.log) this.#logs.set(target, moved.log);
       this.#leases.delete(key);
       this.#audit(to, handle, step.audit, ctx.now);
       for (const g of [...this.#grants.values()]) {
