@@ -145,7 +145,9 @@ export interface LogCopy {
  * head ever does. At most {@link CHUNKS_PER_COMMIT} entries (one KV value
  * each) per commit. `"missing"` when an entry is not there (the record
  * changed since it was read), `null` when the intent was collected meanwhile;
- * either way the copy so far is released.
+ * either way the copy so far is released. With `texts`, each copy holds the
+ * text given for its version instead (a transfer's content sealed anew),
+ * its `at` kept.
  */
 export async function copyLog(
   db: KvIo,
@@ -155,6 +157,7 @@ export async function copyLog(
   from: number,
   to: number,
   tu: Deno.KvKeyPart,
+  texts?: Map<number, string>,
 ): Promise<LogCopy | "missing" | null> {
   const L = newId(), n = to - from + 1;
   const intent = db.keys.intent(Date.now(), tu, h, L);
@@ -171,7 +174,9 @@ export async function copyLog(
       if (first === from) op.set(intent, { n, l: L, f: from } satisfies Intent);
       else op.check({ key: intent, versionstamp: intentVs });
       for (const e of rows) {
-        op.set(db.keys.log(tu, h, L, e.key[e.key.length - 1] as number), e.value);
+        const version = e.key[e.key.length - 1] as number, text = texts?.get(version);
+        const value = text === undefined ? e.value : logValueOf({ version, at: e.value.a, text });
+        op.set(db.keys.log(tu, h, L, version), value);
       }
     });
     if (res?.ok !== true) {

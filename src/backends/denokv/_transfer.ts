@@ -33,6 +33,8 @@
 
 import {
   auditEntry,
+  type HandleRecord,
+  type TransferContent,
   type TransferOutcome,
   type TransferStep,
   type WriteContext,
@@ -94,7 +96,7 @@ export async function transfer(
     const addUsageTo = usageTo &&
       await planUsage(db, t, usageTo, ctx.quota, {
         handles: 1,
-        bytes: utf8Length(record.state),
+        bytes: utf8Length(step.content?.state ?? record.state),
       }, ctx.now);
     const addUsageFrom = usageFrom &&
       await planUsage(db, u, usageFrom, undefined, { handles: -1, bytes: -old.z }, ctx.now, false);
@@ -110,13 +112,17 @@ export async function transfer(
       ? { L: old.L, g: old.g, ga: old.ga ?? ctx.now, drops: [] }
       : { drops: [] };
     const keeps = plan.L !== undefined && plan.L === old.L && plan.g! <= old.v;
-    const next = added ? { ...record, version: added.version, updatedAt: added.at } : record;
+    const moved = resealed(record, keeps ? plan.g! : old.v + 1, step.content);
+    if (!moved) return { outcome: "changed" };
+    const next = added
+      ? { ...moved.record, version: added.version, updatedAt: added.at }
+      : moved.record;
     let body: BodyRef | null = null, copy: LogCopy | null = null, ok = false;
     try {
-      body = await bodyOf(db, t, h, record.state);
+      body = await bodyOf(db, t, h, moved.record.state);
       if (!body) return AGAIN;
       if (keeps) {
-        const copied = await copyLog(db, u, h, old.L!, plan.g!, old.v, t);
+        const copied = await copyLog(db, u, h, old.L!, plan.g!, old.v, t, moved.texts);
         if (copied === "missing") return await gone(db, u, h, entry, handle);
         if (!copied) return AGAIN;
         copy = copied;
@@ -160,6 +166,30 @@ export async function transfer(
       }
     }
   }, db.contended(handle));
+}
+
+/**
+ * The record a transfer writes, and the texts of the entries `from`…its
+ * version it copies: as they are, or `content`'s (see `TransferContent`);
+ * `null` when `content` was made from another version or lacks one of them.
+ */
+function resealed(
+  record: HandleRecord,
+  from: number,
+  content: TransferContent | undefined,
+): { record: HandleRecord; texts?: Map<number, string> } | null {
+  if (!content) return { record };
+  if (record.version !== content.version) return null;
+  const texts = new Map(content.entries.map((e) => [e.version, e.text]));
+  for (let v = from; v <= record.version; v++) if (!texts.has(v)) return null;
+  const { preview: _, ...rest } = record;
+  const state = content.state;
+  return {
+    record: content.preview === undefined
+      ? { ...rest, state }
+      : { ...rest, state, preview: content.preview },
+    texts,
+  };
 }
 
 /**

@@ -398,12 +398,14 @@ export class SqliteBackend implements B.Backend {
         const row = this.#q.read.get(user, handle) as Row | undefined;
         if (!row) return "absent";
         if (this.#q.versionOf.get(to, handle) || this.#q.inTrash.get(to, handle)) return "taken";
-        const record = recordOf(handle, row);
+        const record = recordOf(handle, row), content = step.content;
+        if (content && !this.#reseal(user, handle, record, content)) return "changed";
         // Entries of the new owner under this handle (none live, none trashed) are orphans.
         this.#q.logDrop.run(to, handle);
         this.#q.moveRecord.run(user, handle, to);
         // After the move, whose trigger counted it; a refusal rolls the transaction back.
-        if (ctx.quota) this.#u.apply(to, ctx, { handles: 1, bytes: utf8Length(record.state) });
+        const bytes = utf8Length(content?.state ?? record.state);
+        if (ctx.quota) this.#u.apply(to, ctx, { handles: 1, bytes });
         this.#q.moveLog.run(user, handle, to);
         this.#q.dropLease.run(user, handle);
         if (step.audit) this.#audit(to, handle, step.audit, ctx.now);
@@ -415,6 +417,24 @@ export class SqliteBackend implements B.Backend {
       });
     },
   };
+
+  /**
+   * Writes a transfer's `content` in place of the record's (inside the
+   * move's transaction); false, writing nothing, when it was made from
+   * another version or lacks an entry's text. The changelog's tail goes to
+   * the keyed table first, so each entry is one row to rewrite.
+   */
+  #reseal(user: string, handle: string, r: B.HandleRecord, content: B.TransferContent): boolean {
+    if (r.version !== content.version) return false;
+    const texts = new Map(content.entries.map((e) => [e.version, e.text]));
+    const log = this.#q.log.read(user, handle, 0);
+    if (log.some((e) => !texts.has(e.version))) return false;
+    this.#q.log.flush(user, handle);
+    const { record, entry } = this.#q.reseal;
+    for (const e of log) entry.run(user, handle, e.version, texts.get(e.version)!);
+    record.run(user, handle, content.state, content.preview ?? null);
+    return true;
+  }
 
   /** {@inheritDoc Backend.changes} */
   changes(user: string, handle: string, afterVersion: number): Promise<B.ChangeEntry[]> {

@@ -103,6 +103,7 @@ export class Statements {
   readonly dropLease: StatementSync;
   readonly #db: DatabaseSync;
   readonly #lists = new Map<number, StatementSync>();
+  #reseal: { record: StatementSync; entry: StatementSync } | undefined;
 
   /** Prepares every statement on `db`, whose schema is ready. */
   constructor(db: DatabaseSync) {
@@ -232,6 +233,23 @@ export class Statements {
       sweepLeases: this.sweepLeases,
     } = prepareLeases(p));
     this.dataVersion = p("PRAGMA data_version");
+  }
+
+  /**
+   * A transfer's content sealed anew for the new owner (see
+   * `TransferContent`): the record's state and preview (user, handle,
+   * state, preview), an entry's text (user, handle, version, text).
+   * Prepared on first use.
+   */
+  get reseal(): { record: StatementSync; entry: StatementSync } {
+    return this.#reseal ??= {
+      record: this.#db.prepare(
+        "UPDATE handles SET state = ?3, preview = ?4 WHERE user = ?1 AND handle = ?2",
+      ),
+      entry: this.#db.prepare(
+        "UPDATE changes SET text = ?4 WHERE user = ?1 AND handle = ?2 AND version = ?3",
+      ),
+    };
   }
 
   /**
