@@ -540,7 +540,10 @@ export class PostgresBackend implements B.Backend {
         ]);
         if (!row) return { out: "absent", delta: null };
         if (taken) return { out: "taken", delta: null };
-        const record = recordOf(row);
+        const record = recordOf(row), content = step.content;
+        if (content && !await this.#reseal(tx, user, handle, record, content)) {
+          return { out: "changed", delta: null };
+        }
         // Entries left under the new owner's key by a row deleted long ago are orphans.
         await tx.unsafe(this.#q.dropLog, [to, handle]);
         // A row of the new owner inserted after the lock check meets the primary key.
@@ -562,13 +565,38 @@ export class PostgresBackend implements B.Backend {
           this.#g.endOf(tx, user, handle, ctx.now),
           keep && this.#g.put(tx, keep, ctx.now),
         ]);
-        return { out: "moved", delta: { handles: 1, bytes: utf8Length(record.state) } };
+        const bytes = utf8Length(content?.state ?? record.state);
+        return { out: "moved", delta: { handles: 1, bytes } };
       };
       return ctx.quota
         ? this.#guarded(to, ctx, move) as Promise<B.TransferOutcome>
         : this.#pool.op((sql) => this.#pool.begin(sql, async (tx) => (await move(tx)).out));
     },
   };
+
+  /**
+   * Writes a transfer's `content` in place of the locked record's; false,
+   * writing nothing, when it was made from another version or lacks an
+   * entry's text.
+   */
+  async #reseal(
+    tx: Queryable,
+    user: string,
+    handle: string,
+    r: B.HandleRecord,
+    content: B.TransferContent,
+  ): Promise<boolean> {
+    if (r.version !== content.version) return false;
+    const entries = JSON.stringify(content.entries);
+    const [missing] = await tx.unsafe(this.#q.resealMissing, [user, handle, entries]).values();
+    if (missing) return false;
+    await Promise.all([
+      tx.unsafe(this.#q.resealLog, [user, handle, entries]).execute(),
+      tx.unsafe(this.#q.resealRecord, [user, handle, content.state, content.preview ?? null])
+        .execute(),
+    ]);
+    return true;
+  }
 
   /** {@inheritDoc Backend.changes} */
   changes(user: string, handle: string, afterVersion: number): Promise<B.ChangeEntry[]> {

@@ -271,6 +271,20 @@ function others(p: Parts) {
     moveRecord: `UPDATE ${h} SET user_id = $3 WHERE user_id = $1 AND handle = $2 AND ${live}`,
     moveLog: `UPDATE ${c} SET user_id = $3 WHERE user_id = $1 AND handle = $2`,
     dropLease: `DELETE FROM ${l} WHERE user_id = $1 AND handle = $2`,
+    // A transfer's content sealed anew for the new owner (see TransferContent),
+    // written after the row lock: whether an entry has no text in $3 (JSON
+    // of the content's entries), then the entries' texts and the record's
+    // state and preview.
+    resealMissing: `SELECT 1 FROM ${c} AS e WHERE e.user_id = $1 AND e.handle = $2
+                      AND NOT EXISTS (SELECT 1 FROM json_to_recordset($3::text::json)
+                                        AS r(version bigint, text text)
+                                      WHERE r.version = e.version)
+                    LIMIT 1`,
+    resealLog: `UPDATE ${c} AS e SET text = r.text
+                FROM json_to_recordset($3::text::json) AS r(version bigint, text text)
+                WHERE e.user_id = $1 AND e.handle = $2 AND e.version = r.version`,
+    resealRecord: `UPDATE ${h} SET state = $3, preview = $4
+                   WHERE user_id = $1 AND handle = $2 AND ${live}`,
     // A live record stops the claim (and is then read by `replay`); an expired
     // one that no sweep has removed yet is taken over.
     claim: `INSERT INTO ${i} AS old (user_id, scope, key, fingerprint, result, expires_at)
