@@ -393,6 +393,9 @@ export class PostgresBackend implements B.Backend {
     ctx: B.WriteContext,
   ): Promise<B.UpdateOutcome | B.Replayed> {
     let prior: B.HandleRecord | null = null;
+    // What `change` threw: the caller's own failure, passed on as it is
+    // (not as a driver's) once the transaction is rolled back.
+    let thrown: { e: unknown } | undefined;
     const step = async (
       tx: Queryable,
       remember?: (r: B.HandleRecord | null) => Promise<void>,
@@ -407,7 +410,13 @@ export class PostgresBackend implements B.Backend {
       const current = row ? recordOf(row) : null;
       prior = current;
       // A change that throws ends the transaction here: nothing is written.
-      const next = change(current ? { ...current } : null);
+      let next: ReturnType<B.Change>;
+      try {
+        next = change(current ? { ...current } : null);
+      } catch (e) {
+        thrown = { e };
+        throw new Rollback<B.UpdateOutcome>({ record: null, written: false });
+      }
       const record = next?.record ?? null;
       const writes: Promise<unknown>[] = [];
       if (next && record && current) {
@@ -444,17 +453,21 @@ export class PostgresBackend implements B.Backend {
       const out = { record: record ?? current, written: record !== null };
       return cols ? leasedOutcome(out, ctx, cols as unknown as unknown[]) : out;
     };
-    if (ctx.quota) {
-      return this.#guarded(user, ctx, async (tx, remember) => {
+    const out = ctx.quota
+      ? this.#guarded(user, ctx, async (tx, remember) => {
         const out = await step(tx, remember);
         if (!out.written || !out.record) return { out, delta: null };
         const before = prior as B.HandleRecord | null;
         const bytes = utf8Length(out.record.state) - (before ? utf8Length(before.state) : 0);
         return { out, delta: { handles: before ? 0 : 1, bytes } };
-      });
-    }
-    if (!ctx.idempotency) return this.#pool.op((sql) => this.#pool.begin(sql, (tx) => step(tx)));
-    return this.#idempotent(user, ctx, step);
+      })
+      : ctx.idempotency
+      ? this.#idempotent(user, ctx, step)
+      : this.#pool.op((sql) => this.#pool.begin(sql, (tx) => step(tx)));
+    return out.then((r) => {
+      if (thrown) throw thrown.e;
+      return r;
+    });
   }
 
   /** {@inheritDoc Backend.remove} */
