@@ -38,7 +38,7 @@ import { closedError, Connection } from "./_connection.ts";
 import { RedisErasure } from "./_erase.ts";
 import { Feed } from "./_feed.ts";
 import { RedisGrants } from "./_grants.ts";
-import { RedisMoves } from "./_move.ts";
+import { contentArgs, RedisMoves } from "./_move.ts";
 import { type Keys, KeySpace } from "./_keys.ts";
 import { RedisDataKeys } from "./_data_keys.ts";
 import { checkOptions, type RedisBackendOptions } from "./_options.ts";
@@ -130,7 +130,7 @@ export class RedisBackend implements B.Backend {
       const keep = step.keep;
       let out: B.TransferOutcome | Reply;
       if (this.#moves) {
-        out = await this.#moves.transfer(user, handle, to, ctx, step.audit, keep);
+        out = await this.#moves.transfer(user, handle, to, ctx, step.audit, keep, step.content);
       } else {
         const keys = [k.rec, k.idx, k.exp, k.lease, this.#k.grantsOf(user, handle)];
         keys.push(t.rec, t.idx, t.exp, t.trash);
@@ -145,6 +145,7 @@ export class RedisBackend implements B.Backend {
             }`,
             ...auditArgs(step.audit, t.enc),
             keep ? JSON.stringify({ ...keep, endedAt: null }) : "",
+            ...await contentArgs(this.#conn, k.rec, step.content),
             ...quotaArgs(ctx),
           ],
           wroteOne,
@@ -156,6 +157,8 @@ export class RedisBackend implements B.Backend {
           ? "moved"
           : reply === -1
           ? "taken"
+          : reply === -2
+          ? "changed"
           : "absent";
       }
       if (Array.isArray(out)) {

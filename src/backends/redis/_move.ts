@@ -6,30 +6,41 @@
  *
  * 1. `MOVE_RESERVE` (new owner): refuses a taken handle, else marks the
  *    handle `R` (reserved by this move), so the new owner's misses find it.
- * 2. `MOVE_OUT` (old owner): checks the record is live at the audit step's
- *    version, renames its hash (changelog included) to a transit key out of
- *    the old owner's view, with what the move still has to do.
+ * 2. `MOVE_OUT` (old owner): checks the record is live (and, with a
+ *    transfer's content sealed anew for the new owner, still the record it
+ *    was made from), renames its hash (changelog included) to a transit key
+ *    out of the old owner's view, with what the move still has to do (the
+ *    content included).
  * 3. `MOVE_IN` (new owner): when the mark is still this move's `R`, writes
- *    the record, applies the audit step, stores the kept grant, and turns the
- *    mark to `D`; a taken handle or a quota refusal here drops the mark.
+ *    the record (the transit hash, with the content's state, preview and
+ *    entry texts in place of its own), applies the audit step, stores the
+ *    kept grant, and turns the mark to `D`; a taken handle or a quota
+ *    refusal here drops the mark.
  * 4. `MOVE_DONE` (old owner): drops the transit hash and the lease, and ends
  *    the grants in force on the handle; or `MOVE_BACK` after a refused step
  *    3: the transit hash goes back to the old owner's record.
  * 5. `MOVE_CLEAR` (new owner): drops the `D` mark.
  *
  * The record is live in one place at a time: the old owner's until step 2,
- * the new owner's from step 3. A crash between steps leaves a transit hash or
- * a mark, and any miss on the handle of either user (`trashedUntil`, which
- * the store calls on every not-found) finishes the move from there: it runs
- * the steps left, each of which does nothing when it already ran. A
- * reservation whose move never took the record out is dropped once it is
- * {@link STALE_RESERVATION_MS} old; step 3 then finds no mark and the record
- * goes back.
+ * the new owner's from step 3. The transit hash keeps the old owner's
+ * content as it was, so a move that goes back leaves it untouched. A crash
+ * between steps leaves a transit hash or a mark, and any miss on the handle
+ * of either user (`trashedUntil`, which the store calls on every not-found)
+ * finishes the move from there: it runs the steps left, each of which does
+ * nothing when it already ran. A reservation whose move never took the
+ * record out is dropped once it is {@link STALE_RESERVATION_MS} old; step 3
+ * then finds no mark and the record goes back.
  *
  * @module
  */
 
-import type { AuditStep, GrantRecord, TransferOutcome, WriteContext } from "../../backend.ts";
+import type {
+  AuditStep,
+  GrantRecord,
+  TransferContent,
+  TransferOutcome,
+  WriteContext,
+} from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { auditArgs, encodeHandle, expiresText, quotaArgs, type Reply, wroteOne } from "./_codec.ts";
 import type { Connection } from "./_connection.ts";
@@ -56,6 +67,8 @@ interface Plan {
   keep: GrantRecord | null;
   /** The new owner's quotas argument, or `null`. */
   quota: string | null;
+  /** The content the record arrives with, if any (see `TransferContent`). */
+  content?: TransferContent;
 }
 
 /** How a move ended: moved, refused (nothing moved), or the new owner's quota refusal. */
@@ -65,6 +78,74 @@ type Arrival = "moved" | "taken" | "back" | Reply;
 const transitOf = (k: Keys): string => `${k.base}v:${k.enc}`;
 /** The mark `P{T}:n:H` of a move into `k`'s user. */
 const markOf = (k: Keys): string => `${k.base}n:${k.enc}`;
+
+/** A transfer content's `cv` script argument (see `_move_scripts.ts`): `""` without one. */
+export function contentCv(content: TransferContent | undefined): string {
+  return content ? `${content.version}\t${content.entries.map((e) => e.version).join(",")}` : "";
+}
+
+/**
+ * The metadata field `m` (see `metaText`) with its preview replaced by
+ * `preview` (absent: none), every other field as it was.
+ */
+export function withPreview(m: string, preview: string | undefined): string {
+  const f = m.split("\t");
+  const head = f.slice(0, 6).join("\t"), sv = f[6] ?? "";
+  const tags = f.slice(7).filter((t) => !t.startsWith("P"));
+  if (preview !== undefined) tags.unshift(`P${preview.replace(/[\t\n]/g, " ")}`);
+  if (tags.length > 0) return `${head}\t${sv}\t${tags.join("\t")}`;
+  return sv === "" ? head : `${head}\t${sv}`;
+}
+
+/**
+ * The standalone transfer script's content arguments (see `TRANSFER`):
+ * `cv`, then the record's `m` now, the `m` and state to write and the
+ * entries' texts; `[""]` without content.
+ */
+export async function contentArgs(
+  conn: Connection,
+  rec: string,
+  content: TransferContent | undefined,
+): Promise<string[]> {
+  if (!content) return [""];
+  const m = await conn.cmd(() => conn.client.hget(rec, "m")) ?? "";
+  const texts = content.entries.map((e) => e.text);
+  return [contentCv(content), m, withPreview(m, content.preview), content.state, ...texts];
+}
+
+/**
+ * A transit hash's fields (flat) as the record arrives with `content`: `m`,
+ * `d` and each entry `e<v>` (its `at` kept) hold the content's, and the
+ * move's own fields are left out (the content travels there too).
+ */
+function arriving(fields: string[], content: TransferContent | undefined): string[] {
+  if (!content) return fields;
+  const texts = new Map(content.entries.map((e) => [e.version, e.text]));
+  let m = "";
+  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === "m") m = fields[i + 1]!;
+  m = withPreview(m, content.preview);
+  const out: string[] = [];
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const f = fields[i]!, v = fields[i + 1]!;
+    if (f === "mi" || f === "mv") continue;
+    const entry = /^e(\d+)$/.exec(f);
+    const text = entry ? texts.get(Number(entry[1])) : undefined;
+    if (entry && text === undefined) {
+      throw new BackendError(`The transfer's content lacks the entry ${f.slice(1)}; retry.`);
+    }
+    out.push(
+      f,
+      f === "m"
+        ? m
+        : f === "d"
+        ? `${m}\n${content.state}`
+        : entry
+        ? `${v.split("\t")[0]}\t${text}`
+        : v,
+    );
+  }
+  return out;
+}
 
 /** A hash as HGETALL's flat field/value list. */
 function flat(hash: Record<string, string>): string[] {
@@ -101,6 +182,7 @@ export class RedisMoves {
     ctx: WriteContext,
     audit: AuditStep | undefined,
     keep: GrantRecord | undefined,
+    content?: TransferContent,
   ): Promise<TransferOutcome | Reply> {
     const plan: Plan = {
       id: crypto.randomUUID(),
@@ -110,6 +192,7 @@ export class RedisMoves {
       audit: auditArgs(audit, this.#k.of(to, handle).enc),
       keep: keep ? { ...keep, endedAt: null } : null,
       quota: quotaArgs(ctx)[0] ?? null,
+      ...(content ? { content } : {}),
     };
     const names = keep ? await this.#grants.name(keep) : undefined;
     // A failure midway leaves the names: a later miss may still finish the move.
@@ -149,15 +232,16 @@ export class RedisMoves {
       const r = await this.#conn.run(
         S.moveOut,
         [k.rec, k.idx, k.exp, transitOf(k)],
-        [plan.audit[0], plan.id, JSON.stringify(plan)],
+        [plan.audit[0], plan.id, JSON.stringify(plan), contentCv(plan.content)],
         Array.isArray,
       ) as number | Reply;
       if (Array.isArray(r) && r[0] !== "P") {
         return await this.#arrive(user, handle, plan, r as string[]);
       }
-      if (r === 0 || attempt >= 2) {
+      if (r === 0 || r === -2 || attempt >= 2) {
         await this.#conn.run(S.moveClear, [markOf(t)], ["R", plan.id], wroteOne);
         if (r === 0) return "absent";
+        if (r === -2) return "changed";
         throw new BackendError("Another transfer of this handle is under way; retry shortly.");
       }
       // An earlier move of this handle out of the user is unfinished: finish it first.
@@ -169,8 +253,9 @@ export class RedisMoves {
    * Steps 3 to 5 of a move whose record is in transit (`fields`: the transit
    * hash): in, then done and clear, or back.
    */
-  async #arrive(user: string, handle: string, plan: Plan, fields: string[]): Promise<Arrival> {
+  async #arrive(user: string, handle: string, plan: Plan, transit: string[]): Promise<Arrival> {
     const k = this.#k.of(user, handle), t = this.#k.of(plan.to, handle);
+    const fields = arriving(transit, plan.content);
     const keep = plan.keep;
     const keys = [t.rec, t.idx, t.exp, t.trash, markOf(t)];
     if (keep) keys.push(this.#k.grant(plan.to, keep.grant), this.#k.grantsOf(plan.to, handle));

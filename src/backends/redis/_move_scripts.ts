@@ -8,6 +8,56 @@
 
 import { PRELUDE } from "./_prelude.ts";
 
+/*
+ * A transfer's content (see TransferContent): `cv` = its version, tab, the
+ * versions of the entries it has a text for, comma-joined (in the order of
+ * the texts that travel with it).
+ */
+const COVERS = `
+-- The positions of the entries of content cv by version (see cv above),
+-- when record cur (getrec) is at cv's version and every entry of its
+-- changelog has a text there; false otherwise.
+local function covers(cur, cv)
+  local c = split(cv, 2)
+  if cur.v ~= c[1] then return false end
+  local at, i = {}, 0
+  for v in string.gmatch(c[2], '[^,]+') do
+    i = i + 1
+    at[v] = i
+  end
+  if cur.l then
+    local lo, hi = bounds(cur.l)
+    for v = lo, hi do
+      if not at[tostring(v)] then return false end
+    end
+  end
+  return at
+end
+`;
+
+const RESEALED = `
+-- The fields that write content cv into record hash key (cur: getrec): m
+-- (nm) and d with state s, and each entry e<v> with its text (ARGV from
+-- first, in cv's order), at kept; false when the record's m is not om (it
+-- changed) or an entry has no text.
+local function resealed(key, cur, cv, om, nm, s, first)
+  if cur.m ~= om then return false end
+  local at = covers(cur, cv)
+  if not at then return false end
+  local out = {'m', nm, 'd', nm .. '\\n' .. s}
+  if cur.l then
+    local lo, hi = bounds(cur.l)
+    for v = lo, hi do
+      local et = redis.call('HGET', key, 'e' .. v)
+      out[#out + 1] = 'e' .. v
+      local tab = string.find(et, '\\t', 1, true)
+      out[#out + 1] = string.sub(et, 1, tab) .. ARGV[first - 1 + at[tostring(v)]]
+    end
+  end
+  return out
+end
+`;
+
 /**
  * transfer: renames a live record hash (changelog included) from one user's
  * keys to another's and moves it between their indexes, expiry sets and
@@ -15,28 +65,37 @@ import { PRELUDE } from "./_prelude.ts";
  * (the old owner's grant list of the handle, re-shares included) ends. With
  * an audit step the moved record gets its next version and the `transfer`
  * entry; with a kept grant, the new owner's grant for the old owner is
- * stored. Nothing changes when the new owner has a record or a trashed record
- * of that handle, or the record is not at the audit step's version. The keys
- * of two users sit in two hash slots: a standalone server only.
+ * stored; with content, the record's state, preview and entries hold it.
+ * Nothing changes when the new owner has a record or a trashed record of
+ * that handle, or the content was not made from the record. The keys of two
+ * users sit in two hash slots: a standalone server only.
  * KEYS: record, index, expiry, lease, grant list of the handle (old owner);
  * record, index, expiry, trash[, grant list of the handle, kept grant's hash]
  * (new owner; the last two with a kept grant). ARGV: tab-joined now, graceMs, the
  * kept grant's encoded id and expiry; the audit step ("" = none; see
- * auditable); the entry; the kept grant's record (JSON, "" = none)[; quotas
- * of the new owner].
- * Replies 1 (moved), 0 (no live record), -1 (taken) or a quota refusal.
+ * auditable); the entry; the kept grant's record (JSON, "" = none); the
+ * content's cv ("" = none), then, with one, the m it was made from, the m
+ * and state it writes and the entries' texts[; quotas of the new owner].
+ * Replies 1 (moved), 0 (no live record), -1 (taken), -2 (the content was
+ * not made from the record) or a quota refusal.
  */
-export const TRANSFER: string = PRELUDE + `
+export const TRANSFER: string = PRELUDE + COVERS + RESEALED + `
 local a = split(ARGV[1], 4)
 local now = tonumber(a[1])
 local cur = getrec(KEYS[1])
 if not cur then return 0 end
 if redis.call('EXISTS', KEYS[6]) == 1 or redis.call('EXISTS', KEYS[9]) == 1 then return -1 end
+local rs = false
+if ARGV[5] ~= '' then
+  rs = resealed(KEYS[1], cur, ARGV[5], ARGV[6], ARGV[7], ARGV[8], 9)
+  if not rs then return -2 end
+end
 local to, q, qm, qw = basekey(KEYS[6]), quotas(), 0, 0
 local db = recbytes(KEYS[1], cur.m)
+local nb = rs and #ARGV[8] or db
 if q then
   local refused
-  refused, qm, qw = quotacheck(to, q, 1, db, now)
+  refused, qm, qw = quotacheck(to, q, 1, nb, now)
   if refused then return refused end
 end
 local from = basekey(KEYS[1])
@@ -45,10 +104,15 @@ redis.call('ZREM', KEYS[2], cur.x)
 if cur.e ~= '' then redis.call('ZREM', KEYS[3], cur.x) end
 redis.call('DEL', KEYS[4])
 endgrants(from, redis.call('LRANGE', KEYS[5], 0, -1), a[1])
+if rs then
+  for i = 1, #rs, 1000 do
+    redis.call('HSET', KEYS[1], unpack(rs, i, math.min(i + 999, #rs)))
+  end
+end
 redis.call('RENAME', KEYS[1], KEYS[6])
 local ttl = settle(KEYS[6], KEYS[7], KEYS[8], cur, tonumber(a[2]), now)
 audit(KEYS[6], KEYS[7], KEYS[8], ARGV[2], ARGV[3])
-track(to, 1, db, ttl)
+track(to, 1, nb, ttl)
 if q then countwrite(to, qm, qw) end
 if KEYS[11] then storegrant(KEYS[11], KEYS[10], ARGV[4], a[4], a[3]) end
 announce(KEYS[1])
@@ -88,13 +152,18 @@ return 1
 /**
  * The second step: takes the live record out of the old owner's view. KEYS:
  * record, index, expiry, transit (old owner). ARGV: the audit step ("" =
- * none; see auditable), the move's id, what the move still has to do (JSON).
- * Replies the transit hash (HGETALL), 0 (no live record) or `{'P'}` (a move of that handle out of this user is unfinished).
+ * none; see auditable), the move's id, what the move still has to do (JSON),
+ * the content's cv ("" = none: its texts travel in that JSON, and the third
+ * step writes them).
+ * Replies the transit hash (HGETALL), 0 (no live record), -2 (the content
+ * was not made from the record) or `{'P'}` (a move of that handle out of
+ * this user is unfinished).
  */
-export const MOVE_OUT: string = PRELUDE + `
+export const MOVE_OUT: string = PRELUDE + COVERS + `
 local cur = getrec(KEYS[1])
 if not cur then return 0 end
 if redis.call('EXISTS', KEYS[4]) == 1 then return {'P'} end
+if ARGV[4] ~= '' and not covers(cur, ARGV[4]) then return -2 end
 track(basekey(KEYS[1]), -1, -recbytes(KEYS[1], cur.m))
 redis.call('ZREM', KEYS[2], cur.x)
 if cur.e ~= '' then redis.call('ZREM', KEYS[3], cur.x) end
