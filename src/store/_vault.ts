@@ -10,17 +10,20 @@
  * step, and WebCrypto is asynchronous: so an update reads the record, opens
  * it, runs the change on the plaintext and seals the step first, then hands
  * the engine a change that writes that step only when the record is still
- * the one it read, and otherwise starts over from the newer one.
+ * the one it read, and otherwise starts over from the newer one. A
+ * transfer does the same with the whole content: sealed anew for the new
+ * owner, written by the move's own step if the record did not change.
  *
  * Without a key ring (a store opened without keys on a backend that keeps
- * data keys) it only refuses sealed content, as `no_key`.
+ * data keys) it only refuses sealed content, as `no_key` (and transfers
+ * of users who have a data key).
  *
  * @module
  */
 
 import type * as B from "../backend.ts";
 import { isReplayed } from "../backend.ts";
-import { EncryptionError, InvalidArgument } from "../errors.ts";
+import { BackendError, EncryptionError, InvalidArgument } from "../errors.ts";
 import { isSealed, KeyRing, open, seal } from "../keyring.ts";
 import type { EncryptionOptions } from "../types.ts";
 import { ByteCappedCache } from "../backends/_cache.ts";
@@ -352,6 +355,78 @@ async function update(
   }
 }
 
+/** How many times a transfer starts over from a record that changed meanwhile before it gives up. */
+const TRANSFER_ATTEMPTS = 100;
+
+/**
+ * A record and its changelog as the new owner `to` is to hold them: opened
+ * with the old owner's key, sealed with `to`'s (made on first use) and bound
+ * to `(to, handle)`; the entries that may stay clear stay as they are.
+ */
+async function resealed(
+  s: Sealer,
+  user: string,
+  to: string,
+  r: B.HandleRecord,
+  log: B.ChangeEntry[],
+): Promise<B.TransferContent> {
+  const h = r.handle;
+  if (log.some((e) => !isSealed(e.text) && !clearAudit(e.text))) {
+    throw EncryptionError.plaintext();
+  }
+  const sealed = log.filter((e) => isSealed(e.text));
+  // The record first: opening it replaces a stale cached key of the user.
+  const plain = await s.openRecord(user, r);
+  const from = sealed.length === 0 ? null : await s.opener(user, [sealed[0]!.text]);
+  const key = (await s.key(to, true))!;
+  // At once: each WebCrypto call is a hop to a worker thread.
+  const [state, preview, ...texts] = await Promise.all([
+    s.seal(key, to, h, plain.state, "s"),
+    plain.preview === undefined ? undefined : s.seal(key, to, h, plain.preview, "p"),
+    ...log.map(async (e) =>
+      isSealed(e.text) ? seal(key, to, h, await open(from!, user, h, e.text)) : e.text
+    ),
+  ]);
+  const entries = log.map((e, i) => ({ version: e.version, text: texts[i]! }));
+  return preview === undefined
+    ? { version: r.version, state: state!, entries }
+    : { version: r.version, state: state!, preview, entries };
+}
+
+/**
+ * `transfer.move` through the seam (SPEC 9.2): the record and its changelog
+ * are read and sealed anew for the new owner ({@link resealed}), and the
+ * engine writes that content in the move's own atomic step when the record
+ * is still at the version read; otherwise (`"changed"`) it starts over.
+ * Without keys, a transfer from or to a user who has a data key is refused
+ * (`no_key`): content cannot be sealed anew, nor left plaintext beside theirs.
+ */
+async function move(
+  inner: B.Backend,
+  s: Sealer,
+  args: [string, string, string, B.WriteContext, B.TransferStep],
+): Promise<B.TransferOutcome> {
+  const [user, handle, to, ctx, step] = args;
+  const transfer = inner.transfer!;
+  if (!s.on) {
+    await Promise.all([s.refuseKeyed(user), s.refuseKeyed(to)]);
+    return transfer.move(user, handle, to, ctx, step);
+  }
+  for (let attempt = 0; attempt < TRANSFER_ATTEMPTS; attempt++) {
+    const [r, log] = await Promise.all([
+      inner.read(user, handle),
+      inner.changes(user, handle, 0),
+    ]);
+    if (!r) return "absent";
+    const content = await resealed(s, user, to, r, log);
+    const out = await transfer.move(user, handle, to, ctx, { ...step, content });
+    if (out !== "changed") return out;
+  }
+  throw new BackendError(
+    `The handle ${handle} kept changing while it was being transferred; nothing was transferred. Retry.`,
+  );
+}
+
 /** The record primitives, core ones, through the seam. */
 function coreOps(inner: B.Backend, s: Sealer) {
   return {
@@ -467,17 +542,7 @@ function groups(inner: B.Backend, s: Sealer, close: () => Promise<void>): Partia
     };
   }
   if (transfer) {
-    out.transfer = {
-      move: (u, h, to, ctx, step) => {
-        if (s.on) {
-          throw new InvalidArgument(
-            "transfer is not supported with encryption at rest yet (it must re-encrypt the handle for its new owner); nothing was changed.",
-            { field: "encryption" },
-          );
-        }
-        return transfer.move(u, h, to, ctx, step);
-      },
-    };
+    out.transfer = { move: (u, h, to, ctx, step) => move(inner, s, [u, h, to, ctx, step ?? {}]) };
   }
   for (const name of ["feed", "quotas", "grants", "keys"] as const) {
     if (inner[name]) Object.assign(out, { [name]: inner[name] });

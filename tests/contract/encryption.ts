@@ -15,7 +15,7 @@ import {
   type HandleStoreOptions,
   SetKey,
 } from "../../mod.ts";
-import { KeyRing } from "../../src/keyring.ts";
+import { isSealed, KeyRing } from "../../src/keyring.ts";
 import { freshUser, rejectsWith } from "../_helpers.ts";
 import { type ContractContext, group, step } from "./_group.ts";
 
@@ -98,6 +98,13 @@ async function scenario(c: ContractContext, store: HandleStore, user: string, gr
 
 const kek = newKek();
 
+/** The texts the engine holds of `(user, handle)`: state, preview and changelog entries. */
+async function rawTexts(c: ContractContext, user: string, handle: string): Promise<string[]> {
+  const r = await c.backend.read(user, handle);
+  const log = await c.backend.changes(user, handle, 0);
+  return [r?.state, r?.preview, ...log.map((e) => e.text)].filter((t) => t !== undefined);
+}
+
 export default group("encryption", ["keys"], [
   step(
     "with keys every API answers as without them, and a store without keys reads no_key",
@@ -168,15 +175,96 @@ export default group("encryption", ["keys"], [
     assert.deepEqual((await fresh.get(h, { user })).state, { a: "rotated" });
     assert.ok((await keys.list({ limit: 100_000 })).some((k) => k.user === user));
   }),
-  step("transfer with keys is refused as not supported yet, and changes nothing", async (c) => {
-    const user = freshUser("enc"), to = freshUser("to");
-    await using sealed = await storeWith(c, { k1: kek });
-    const h = await sealed.mint("doc", { a: 1 }, { user });
-    const e = await rejectsWith(() => sealed.transfer(h, { user, to }), "invalid_argument");
-    assert.match(e.message, /not supported with encryption/);
-    assert.deepEqual((await sealed.get(h, { user })).state, { a: 1 });
-    assert.equal((await sealed.get(h, { user })).version, 1);
-  }, ["transfer"]),
+  step(
+    "transfer with keys: the new owner reads state, history and versions, a kept grant reads, and no ciphertext of the old owner is left",
+    async (c) => {
+      const user = freshUser("from"), to = freshUser("to");
+      await using sealed = await storeWith(c, { k1: kek });
+      const h = await sealed.mint("doc", { title: "moved-secret", notes: ["n1"] }, { user });
+      await sealed.patch(h, [Append("notes", "n2")], { user });
+      await sealed.patch(h, [SetKey("", "title", "moved-again")], { user });
+      const before = await sealed.get(h, { user });
+      const history = await sealed.changesSince(h, 0, { user });
+      assert.ok(!history.truncated);
+      const v2 = await sealed.stateAt(h, 2, { user });
+      const raw = await rawTexts(c, user, h);
+      assert.ok(raw.length >= 4 && raw.every(isSealed), "the old owner's content is sealed");
+      assert.equal(await sealed.transfer(h, { user, to, keep: "read" }), h);
+      // The new owner reads everything; the transfer's entry comes last.
+      const after = await sealed.get(h, { user: to });
+      assert.deepEqual([after.state, after.version], [before.state, before.version + 1]);
+      const moved = await sealed.changesSince(h, 0, { user: to });
+      assert.ok(!moved.truncated);
+      assert.deepEqual(moved.changes.slice(0, -1), history.changes);
+      assert.deepEqual(moved.changes.at(-1)?.op, "transfer");
+      assert.deepEqual(await sealed.stateAt(h, 2, { user: to }), v2);
+      const [listed] = await sealed.list(to, { previews: true });
+      assert.match(listed!.preview ?? "", /moved-again/);
+      // The old owner reads through the kept grant, with the new owner's key.
+      const kept = (await sealed.list(user)).filter((i) => i.sharedBy === to);
+      assert.equal(kept.length, 1);
+      assert.deepEqual((await sealed.get(kept[0]!.handle, { user })).state, before.state);
+      await rejectsWith(() => sealed.get(h, { user }), "handle_not_found");
+      // Below the store: nothing under the old owner, and none of its ciphertexts anywhere.
+      assert.equal(await c.backend.read(user, h), null);
+      assert.deepEqual(await c.backend.changes(user, h, 0), []);
+      const now = await rawTexts(c, to, h);
+      assert.ok(now.filter(isSealed).length >= raw.length, "the new owner's content is sealed");
+      for (const text of raw) assert.ok(!now.includes(text), "an old ciphertext moved as it was");
+      // A store without keys still reads no_key for the new owner.
+      await using plain = await storeWith(c);
+      const e = await rejectsWith(() => plain.get(h, { user: to }), "encryption_error");
+      assert.equal(e.details.reason, "no_key");
+    },
+    ["transfer", "grants"],
+  ),
+  step(
+    "transfer with keys: a write racing it lands before it (and is moved) or fails",
+    async (c) => {
+      const user = freshUser("from"), to = freshUser("to");
+      await using a = await storeWith(c, { k1: kek });
+      await using b = await storeWith(c, { k1: kek });
+      const h = await a.mint("doc", { log: [] }, { user });
+      const write = (s: HandleStore, i: number) =>
+        s.patch(h, [Append("log", `w${i}`)], { user }).then(() => `w${i}`);
+      const results = await Promise.allSettled([
+        ...[0, 1, 2, 3].map((i) => write(i % 2 ? a : b, i)),
+        b.transfer(h, { user, to }),
+        ...[4, 5, 6, 7].map((i) => write(i % 2 ? a : b, i)),
+      ]);
+      const landed: string[] = [];
+      for (const r of results) {
+        if (r.status === "rejected") {
+          assert.equal((r.reason as { code?: string }).code, "handle_not_found", String(r.reason));
+        } else if (r.value !== h) landed.push(r.value);
+      }
+      assert.equal(results[4]!.status, "fulfilled", "the transfer went through");
+      const got = await a.get<{ log: string[] }>(h, { user: to });
+      assert.deepEqual([...got.state.log].sort(), landed.sort());
+      const log = await a.changesSince(h, 0, { user: to });
+      assert.ok(!log.truncated);
+      assert.equal(log.changes.at(-1)?.op, "transfer");
+      assert.equal(log.changes.length, landed.length + 2);
+    },
+    ["transfer"],
+  ),
+  step(
+    "transfer of a sealed record by a store without keys is no_key, and changes nothing",
+    async (c) => {
+      const user = freshUser("from"), to = freshUser("to");
+      await using sealed = await storeWith(c, { k1: kek });
+      await using plain = await storeWith(c);
+      const h = await sealed.mint("doc", { a: 1 }, { user });
+      const raw = await rawTexts(c, user, h);
+      const e = await rejectsWith(() => plain.transfer(h, { user, to }), "encryption_error");
+      assert.equal(e.details.reason, "no_key");
+      assert.deepEqual(await rawTexts(c, user, h), raw);
+      assert.equal(await c.backend.read(to, h), null);
+      const got = await sealed.get(h, { user });
+      assert.deepEqual([got.state, got.version], [{ a: 1 }, 1]);
+    },
+    ["transfer"],
+  ),
   step("erase with keys destroys the user's data key", async (c) => {
     const user = freshUser("erase");
     await using sealed = await storeWith(c, { k1: kek });
