@@ -7,7 +7,8 @@
  * through the backend's `erasure` group, with the engine's own storage
  * dumped whole (every key and value) and searched for canary strings before
  * and after; and a writer in another process (`tests/_child.ts writers`)
- * racing the erase.
+ * racing the erase. And {@link transferScan}: a transfer under encryption at
+ * rest leaves no ciphertext of the old owner in the engine's storage.
  *
  * @module
  */
@@ -179,5 +180,51 @@ export async function eraseRace(engine: EraseEngine): Promise<void> {
   } finally {
     child.kill();
     await child.ended();
+  }
+}
+
+/**
+ * Under encryption at rest, two handles of one user (one large enough to be
+ * stored in chunks), saved and patched with history, are transferred to
+ * another user. Criterion: every ciphertext the old owner's records held
+ * (states, previews, changelog entries; searched by a slice of each) is in
+ * the engine's storage before and nowhere after; the new owner reads the
+ * states and history, sealed anew.
+ */
+export async function transferScan(engine: EraseEngine): Promise<void> {
+  const backend = await engine.open();
+  const keys = { k1: crypto.getRandomValues(new Uint8Array(32)).toBase64() };
+  await using store = new HandleStore(backend, { encryption: { keys } });
+  const from = freshUser("from"), to = freshUser("to");
+  const small = await store.mint("note", { body: "small", n: 0 }, { user: from });
+  await store.save(small, { body: "saved", n: 1 }, { user: from, expectVersion: 1 });
+  await store.patch(small, [SetKey("", "n", 2)], { user: from });
+  const large = await store.mint("note", { blob: "x".repeat(150_000), n: 0 }, { user: from });
+  await store.patch(large, [SetKey("", "n", 1)], { user: from });
+  const handles = [small, large];
+  const before = await Promise.all(handles.map((h) => store.get(h, { user: from })));
+  const history = await Promise.all(handles.map((h) => store.changesSince(h, 0, { user: from })));
+  const needles: string[] = [];
+  for (const h of handles) {
+    const r = (await backend.read(from, h))!;
+    const log = await backend.changes(from, h, 0);
+    // A slice past the prefix, from the start: a chunked state's first chunk holds it.
+    for (const t of [r.state, r.preview!, ...log.map((e) => e.text)]) needles.push(t.slice(5, 45));
+  }
+  assert.equal(needles.length, 9);
+  const dumped = await engine.dump();
+  for (const n of needles) assert.ok(holding(dumped, n).length > 0, `${n} is stored before`);
+  for (const h of handles) await store.transfer(h, { user: from, to, keep: "read" });
+  const after = await engine.dump();
+  for (const n of needles) assert.deepEqual(holding(after, n), [], `${n} is gone`);
+  for (const [i, h] of handles.entries()) {
+    const got = await store.get(h, { user: to });
+    assert.deepEqual([got.state, got.version], [before[i]!.state, before[i]!.version + 1]);
+    const log = await store.changesSince(h, 0, { user: to }), was = history[i]!;
+    assert.equal(log.truncated, was.truncated);
+    if (!log.truncated && !was.truncated) {
+      assert.deepEqual(log.changes.slice(0, -1), was.changes);
+      assert.equal(log.changes.at(-1)?.op, "transfer");
+    }
   }
 }

@@ -1,13 +1,19 @@
 /**
  * Erase on Deno KV (SPEC 9.1), on real KV files: the scenarios of
  * `_erase_scenario.ts`, with the storage dumped whole (`kv.list` of every
- * entry, keys and values).
+ * entry, keys and values). And a transfer with keys, scanned the same way.
  *
  * @module
  */
 
 import { openBackend } from "../src/url.ts";
-import { type EraseEngine, eraseRace, eraseScenario, type Stored } from "./_erase_scenario.ts";
+import {
+  type EraseEngine,
+  eraseRace,
+  eraseScenario,
+  type Stored,
+  transferScan,
+} from "./_erase_scenario.ts";
 
 /** Every entry of the KV file `file`, as text. */
 async function dumpKv(file: string): Promise<Stored[]> {
@@ -50,6 +56,10 @@ Deno.test("erase: deno kv", async (t) => {
     await t.step(
       "a writer in another process races the erase",
       () => eraseRace(engineIn(dir, "race")),
+    );
+    await t.step(
+      "a transfer with keys leaves no ciphertext of the old owner",
+      () => transferScan(engineIn(dir, "transfer")),
     );
   } finally {
     await Deno.remove(dir, { recursive: true });

@@ -3,7 +3,8 @@
  * cell of any table holds a canary of a state, preview, changelog entry or
  * kept idempotency result; a ciphertext moved to another row reads
  * `tampered` and the failing call changes nothing; export writes plaintext
- * and import encrypts; a separate key store makes erase shred a copy.
+ * and import encrypts; a separate key store makes erase shred a copy; a
+ * transfer leaves no cell holding a ciphertext of the old owner.
  *
  * @module
  */
@@ -13,6 +14,7 @@ import { DatabaseSync } from "node:sqlite";
 import { Append, HandleStore, type HandleStoreOptions, SetKey } from "../mod.ts";
 import { SqliteBackend } from "../src/backends/sqlite.ts";
 import { FakeClock, freshUser, rejectsWith, withTempDir } from "./_helpers.ts";
+import { transferScan } from "./_erase_scenario.ts";
 
 const KEYS = { k1: crypto.getRandomValues(new Uint8Array(32)).toBase64() };
 
@@ -173,5 +175,16 @@ Deno.test("encryption: concurrent patches from two connections all land, each se
     const log = await a.changesSince(h, 0, { user });
     assert.ok(!log.truncated);
     assert.equal(log.changes.length, 41);
+  });
+});
+
+Deno.test("encryption: a transfer leaves no cell holding a ciphertext of the old owner", async () => {
+  await withTempDir(async (dir) => {
+    const path = `${dir}/transfer.db`, url = `sqlite:///${path}`;
+    await transferScan({
+      url,
+      open: () => SqliteBackend.fromUrl(url),
+      dump: () => Promise.resolve(cells(path).map((c) => ({ where: c.table, what: c.text }))),
+    });
   });
 });

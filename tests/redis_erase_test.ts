@@ -3,7 +3,7 @@
  * Cluster started by `tests/_redis.ts`: the scenarios of
  * `_erase_scenario.ts`, with the storage dumped from every primary — every
  * key of any type (strings, hashes, lists, sets, sorted sets, streams) and
- * its value.
+ * its value. And a transfer with keys, scanned the same way.
  *
  * @module
  */
@@ -11,7 +11,13 @@
 import { Redis } from "ioredis";
 import { encodeName } from "../src/backends/redis/_codec.ts";
 import { openBackend } from "../src/url.ts";
-import { type EraseEngine, eraseRace, eraseScenario, type Stored } from "./_erase_scenario.ts";
+import {
+  type EraseEngine,
+  eraseRace,
+  eraseScenario,
+  type Stored,
+  transferScan,
+} from "./_erase_scenario.ts";
 import { type RedisServer, startRedis, startRedisCluster } from "./_redis.ts";
 
 /** Every key and value on `primaries`. */
@@ -67,6 +73,10 @@ Deno.test("erase: redis standalone", async (t) => {
   };
   await t.step("every trace of the user, and the grants that name it", () => eraseScenario(engine));
   await t.step("a writer in another process races the erase", () => eraseRace(engine));
+  await t.step(
+    "a transfer with keys leaves no ciphertext of the old owner",
+    () => transferScan(engine),
+  );
 });
 
 Deno.test("erase: redis cluster (3 masters + 3 replicas)", async (t) => {
@@ -79,4 +89,8 @@ Deno.test("erase: redis cluster (3 masters + 3 replicas)", async (t) => {
   };
   await t.step("every trace of the user, and the grants that name it", () => eraseScenario(engine));
   await t.step("a writer in another process races the erase", () => eraseRace(engine));
+  await t.step(
+    "a transfer with keys leaves no ciphertext of the old owner",
+    () => transferScan(engine),
+  );
 });
