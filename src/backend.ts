@@ -27,6 +27,7 @@ import type {
   WriteContext,
 } from "./backend/_records.ts";
 import type {
+  ContentPrimitives,
   ErasurePrimitives,
   FeedPrimitives,
   GrantPrimitives,
@@ -175,6 +176,13 @@ export interface Backend {
    * @since 0.5.0
    */
   readonly keys?: KeyPrimitives;
+  /**
+   * Optional: every stored copy of state content, scanned and rewritten in
+   * place (`mcpstate encrypt`, `mcpstate doctor`).
+   *
+   * @since 0.5.0
+   */
+  readonly content?: ContentPrimitives;
   /** Releases connections and files. Idempotent. */
   close(): Promise<void>;
 }

@@ -16,6 +16,7 @@ import type { Grant, ShareOptions } from "./grants.ts";
 import { checkGrantRecord } from "./store/_check.ts";
 import { closeCore, type Core, coreOf, reclaimTimer } from "./store/_core.ts";
 import * as erasing from "./store/_erase.ts";
+import { type Maintenance, maintenance } from "./store/_encrypt.ts";
 import * as history from "./store/_history.ts";
 import * as leases from "./store/_lease.ts";
 import * as lineage from "./store/_lineage.ts";
@@ -56,8 +57,7 @@ export class HandleStore implements AsyncDisposable {
   readonly #timer: ReturnType<typeof setInterval> | undefined;
 
   /**
-   * Wraps a backend.
-   * @param backend The storage primitives.
+   * Wraps a backend: `backend`, the storage primitives.
    * @param options Clock, size cap, patch length cap, grace period, reclaim interval.
    */
   constructor(backend: Backend, options: HandleStoreOptions = {}) {
@@ -471,6 +471,11 @@ export class HandleStore implements AsyncDisposable {
     return erasing.erase(this.#core, user, options);
   }
 
+  /** @internal Key maintenance: `mcpstate encrypt`, `keys rotate` and `doctor` (store/_encrypt.ts). */
+  get maintenance(): Maintenance {
+    return maintenance(this.#core);
+  }
+
   /**
    * Removes every expired record now, grace period or not.
    * @param user Only this user's; every user's when absent.
@@ -556,16 +561,11 @@ export class HandleStore implements AsyncDisposable {
    * @since 0.5.0
    * @example Refuse a record before writing anything
    * ```ts
-   * import { HandleStore, type HandleRecord, InvalidArgument } from "@mcpstate/core";
+   * import { HandleStore, InvalidArgument } from "@mcpstate/core";
    * await using store = await HandleStore.fromUrl("memory://");
-   * const now = Date.now();
-   * const record: HandleRecord = { handle: "Notes_k3v9x2mq", kind: "Notes", state: "{}",
-   *   version: 1, createdAt: now, updatedAt: now, expiresAt: null, lastWriter: null };
-   * try {
-   *   store.checkRecord("alice", record);
-   * } catch (e) {
-   *   if (!(e instanceof InvalidArgument)) throw e; // '"kind" "Notes" is not a valid kind.'
-   * }
+   * const record = { handle: "Notes_k3v9x2mq", kind: "Notes", state: "{}", version: 1,
+   *   createdAt: 0, updatedAt: 0, expiresAt: null, lastWriter: null };
+   * try { store.checkRecord("alice", record); } catch (e) { e instanceof InvalidArgument; } // kind
    * ```
    */
   checkRecord(user: string, record: HandleRecord): void {

@@ -393,3 +393,85 @@ export interface KeyPrimitives {
    */
   list(query: { after?: string; limit: number }): Promise<{ user: string; key: StoredKey }[]>;
 }
+
+/**
+ * One stored copy of state content, as {@link ContentPrimitives.scan} finds
+ * it (SPEC 9.2, `mcpstate encrypt`).
+ *
+ * @since 0.5.0
+ */
+export interface StoredContent {
+  /**
+   * What it is: a record's state and preview, live or expired (`record`) or
+   * in the trash (`trash`); a changelog entry (`entry`); or the record kept
+   * as an idempotency key's result (`result`).
+   */
+  kind: "record" | "trash" | "entry" | "result";
+  /** The user whose content it is. */
+  user: string;
+  /** The handle it belongs to (for a kept result, the handle of the record it holds). */
+  handle: string;
+  /**
+   * Its texts: `[state]` or `[state, preview]` for a record, a trashed
+   * record or a kept result; `[text]` for a changelog entry.
+   */
+  texts: string[];
+  /**
+   * Where the engine keeps it, in the engine's own terms: opaque to the
+   * store, which hands it back to {@link ContentPrimitives.replace} as it is.
+   */
+  ref: unknown;
+}
+
+/**
+ * One page of {@link ContentPrimitives.scan}.
+ *
+ * @since 0.5.0
+ */
+export interface ContentPage {
+  /** The copies of the page (possibly none, when `next` is not `null`). */
+  items: StoredContent[];
+  /** Where the next page starts; `null` after the last page. */
+  next: string | null;
+}
+
+/**
+ * Optional (encryption at rest in place, SPEC 9.2): every stored copy of
+ * state content, read and rewritten where it lies, so that `mcpstate
+ * encrypt` can seal a store's plaintext while its servers keep running.
+ *
+ * @since 0.5.0
+ */
+export interface ContentPrimitives {
+  /**
+   * One page of every stored copy of state content, of every user: records
+   * live, expired and in the trash, changelog entries (those a read no
+   * longer returns but the engine still keeps included), and the records
+   * kept for idempotency keys. Pages follow the engine's own order from
+   * `query.after` (a `next` of an earlier page; absent: the start); a page
+   * holds about `query.limit` copies. Paging until `next` is `null` visits
+   * every copy stored for the whole of the scan at least once; a copy
+   * written, moved or removed meanwhile may be visited or not. Reads only.
+   *
+   * @param query Where to start, and about how many copies.
+   * @returns The page.
+   */
+  scan(query: { after?: string; limit: number }): Promise<ContentPage>;
+  /**
+   * In one atomic step, when the copy `item` names still holds exactly
+   * `item.texts`, writes `texts` (as many) in their place and changes
+   * nothing else: no version, time, listing order, expiry or changelog
+   * moves, and no write is counted; the user's usage follows the state's new
+   * size. Otherwise it writes nothing and answers the copy as it is now.
+   *
+   * @param item A copy, as {@link ContentPrimitives.scan} or an earlier
+   *   `replace` answered it.
+   * @param texts The new texts.
+   * @returns Whether it replaced them, and otherwise the copy as it is now
+   *   (`null`: gone).
+   */
+  replace(
+    item: StoredContent,
+    texts: string[],
+  ): Promise<{ replaced: boolean; current: StoredContent | null }>;
+}

@@ -25,6 +25,7 @@ import type * as B from "../backend.ts";
 import { isReplayed } from "../backend.ts";
 import { BackendError, EncryptionError, InvalidArgument } from "../errors.ts";
 import { isSealed, KeyRing, open, seal } from "../keyring.ts";
+import { utf8Length } from "../json.ts";
 import type { EncryptionOptions } from "../types.ts";
 import { ByteCappedCache } from "../backends/_cache.ts";
 
@@ -95,6 +96,11 @@ class Sealer {
   /** The key primitives that keep the data keys. */
   keys(): Promise<B.KeyPrimitives | undefined> {
     return this.#keys();
+  }
+
+  /** The key ring (the store has keys). */
+  ring(): Promise<KeyRing> {
+    return this.#ring!;
   }
 
   /** Drops a user's cached key. */
@@ -545,7 +551,7 @@ function groups(inner: B.Backend, s: Sealer, close: () => Promise<void>): Partia
   if (transfer) {
     out.transfer = { move: (u, h, to, ctx, step) => move(inner, s, [u, h, to, ctx, step ?? {}]) };
   }
-  for (const name of ["feed", "quotas", "grants", "keys"] as const) {
+  for (const name of ["feed", "quotas", "grants", "keys", "content"] as const) {
     if (inner[name]) Object.assign(out, { [name]: inner[name] });
   }
   out.close = close;
@@ -600,9 +606,132 @@ export function vaultOf(inner: B.Backend, options: EncryptionOptions | undefined
     if (keyStore) await (await keyStore.catch(() => null))?.close();
   };
   const vault: B.Backend = { ...coreOps(inner, s), ...groups(inner, s, close), close };
+  MAINTENANCE.set(vault, maintenance(s, inner.maxEntryBytes));
   const max = s.on ? sealedEntryMax(inner.maxEntryBytes) : inner.maxEntryBytes;
   return Object.assign(vault, {
     ...(inner.reclaimsExpired === undefined ? {} : { reclaimsExpired: inner.reclaimsExpired }),
     ...(max === undefined ? {} : { maxEntryBytes: max }),
   });
+}
+
+/** How many times a copy or a key that keeps changing under its rewrite is tried. */
+const TRIES = 32;
+
+/**
+ * How a stored copy of content stands: `sealed`, `clear` (a changelog entry
+ * that carries no state content and may stay clear) or `plaintext`.
+ */
+export type CopyStatus = "sealed" | "clear" | "plaintext";
+
+/**
+ * What key maintenance needs of a store's seam (`mcpstate encrypt`, `keys
+ * rotate`, `doctor`): its data keys, and each stored copy of content sealed,
+ * or data key rewrapped, in place by compare-and-set.
+ *
+ * @internal
+ */
+export interface VaultMaintenance {
+  /** Whether the store has keys. */
+  readonly on: boolean;
+  /** The key primitives that keep the data keys (the data backend's or the key store's). */
+  keys(): Promise<B.KeyPrimitives | undefined>;
+  /** The ids of the ring's keys, the current one first (none without keys). */
+  ids(): Promise<string[]>;
+  /** How a stored copy stands. */
+  status(item: B.StoredContent): CopyStatus;
+  /**
+   * Seals a plaintext copy in place, under its user's data key (made on first
+   * use): a compare-and-set against the copy as read, tried again on the copy
+   * a concurrent write left (which wins). An entry that would no longer fit
+   * the engine once sealed is kept as its `omitted` marker.
+   */
+  seal(
+    content: B.ContentPrimitives,
+    item: B.StoredContent,
+  ): Promise<"sealed" | "current" | "gone" | "changing">;
+  /** Rewraps a user's data key under the current key-encryption key, by compare-and-set. */
+  rewrap(user: string, key: B.StoredKey): Promise<"rewrapped" | "current" | "gone" | "changing">;
+}
+
+/** The maintenance of each backend {@link vaultOf} made. */
+const MAINTENANCE = new WeakMap<B.Backend, VaultMaintenance>();
+
+/**
+ * The key maintenance of a backend {@link vaultOf} made (`undefined` for any
+ * other backend: a store with no data keys and no encryption).
+ *
+ * @param backend A store's backend.
+ * @returns Its maintenance.
+ * @internal
+ */
+export function maintenanceOf(backend: B.Backend): VaultMaintenance | undefined {
+  return MAINTENANCE.get(backend);
+}
+
+/** How a stored copy stands (see {@link CopyStatus}). */
+function statusOf(item: B.StoredContent): CopyStatus {
+  if (item.texts.every(isSealed)) return "sealed";
+  return item.kind === "entry" && clearAudit(item.texts[0]!) ? "clear" : "plaintext";
+}
+
+/**
+ * An entry's text, or its `omitted` marker (as the store writes one for an
+ * entry over its size) when the text would no longer fit `max` sealed.
+ */
+function fitted(text: string, max: number | undefined): string {
+  const fits = sealedEntryMax(max);
+  if (fits === undefined || utf8Length(text) <= fits) return text;
+  let head: Record<string, unknown> = {};
+  try {
+    head = JSON.parse(text) as Record<string, unknown>;
+  } catch { /* not JSON: the marker alone */ }
+  const kept: Record<string, unknown> = {};
+  for (const k of ["version", "at", "writer", "op", "via"]) if (k in head) kept[k] = head[k];
+  return JSON.stringify({ ...kept, omitted: true });
+}
+
+/** The maintenance of the seam `s` over an engine whose entries hold at most `maxEntry` bytes. */
+function maintenance(s: Sealer, maxEntry: number | undefined): VaultMaintenance {
+  return {
+    on: s.on,
+    keys: () => s.keys(),
+    ids: async () => {
+      if (!s.on) return [];
+      const ring = await s.ring();
+      return [ring.current, ...ring.ids.filter((id) => id !== ring.current)];
+    },
+    status: statusOf,
+    async seal(content, item) {
+      for (let i = 0; i < TRIES; i++) {
+        if (statusOf(item) !== "plaintext") return "current";
+        const { user, handle } = item;
+        const key = (await s.key(user, true))!;
+        const texts = await Promise.all(
+          item.texts.map((t) =>
+            isSealed(t)
+              ? t
+              : s.seal(key, user, handle, item.kind === "entry" ? fitted(t, maxEntry) : t)
+          ),
+        );
+        const out = await content.replace(item, texts);
+        if (out.replaced) return "sealed";
+        if (!out.current) return "gone";
+        item = out.current;
+      }
+      return "changing";
+    },
+    async rewrap(user, stored) {
+      const ring = await s.ring();
+      const keys = (await s.keys())!;
+      for (let i = 0; i < TRIES; i++) {
+        const next = await ring.rewrap(user, stored);
+        if (next === stored) return "current";
+        if (await keys.rewrap(user, stored, next)) return "rewrapped";
+        const now = await keys.get(user);
+        if (!now) return "gone";
+        stored = now;
+      }
+      return "changing";
+    },
+  };
 }

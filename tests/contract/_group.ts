@@ -73,6 +73,7 @@ export const CAPABILITIES = {
   found: ["trash.until"],
   erasure: ["erasure.count", "erasure.erase"],
   keys: ["keys.get", "keys.create", "keys.rewrap", "keys.delete", "keys.list"],
+  content: ["content.scan", "content.replace"],
 } as const satisfies Record<string, readonly Member[]>;
 
 /**

@@ -108,6 +108,7 @@ export const GROUPS: readonly ContractGroup[] = [
   (await import("./erase.ts")).default,
   (await import("./encryption.ts")).default,
   (await import("./cross_process.ts")).default,
+  (await import("./encrypt.ts")).default,
 ];
 
 /**

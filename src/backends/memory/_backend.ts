@@ -12,6 +12,7 @@ import { checkQuota, MINUTE_MS, type UsageDelta, writesAt } from "../_quota.ts";
 import { grantEnded, grantGone, grantStale } from "../../grants.ts";
 import { memoryErasure } from "./_erase.ts";
 import { memoryKeys } from "./_keys.ts";
+import { memoryContent } from "./_content.ts";
 import { compareListOrder, compareTrashOrder, Listeners, saveByUpdate } from "../_shared.ts";
 
 interface Trashed {
@@ -62,6 +63,13 @@ export class MemoryBackend implements B.Backend {
   #aliases = new Map<string, string>();
   /** {@inheritDoc Backend.keys} */
   readonly keys: B.KeyPrimitives = memoryKeys();
+  /** {@inheritDoc Backend.content} */
+  readonly content: B.ContentPrimitives = memoryContent({
+    users: this.#users,
+    idem: this.#idem,
+    logs: this.#logs,
+    trash: this.#trash,
+  });
   /** {@inheritDoc Backend.erasure} */
   readonly erasure: B.ErasurePrimitives = memoryErasure({
     users: this.#users,

@@ -32,6 +32,7 @@ import { prepareUsage, UsageStatements } from "./_usage.ts";
 import { GrantStatements, prepareGrants } from "./_grants.ts";
 import { sqliteErasure } from "./_erase.ts";
 import { sqliteKeys } from "./_keys.ts";
+import { sqliteContent } from "./_content.ts";
 import { utf8Length } from "../../json.ts";
 
 /** Options of {@link SqliteBackend}. */
@@ -76,6 +77,8 @@ export class SqliteBackend implements B.Backend {
   readonly erasure: B.ErasurePrimitives = sqliteErasure(() => ({ db: this.#db, c: this.#c }));
   /** {@inheritDoc Backend.keys} */
   readonly keys: B.KeyPrimitives = sqliteKeys(() => ({ db: this.#db, c: this.#c }));
+  /** {@inheritDoc Backend.content} */
+  readonly content: B.ContentPrimitives = sqliteContent(() => ({ db: this.#db, c: this.#c }));
 
   /**
    * Opens a backend from a URL: `sqlite:///~/.mcpstate/state.db` (under the

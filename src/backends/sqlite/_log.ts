@@ -40,13 +40,14 @@ export const TAIL_ROW_MAX = 3_000;
 export const TAIL_MAX_ENTRIES = 32;
 
 /** A parsed tail: its floor and its entries, oldest first. */
-interface Tail {
+export interface Tail {
   floorVersion: number | null;
   floorAt: number | null;
   entries: ChangeEntry[];
 }
 
-function parseTail(text: string): Tail {
+/** A `log_tail` cell, parsed (the format is in the module doc). */
+export function parseTail(text: string): Tail {
   const a = JSON.parse(text) as (number | string | null)[];
   const entries: ChangeEntry[] = [];
   for (let i = 2; i + 2 < a.length; i += 3) {
@@ -55,7 +56,8 @@ function parseTail(text: string): Tail {
   return { floorVersion: a[0] as number | null, floorAt: a[1] as number | null, entries };
 }
 
-function tailText(t: Tail): string {
+/** The `log_tail` cell of a tail. */
+export function tailText(t: Tail): string {
   const a: (number | string | null)[] = [t.floorVersion, t.floorAt];
   for (const e of t.entries) a.push(e.version, e.at, e.text);
   return JSON.stringify(a);
