@@ -38,6 +38,7 @@ import { utf8Length } from "../../json.ts";
 import { Guesses } from "./_guesses.ts";
 import { postgresErasure } from "./_erase.ts";
 import { postgresKeys, prepareDataKeys } from "./_data_keys.ts";
+import { postgresContent } from "./_content.ts";
 import { listDialect, type Statements, statements } from "./_statements.ts";
 import { checkSchema, DEFAULT_POSTGRES_SCHEMA, openClient } from "./_url.ts";
 
@@ -97,6 +98,8 @@ export class PostgresBackend implements B.Backend {
 
   /** {@inheritDoc Backend.keys} */
   readonly keys: B.KeyPrimitives;
+  /** {@inheritDoc Backend.content} */
+  readonly content: B.ContentPrimitives;
 
   /**
    * Wraps a postgres.js client. Nothing is sent until the first call (or
@@ -128,6 +131,11 @@ export class PostgresBackend implements B.Backend {
       await prepareDataKeys(tx, `"${schema}"`);
     });
     this.keys = postgresKeys(this.#pool, `"${schema}"`);
+    this.content = postgresContent(
+      this.#pool,
+      `"${schema}"`,
+      (user, handle) => this.#guesses.set(user, handle, null),
+    );
     // The old pool's LISTEN ends with it: the feed moves to the new pool.
     this.#pool.onReplace = (fresh) => this.#feed.moveTo(fresh);
   }
