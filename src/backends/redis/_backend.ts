@@ -41,6 +41,7 @@ import { RedisGrants } from "./_grants.ts";
 import { contentArgs, RedisMoves } from "./_move.ts";
 import { type Keys, KeySpace } from "./_keys.ts";
 import { RedisDataKeys } from "./_data_keys.ts";
+import { RedisContent } from "./_content.ts";
 import { checkOptions, type RedisBackendOptions } from "./_options.ts";
 import { heldOf, leaseArg, refuseGrant, withLease, wroteLeased } from "./_replies.ts";
 import { S } from "./_scripts.ts";
@@ -91,6 +92,8 @@ export class RedisBackend implements B.Backend {
   readonly erasure: B.ErasurePrimitives;
   /** {@inheritDoc Backend.keys} */
   readonly keys: B.KeyPrimitives;
+  /** {@inheritDoc Backend.content} */
+  readonly content: B.ContentPrimitives;
 
   /**
    * Wraps an ioredis client or cluster client that you opened.
@@ -109,6 +112,7 @@ export class RedisBackend implements B.Backend {
     this.#grants = new RedisGrants(this.#conn, this.#k);
     this.erasure = this.#erasure = new RedisErasure(this.#conn, this.#k);
     this.keys = new RedisDataKeys(this.#conn, this.#k);
+    this.content = new RedisContent(this.#conn, this.#k, (rec) => this.#guess(rec, null));
     this.#closeClient = options.closeClient ?? false;
     if ((client as { isCluster?: boolean }).isCluster) {
       this.#moves = new RedisMoves(this.#conn, this.#k, this.#grants);
