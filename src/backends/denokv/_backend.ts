@@ -30,6 +30,7 @@ import {
 } from "./_codec.ts";
 import { KvErasure } from "./_erase.ts";
 import { KvDataKeys } from "./_data_keys.ts";
+import { KvContent } from "./_content.ts";
 import { Feed } from "./_feed.ts";
 import { dropRecord, landed, putHead } from "./_heads.ts";
 import {
@@ -89,6 +90,8 @@ export class DenoKvBackend implements B.Backend {
   readonly erasure: B.ErasurePrimitives;
   /** {@inheritDoc Backend.keys} */
   readonly keys: B.KeyPrimitives;
+  /** {@inheritDoc Backend.content} */
+  readonly content: B.ContentPrimitives;
 
   /**
    * Wraps an open `Deno.Kv`.
@@ -107,6 +110,7 @@ export class DenoKvBackend implements B.Backend {
     this.#feed = new Feed(this.#db, true);
     this.erasure = this.#erasure = new KvErasure(this.#db);
     this.keys = new KvDataKeys(this.#db);
+    this.content = new KvContent(this.#db);
     this.#grants = new KvGrants(this.#db, async (audit, res, after) => {
       this.#feed.changed(audit.user, audit.handle, res);
       await afterCommit(this.#db, after, res.versionstamp);
