@@ -26,8 +26,11 @@ Checks what mcpstate needs and says what to fix: the Deno version and flags
 (--unstable-kv for Deno KV), the permissions granted, the MCPSTATE_* settings,
 that the backend URL parses, that the database directory exists and is
 writable, that the backend opens and answers, whether it supports
-export/import/migrate, and a user's usage beside the MCPSTATE_QUOTA_*
-quotas. Exit code 1 when a check fails.
+export/import/migrate, a user's usage beside the MCPSTATE_QUOTA_* quotas,
+and encryption at rest: the users' data keys by key id and, with the
+encryption keys given, the plaintext stored copies left (mcpstate encrypt
+seals them; mcpstate keys rotate moves data keys to the current key). Exit
+code 1 when a check fails.
 
 Options:
   --backend URL    Backend to check (default: $MCPSTATE_BACKEND, else sqlite:///~/.mcpstate/state.db)
@@ -47,6 +50,8 @@ export interface Check {
   message: string;
   /** What to do about it. */
   fix?: string;
+  /** Figures behind the message, for `--json` (the encryption check's key ids and plaintext). */
+  details?: Record<string, unknown>;
 }
 
 const FILE_SCHEMES = new Set(["sqlite", "denokv"]);
@@ -330,6 +335,7 @@ async function checkBackend(
       message: `opens and answers (${Math.round(performance.now() - started)} ms)`,
     });
     add(await exportCheck(store, scheme, timeoutMs));
+    add(await encryptionCheck(store, timeoutMs));
     const usage = await withTimeout(store.usage(user), timeoutMs, "answer");
     const reached = quotasReached(usage, quotas);
     add({
@@ -349,6 +355,82 @@ async function checkBackend(
   } finally {
     await store?.close().catch(() => {});
   }
+}
+
+/** `k1: 3, k2: 1` (users by key id). */
+function perKey(ids: Record<string, number>): string {
+  return Object.entries(ids).map(([id, n]) => `${id}: ${n.toLocaleString("en-US")}`).join(", ");
+}
+
+/**
+ * Encryption at rest: the data keys in use by key id, and, with keys, the
+ * plaintext copies left; what to run about them (SPEC 9.2).
+ */
+async function encryptionCheck(store: HandleStore, timeoutMs: number): Promise<Check> {
+  const census = await withTimeout(store.maintenance.census(), timeoutMs, "answer");
+  const users = Object.values(census.keyIds).reduce((a, n) => a + n, 0);
+  const keyed = `${users.toLocaleString("en-US")} user${users === 1 ? "" : "s"} with a data key${
+    users > 0 ? ` (by key id: ${perKey(census.keyIds)})` : ""
+  }`;
+  const details: Record<string, unknown> = { keyIds: census.keyIds, users };
+  const [current] = census.ring;
+  if (current === undefined) {
+    if (users === 0) {
+      return {
+        status: "ok",
+        check: "encryption",
+        message: "off: no keys given, no data keys stored",
+        details,
+      };
+    }
+    return {
+      status: "warn",
+      check: "encryption",
+      message: `no keys given; ${keyed}: their handles read encryption_error no_key`,
+      fix: "Give the keys: MCPSTATE_ENCRYPTION_KEYS=id:base64[,…] or --encryption-keys-file PATH.",
+      details,
+    };
+  }
+  const plain = census.plaintext ?? { record: 0, trash: 0, entry: 0, result: 0 };
+  const left = plain.record + plain.trash + plain.entry + plain.result;
+  Object.assign(details, { ring: census.ring, current, plaintext: { ...plain, total: left } });
+  const unknown = Object.keys(census.keyIds).filter((id) => !census.ring.includes(id));
+  const old = Object.keys(census.keyIds).filter((id) => id !== current);
+  const message = `on, current key ${current}; ${keyed}; ${
+    left === 0
+      ? "no plaintext"
+      : `${
+        left.toLocaleString("en-US")
+      } plaintext stored copies (${plain.record} records, ${plain.trash} in the trash, ${plain.entry} changelog entries, ${plain.result} idempotency results)`
+  }`;
+  if (unknown.length > 0) {
+    return {
+      status: "fail",
+      check: "encryption",
+      message: `${message}; key ${unknown.join(", ")} is not in the ring`,
+      fix: `Add ${
+        unknown.join(", ")
+      } to the keys: those users' handles read encryption_error unknown_key.`,
+      details,
+    };
+  }
+  if (left > 0 || old.length > 0) {
+    return {
+      status: "warn",
+      check: "encryption",
+      message,
+      fix: [
+        left > 0 ? "Run mcpstate encrypt (online) to encrypt the plaintext." : "",
+        old.length > 0
+          ? `Run mcpstate keys rotate to rewrap the data keys under ${
+            old.join(", ")
+          } with ${current}.`
+          : "",
+      ].filter((x) => x !== "").join(" "),
+      details,
+    };
+  }
+  return { status: "ok", check: "encryption", message, details };
 }
 
 /** Whether the store can list users and restore records (export, import, migrate). */

@@ -35,11 +35,13 @@ import { KEY_HELP, takeKeyFlags } from "./_keys.ts";
 import { note, oneLine, println } from "./_output.ts";
 import { config } from "./config.ts";
 import { doctor } from "./doctor.ts";
+import { encrypt } from "./encrypt.ts";
 import { erase } from "./erase.ts";
 import { exportCommand } from "./export.ts";
 import { get } from "./get.ts";
 import { del, share, transferHandle, unshare } from "./handles.ts";
 import { importCommand } from "./import.ts";
+import { keys } from "./keys.ts";
 import { list } from "./list.ts";
 import { migrate } from "./migrate.ts";
 import { sweep } from "./sweep.ts";
@@ -87,6 +89,8 @@ export const COMMANDS: readonly Command[] = Object.freeze([
   share,
   unshare,
   erase,
+  encrypt,
+  keys,
   sweep,
   exportCommand,
   importCommand,

@@ -174,6 +174,14 @@ Metrics and traces (any transport):
   Traces: set OTEL_DENO=true and the standard OTEL_* variables
   (OTEL_EXPORTER_OTLP_ENDPOINT, ...) to export OpenTelemetry spans.
 
+Encryption at rest (default off; every command takes these):
+  --encryption-keys-file PATH                                   MCPSTATE_ENCRYPTION_KEYS
+                           Keys, one id:base64 a line, the first
+                           current (mode 600); the variable
+                           lists them inline: id:base64[,…]
+  --key-store URL          Backend that keeps the wrapped data  MCPSTATE_KEY_STORE
+                           keys (default: the data backend)
+
   -h, --help               Show this help
 
 HTTP refuses to start unless --auth-issuer or --allow-anonymous is given.

@@ -187,6 +187,7 @@ const GROUP_OPS: {
     delete: "deleteKey",
     list: "listKeys",
   },
+  content: { scan: "scanContent", replace: "replaceContent" },
 });
 /** Every property of {@link Backend} that is neither a primitive nor a group, likewise. */
 const PROPERTIES: Readonly<Record<Exclude<keyof Backend, Primitive | Group | "close">, true>> =
