@@ -16,6 +16,8 @@
  * @module
  */
 
+import { Redis } from "ioredis";
+
 /** Options of {@link startRedis}. */
 export interface StartRedisOptions {
   /** Extra `redis.conf` directives, e.g. `{ appendfsync: "always" }`; they override the defaults. */
@@ -499,4 +501,55 @@ export async function startRedisCluster(
     throw e;
   }
   return cluster;
+}
+
+/**
+ * Every key and value on `primaries` (each key of any type, its value as
+ * text): what a test searches for canaries.
+ *
+ * @param primaries The servers to dump.
+ * @returns Where (the key) and what (its value), for every key.
+ */
+export async function dumpRedis(
+  primaries: { host: string; port: number }[],
+): Promise<{ where: string; what: string }[]> {
+  const out: { where: string; what: string }[] = [];
+  for (const p of primaries) {
+    const r = new Redis(p.port, p.host, { lazyConnect: true, maxRetriesPerRequest: 1 });
+    try {
+      await r.connect();
+      let cursor = "0";
+      do {
+        const [next, keys] = await r.scan(cursor, "COUNT", 1000);
+        cursor = next;
+        for (const key of keys) out.push({ where: key, what: await valueOf(r, key) });
+      } while (cursor !== "0");
+    } finally {
+      r.disconnect();
+    }
+  }
+  return out;
+}
+
+/** The value of `key` as text, whatever its type. */
+async function valueOf(r: Redis, key: string): Promise<string> {
+  const type = await r.type(key);
+  switch (type) {
+    case "string":
+      return (await r.get(key)) ?? "";
+    case "hash":
+      return JSON.stringify(await r.hgetall(key));
+    case "list":
+      return JSON.stringify(await r.lrange(key, 0, -1));
+    case "set":
+      return JSON.stringify(await r.smembers(key));
+    case "zset":
+      return JSON.stringify(await r.zrange(key, "0", "-1", "WITHSCORES"));
+    case "stream":
+      return JSON.stringify(await r.xrange(key, "-", "+"));
+    case "none":
+      return "";
+    default:
+      throw new Error(`key ${key} has a type the dump does not know: ${type}`);
+  }
 }

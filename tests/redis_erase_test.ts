@@ -8,60 +8,10 @@
  * @module
  */
 
-import { Redis } from "ioredis";
 import { encodeName } from "../src/backends/redis/_codec.ts";
 import { openBackend } from "../src/url.ts";
-import {
-  type EraseEngine,
-  eraseRace,
-  eraseScenario,
-  type Stored,
-  transferScan,
-} from "./_erase_scenario.ts";
-import { type RedisServer, startRedis, startRedisCluster } from "./_redis.ts";
-
-/** Every key and value on `primaries`. */
-async function dumpAll(primaries: RedisServer[]): Promise<Stored[]> {
-  const out: Stored[] = [];
-  for (const p of primaries) {
-    const r = new Redis(p.port, p.host, { lazyConnect: true, maxRetriesPerRequest: 1 });
-    try {
-      await r.connect();
-      let cursor = "0";
-      do {
-        const [next, keys] = await r.scan(cursor, "COUNT", 1000);
-        cursor = next;
-        for (const key of keys) out.push({ where: key, what: await valueOf(r, key) });
-      } while (cursor !== "0");
-    } finally {
-      r.disconnect();
-    }
-  }
-  return out;
-}
-
-/** The value of `key` as text, whatever its type. */
-async function valueOf(r: Redis, key: string): Promise<string> {
-  const type = await r.type(key);
-  switch (type) {
-    case "string":
-      return (await r.get(key)) ?? "";
-    case "hash":
-      return JSON.stringify(await r.hgetall(key));
-    case "list":
-      return JSON.stringify(await r.lrange(key, 0, -1));
-    case "set":
-      return JSON.stringify(await r.smembers(key));
-    case "zset":
-      return JSON.stringify(await r.zrange(key, "0", "-1", "WITHSCORES"));
-    case "stream":
-      return JSON.stringify(await r.xrange(key, "-", "+"));
-    case "none":
-      return "";
-    default:
-      throw new Error(`key ${key} has a type the dump does not know: ${type}`);
-  }
-}
+import { type EraseEngine, eraseRace, eraseScenario, transferScan } from "./_erase_scenario.ts";
+import { dumpRedis as dumpAll, startRedis, startRedisCluster } from "./_redis.ts";
 
 Deno.test("erase: redis standalone", async (t) => {
   await using srv = await startRedis();
