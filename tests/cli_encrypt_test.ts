@@ -115,9 +115,20 @@ async function seed(url: string, users: string[], tag: string): Promise<void> {
   }
 }
 
-/** Everything the users' stores answer (read with `keys`, or none), and the seed's replays. */
-async function snapshot(url: string, users: string[], tag: string, keys?: string) {
-  const options = keys === undefined ? {} : { encryption: parseKeyList(keys) };
+/**
+ * Everything the users' stores answer (read with `keys`, or none, and the
+ * key store `keyStore`), and the seed's replays.
+ */
+async function snapshot(
+  url: string,
+  users: string[],
+  tag: string,
+  keys?: string,
+  keyStore?: string,
+) {
+  const options = keys === undefined
+    ? {}
+    : { encryption: { ...parseKeyList(keys), ...(keyStore ? { keyStore } : {}) } };
   await using store = await HandleStore.fromUrl(url, { ...options, reclaimIntervalMs: 0 });
   const out: Record<string, unknown> = {};
   for (const user of users) {
@@ -358,4 +369,34 @@ Deno.test("cli encrypt: without keys, encrypt and keys rotate are usage errors (
     assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
   }
   await Deno.remove(home, { recursive: true });
+});
+
+Deno.test("cli encrypt: sqlite — with --key-store the data keys are made, counted and rotated in the key store", async () => {
+  await using e = await sqliteEngine();
+  const keysDb = join(e.home, "keys.db");
+  const store = ["--key-store", `sqlite:///${keysDb}`];
+  const tag = `canary${crypto.randomUUID().slice(0, 8)}`;
+  const users = ["ann", "bob"];
+  await seed(e.url, users, tag);
+  const before = await snapshot(e.url, users, tag);
+  ok(await run(e, ["encrypt", ...store], K1), "encrypt");
+  assert.deepEqual(await holding(e, tag), []);
+  const count = (path: string, id: string) => {
+    const db = new DatabaseSync(path);
+    try {
+      return Number(db.prepare("SELECT count(*) AS n FROM data_keys WHERE key_id = ?").get(id)!.n);
+    } finally {
+      db.close();
+    }
+  };
+  assert.deepEqual([count(keysDb, "k1"), count(join(e.home, "state.db"), "k1")], [2, 0]);
+  const r = await run(e, ["keys", "rotate", ...store], `${K2},${K1}`);
+  ok(r, "keys rotate");
+  assert.match(r.stdout, /Rewrapped 2 data keys under k2/);
+  assert.deepEqual([count(keysDb, "k2"), count(keysDb, "k1")], [2, 0]);
+  const doctor = await run(e, ["doctor", "--json", ...store], K2);
+  const check = (JSON.parse(doctor.stdout).checks as EncryptionCheck[])
+    .find((c) => c.check === "encryption")!;
+  assert.deepEqual([check.status, check.details.keyIds], ["ok", { k2: 2 }]);
+  assert.deepEqual(await snapshot(e.url, users, tag, K2, `sqlite:///${keysDb}`), before);
 });

@@ -59,14 +59,16 @@ export async function keyedStore(
  * stderr (drawn when it is a terminal) counting `what`.
  *
  * @param values The command's options.
- * @param label The progress line's label (what it counts).
+ * @param label The progress line's label.
+ * @param unit What it counts.
  * @returns The options, and the function that clears the line.
  */
 export function runOptions(
   values: { rate?: string },
   label: string,
+  unit: string,
 ): { options: MaintenanceOptions; finish: () => void } {
-  const progress = new Progress(label);
+  const progress = new Progress(label, { unit });
   let seen = 0;
   const options: MaintenanceOptions = {
     onProgress: (done) => {

@@ -72,7 +72,7 @@ export const encrypt: Command = defineCommand({
   options: MAINTAIN_OPTIONS,
   async run(values) {
     await using store = await keyedStore(values, "encrypt");
-    const { options, finish } = runOptions(values, "encrypt");
+    const { options, finish } = runOptions(values, "encrypt", "copies encrypted");
     let c: EncryptCounts;
     try {
       c = await store.maintenance.encrypt(options);

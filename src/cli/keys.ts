@@ -56,7 +56,7 @@ export const keys: Command = defineCommand({
       );
     }
     await using store = await keyedStore(values, "keys rotate");
-    const { options, finish } = runOptions(values, "rotate");
+    const { options, finish } = runOptions(values, "rotate", "data keys");
     let c: RotateCounts;
     try {
       c = await store.maintenance.rotateKeys(options);

@@ -13,12 +13,15 @@ export interface ProgressOptions {
   enabled?: boolean;
   /** How many items there are, when known. */
   total?: number | null;
+  /** What the items are, when the total is not known (default `records`). */
+  unit?: string;
 }
 
 /** A progress bar for a long copy. */
 export class Progress {
   readonly #label: string;
   readonly #enabled: boolean;
+  readonly #unit: string;
   readonly #start = performance.now();
   #total: number | null;
   #done = 0;
@@ -34,6 +37,7 @@ export class Progress {
     this.#label = label;
     this.#enabled = options.enabled ?? Deno.stderr.isTerminal();
     this.#total = options.total ?? null;
+    this.#unit = options.unit ?? "records";
   }
 
   /** Whether the bar is drawn. */
@@ -85,9 +89,9 @@ export class Progress {
         clock(eta)
       }`;
     } else {
-      text = `${this.#label} ${count} records  ${Math.round(rate).toLocaleString("en-US")}/s  ${
-        clock(secs)
-      }`;
+      text = `${this.#label} ${count} ${this.#unit}  ${
+        Math.round(rate).toLocaleString("en-US")
+      }/s  ${clock(secs)}`;
     }
     const columns = consoleColumns();
     Deno.stderr.writeSync(encoder.encode(`\r\x1b[2K${text.slice(0, columns - 1)}`));
