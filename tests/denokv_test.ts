@@ -1147,3 +1147,39 @@ Deno.test("denokv tests: clean up", async () => {
   sharedKv.close();
   await Deno.remove(dir, { recursive: true });
 });
+
+Deno.test("encrypt in place: a state sealed past the inline limit is chunked, a chunked one's old set collected; an entry too long once sealed keeps its omitted marker", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const backend = new DenoKvBackend(kv);
+  const history = { maxEntryBytes: 60_000 };
+  await using plain = new HandleStore(backend, { history });
+  const user = freshUser();
+  // 50 KB inline; sealed, over the inline limit.
+  const a = await plain.mint("big", { s: "x".repeat(50_000) }, { user, idempotencyKey: "a" });
+  const b = await plain.mint("big", { s: "y".repeat(300_000) }, { user });
+  const [old] = await chunkSets(kv, user);
+  // A 55 KB entry: one KV value as it is, not once sealed.
+  await plain.patch(b, [SetKey("", "t", "z".repeat(55_000))], { user });
+  const before = [await plain.get(a, { user }), await plain.get(b, { user })];
+  assert.equal((await plain.changesSince(b, 1, { user })).truncated, false);
+  const key = crypto.getRandomValues(new Uint8Array(32)).toBase64();
+  await using sealed = new HandleStore(backend, { history, encryption: { keys: { k: key } } });
+  const counts = await sealed.maintenance.encrypt();
+  assert.equal(counts.left, 0);
+  assert.deepEqual([await sealed.get(a, { user }), await sealed.get(b, { user })], before);
+  const sets = await chunkSets(kv, user);
+  assert.equal(sets.size, 2, "a and b are chunked");
+  assert.ok(!sets.has(old), "b's plaintext chunks were collected");
+  // The entry is kept as its omitted marker: the history through it is no longer whole.
+  assert.equal((await sealed.changesSince(b, 1, { user })).truncated, true);
+  await rejectsWith(() => sealed.stateAt(b, 1, { user }), "invalid_argument");
+  const again = await sealed.mint("big", { s: "x".repeat(50_000) }, { user, idempotencyKey: "a" });
+  assert.equal(again, a);
+  for await (const e of kv.list<unknown>({ prefix: ["mcpstate", "u", user] })) {
+    const text = JSON.stringify(
+      e.value,
+      (_, v) => v instanceof Uint8Array ? new TextDecoder().decode(v) : v,
+    );
+    assert.ok(!/xxxxxxxx|yyyyyyyy|zzzzzzzz/.test(text), `plaintext left at ${String(e.key)}`);
+  }
+});
