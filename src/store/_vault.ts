@@ -240,16 +240,16 @@ class Sealer {
     return r.result ? { ...r, result: await this.openRecord(user, r.result) } : r;
   }
 
-  /** Seals a record's state (`slot` "s") or preview ("p"), remembering the pair for reads. */
+  /** Seals a text of `(user, handle)`; a record's state (`slot` "s") or preview ("p") is remembered for reads. */
   async seal(
     key: CryptoKey,
     user: string,
     handle: string,
     text: string,
-    slot: "s" | "p",
+    slot?: "s" | "p",
   ): Promise<string> {
     const sealed = await seal(key, user, handle, text);
-    this.#opened.set(`${slot}\0${user}\0${handle}`, { key, sealed, plain: text });
+    if (slot) this.#opened.set(`${slot}\0${user}\0${handle}`, { key, sealed, plain: text });
     return sealed;
   }
 
@@ -705,7 +705,7 @@ function maintenance(s: Sealer, maxEntry: number | undefined): VaultMaintenance 
       for (let i = 0; i < TRIES; i++) {
         if (statusOf(item) !== "plaintext") return "current";
         const { user, handle } = item;
-        const key = (await s.key(user, true))!;
+        const key = await s.writeKey(user);
         const texts = await Promise.all(
           item.texts.map((t) =>
             isSealed(t)
