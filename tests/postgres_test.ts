@@ -593,6 +593,31 @@ Deno.test("a version-2 schema gains the leases table in place, its rows kept", a
   }
 });
 
+Deno.test("a kept idempotency result carries its handle, a column added in place to older schemas", async () => {
+  const schema = schemaName("idemhandle");
+  const s = `"${schema}"`;
+  const url = urlFor(schema);
+  const sql = admin();
+  let store = await HandleStore.fromUrl(url);
+  try {
+    const user = freshUser();
+    await store.close();
+    await sql.unsafe(`ALTER TABLE ${s}.idempotency DROP COLUMN handle`);
+    store = await HandleStore.fromUrl(url);
+    const h = await store.mint("doc", { a: 1 }, { user, idempotencyKey: "k1" });
+    await store.patch(h, [SetKey("", "a", 2)], { user, idempotencyKey: "k2" });
+    const rows = await sql.unsafe(
+      `SELECT key, handle FROM ${s}.idempotency WHERE user_id = $1 ORDER BY key`,
+      [user],
+    );
+    assert.deepEqual(rows.map((r) => [r.key, r.handle]), [["k1", h], ["k2", h]]);
+  } finally {
+    await store.close();
+    await sql.end();
+    await dropSchema(schema);
+  }
+});
+
 Deno.test("leases: one row beside the record, one holder at a time even in a race, swept once lapsed", async () => {
   const schema = schemaName("leases");
   const [a, b] = await Promise.all([

@@ -41,7 +41,11 @@ export function idempotent<T>(
         return { replayed: true, fingerprint: String(row[0]), result };
       }
       return await fn(tx, async (r) => {
-        await tx.unsafe(q.remember, [...key, r === null ? null : JSON.stringify(r)]);
+        await tx.unsafe(q.remember, [
+          ...key,
+          r === null ? null : JSON.stringify(r),
+          r === null ? null : r.handle,
+        ]);
       });
     })
   );

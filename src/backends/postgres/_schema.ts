@@ -73,6 +73,10 @@ export async function migrate(tx: postgres.ISql, schema: string): Promise<void> 
   await addColumn(tx, s, "preview", "text");
   // A fork's lineage (`{"handle":…,"version":…}` as text), likewise.
   await addColumn(tx, s, "forked_from", "text");
+  // The handle of a kept idempotency result (the record it holds, sealed for
+  // that handle under encryption at rest); `NULL` for a removal's result or
+  // a row written before the column existed.
+  await addColumn(tx, s, "handle", "text", "idempotency");
   if (current < POSTGRES_SCHEMA_VERSION) {
     await tx.unsafe(
       `INSERT INTO ${s}.meta (key, value) VALUES ('schema_version', $1::text)
@@ -150,19 +154,20 @@ const MIGRATIONS: readonly ((s: string) => string[])[] = [
 ];
 
 /**
- * Adds a nullable column to `<s>.handles` in place (nothing rewritten) when
+ * Adds a nullable column to `<s>.<table>` in place (nothing rewritten) when
  * it is not there yet.
  */
 async function addColumn(
   tx: postgres.ISql,
   s: string,
-  name: "schema_version" | "preview" | "forked_from",
+  name: "schema_version" | "preview" | "forked_from" | "handle",
   type: "bigint" | "text",
+  table: "handles" | "idempotency" = "handles",
 ): Promise<void> {
   const [has] = await tx.unsafe(
     `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::text::regclass
        AND attname = '${name}' AND NOT attisdropped)`,
-    [`${s}.handles`],
+    [`${s}.${table}`],
   ).values();
-  if (!has?.[0]) await tx.unsafe(`ALTER TABLE ${s}.handles ADD COLUMN ${name} ${type}`);
+  if (!has?.[0]) await tx.unsafe(`ALTER TABLE ${s}.${table} ADD COLUMN ${name} ${type}`);
 }

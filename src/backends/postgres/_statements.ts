@@ -293,7 +293,8 @@ function others(p: Parts) {
               SET fingerprint = EXCLUDED.fingerprint, result = NULL, expires_at = EXCLUDED.expires_at
               WHERE old.expires_at <= $6::bigint`,
     replay: `SELECT fingerprint, result FROM ${i} WHERE user_id = $1 AND scope = $2 AND key = $3`,
-    remember: `UPDATE ${i} SET result = $4 WHERE user_id = $1 AND scope = $2 AND key = $3`,
+    remember: `UPDATE ${i} SET result = $4, handle = $5
+               WHERE user_id = $1 AND scope = $2 AND key = $3`,
     // A loose index scan over the primary key: one probe per user, however
     // many handles each has, and one more for a live row (a user whose rows
     // are all in the trash is left out). "C" collation: UTF-8 byte order.
