@@ -40,7 +40,8 @@
  *   line on stdin, then runs `writers` concurrent loops of patches through
  *   the shared handle `alias` as `user` (each appends `<w>:<i>` to `log`),
  *   printing `<w>:<i> <version>` for every acknowledged one, until each
- *   loop is refused; prints `{"ended": [<codes>], "reasons": [<reasons>]}`.
+ *   loop is refused; prints `{"ended": [<codes>], "reasons": [<reasons>],
+ *   "messages": [<messages>]}`.
  * - `open <url>`: prints, as JSON, whether this process has Deno KV
  *   (`openKv`: the `typeof Deno.openKv`) and what opening the URL gave:
  *   `opened: true`, or the error's payload.
@@ -234,12 +235,16 @@ async function grantee(args: string[]): Promise<void> {
           say(`${entry} ${s.version}`);
         } catch (e) {
           if (!(e instanceof McpStateError)) throw e;
-          return [e.code, String(e.details.reason)];
+          return [e.code, String(e.details.reason), e.message];
         }
       }
     }),
   );
-  say(JSON.stringify({ ended: ended.map((e) => e[0]), reasons: ended.map((e) => e[1]) }));
+  say(JSON.stringify({
+    ended: ended.map((e) => e[0]),
+    reasons: ended.map((e) => e[1]),
+    messages: ended.map((e) => e[2]),
+  }));
   await store!.close();
 }
 

@@ -536,7 +536,11 @@ export default group("share", ["grants"], [
             const line = await c.line("acks, then the end");
             if (line.startsWith("{")) {
               const end = JSON.parse(line);
-              assert.deepEqual(new Set(end.ended), new Set(["handle_not_found"]));
+              assert.deepEqual(
+                new Set(end.ended),
+                new Set(["handle_not_found"]),
+                `a loop ended otherwise: ${line}`,
+              );
               assert.deepEqual(new Set(end.reasons), new Set(["grant_revoked"]));
               break;
             }

@@ -365,19 +365,30 @@ export class RedisBackend implements B.Backend {
     ctx: B.WriteContext,
   ): Promise<B.UpdateOutcome | B.Replayed> {
     const ik = this.#k.idem(k, ctx);
-    let current: B.HandleRecord | null;
-    let confirmed: boolean;
-    const guess = GUESSES.get(`${this.#scope}\n${k.rec}`);
-    if (guess !== undefined) {
-      current = guess;
-      confirmed = false;
-    } else {
-      const first = await this.#readForUpdate(k, handle, ik, ctx);
-      if ("replayed" in first) return first;
-      current = this.#guess(k.rec, first.record);
+    let current: B.HandleRecord | null = null;
+    let confirmed = false;
+    /** Reads the record afresh: `current` is then confirmed (a replay ends the update). */
+    const refresh = async (): Promise<B.Replayed | undefined> => {
+      const fresh = await this.#readForUpdate(k, handle, ik, ctx);
+      if ("replayed" in fresh) return fresh;
+      current = this.#guess(k.rec, fresh.record);
       confirmed = true;
+      return undefined;
+    };
+    // After a backoff the record the last conflict returned is likely stale.
+    let reread = false;
+    const guess = GUESSES.get(`${this.#scope}\n${k.rec}`);
+    if (guess !== undefined) current = guess;
+    else {
+      const replayed = await refresh();
+      if (replayed) return replayed;
     }
     return await optimistic(async () => {
+      if (reread) {
+        reread = false;
+        const replayed = await refresh();
+        if (replayed) return replayed;
+      }
       let step: B.Step | null | undefined;
       try {
         step = change(current === null ? null : { ...current });
@@ -391,11 +402,7 @@ export class RedisBackend implements B.Backend {
       const entry = step ? step.entry : undefined;
       if (!confirmed && (next === undefined || (next === null && !ik))) {
         // The guess may be stale: decide on a fresh read.
-        const fresh = await this.#readForUpdate(k, handle, ik, ctx);
-        if ("replayed" in fresh) return fresh;
-        current = this.#guess(k.rec, fresh.record);
-        confirmed = true;
-        return AGAIN;
+        return await refresh() ?? AGAIN;
       }
       if (next === undefined) return AGAIN; // unreachable: a throw on a confirmed record rethrows
       if (next === null && !ik) return { record: current && { ...current }, written: false };
@@ -449,8 +456,13 @@ export class RedisBackend implements B.Backend {
       }
       // A conflict returns the current record, so an immediate retry is
       // cheap and usually wins; only a long losing streak backs off, with
-      // jitter (timers are too coarse to help earlier).
-      return attempt >= BACKOFF_AFTER ? backoff(attempt - BACKOFF_AFTER, 1, 20) : undefined;
+      // jitter (timers are too coarse to help earlier). The record that
+      // conflict returned is then as old as the pause, and another process
+      // writing in a loop has most likely moved on meanwhile: the retry reads
+      // it afresh, else it would lose every time until that process stops.
+      if (attempt < BACKOFF_AFTER) return undefined;
+      reread = true;
+      return backoff(attempt - BACKOFF_AFTER, 1, 20);
     });
   }
 
