@@ -228,12 +228,12 @@ export class RedisBackend implements B.Backend {
     const k = this.#k.of(user, record.handle);
     const ik = this.#k.idem(k, ctx);
     const lk = k.lease;
+    const m = metaText(record);
     const head = `${ctx.now}\t${member(record.updatedAt, k.enc)}\t${
       expiresText(record.expiresAt)
-    }\t${ttlOf(record.expiresAt, ctx)}\t${idemArgs(ctx, k.enc)}\t${logHead(ctx.entry, ctx)}\t${
-      metaText(record)
-    }`;
-    const args = [record.state, head, leaseArg(ctx), ...logArgs(ctx.entry), ...quotaArgs(ctx)];
+    }\t${ttlOf(record.expiresAt, ctx)}\t${idemArgs(ctx, k.enc)}\t${logHead(ctx.entry, ctx)}\t${m}`;
+    const d = `${m}\n${record.state}`;
+    const args = [d, head, leaseArg(ctx), ...logArgs(ctx.entry), ...quotaArgs(ctx)];
     const reply = await this.#conn.run(
       S.insert,
       ik ? [k.rec, k.idx, k.exp, k.trash, lk, ik] : [k.rec, k.idx, k.exp, k.trash, lk],
@@ -412,12 +412,11 @@ export class RedisBackend implements B.Backend {
         : `W\t${expect}\t${member(next.updatedAt, k.enc)}\t${expiresText(next.expiresAt)}\t${
           ttlOf(next.expiresAt, ctx)
         }`;
-      const head = `${ctx.now}\t${write}\t${idemArgs(ctx, k.enc)}\t${logHead(entry, ctx)}\t${
-        next === null ? "" : metaText(next)
-      }`;
+      const m = next === null ? "" : metaText(next);
+      const head = `${ctx.now}\t${write}\t${idemArgs(ctx, k.enc)}\t${logHead(entry, ctx)}\t${m}`;
       const lease = next === null ? "" : leaseArg(ctx);
       const args = [
-        next === null ? "" : next.state,
+        next === null ? "" : `${m}\n${next.state}`,
         head,
         lease,
         ...logArgs(entry),

@@ -31,20 +31,22 @@ local function getrec(key)
   local f = split(r[1], 6)
   return {m = r[1], x = r[2], l = r[3], k = f[1], v = f[2], c = f[3], u = f[4], e = f[5]}
 end
--- Writes a record's fields and, when log (from append) is given, its new
--- changelog entry in the same HSET.
-local function putrec(key, s, m, x, e, ttl, olde, log)
+-- Writes a record's fields (d: m, newline, the state) and, when log (from
+-- append) is given, its new changelog entry in the same HSET.
+local function putd(key, d, m, x, e, ttl, olde, log)
   if log then
-    redis.call('HSET', key, 'm', m, 'd', m .. '\\n' .. s, 'x', x,
-      log.ef, log.et, log.af, log.at, 'l', log.l)
+    redis.call('HSET', key, 'm', m, 'd', d, 'x', x, log.ef, log.et, log.af, log.at, 'l', log.l)
   else
-    redis.call('HSET', key, 'm', m, 'd', m .. '\\n' .. s, 'x', x)
+    redis.call('HSET', key, 'm', m, 'd', d, 'x', x)
   end
   if e ~= '' then
     redis.call('PEXPIRE', key, ttl)
   elseif olde and olde ~= '' then
     redis.call('PERSIST', key)
   end
+end
+local function putrec(key, s, m, x, e, ttl, olde, log)
+  putd(key, m .. '\\n' .. s, m, x, e, ttl, olde, log)
 end
 local function extend(key, ttl, existed)
   if existed then redis.call('PEXPIRE', key, ttl, 'GT') else redis.call('PEXPIRE', key, ttl) end
@@ -56,7 +58,7 @@ local function reindex(idx, exp, old, newx, e, ttl)
   local idxExisted = true
   if oldx ~= newx then
     if not old then idxExisted = redis.call('EXISTS', idx) == 1 end
-    redis.call('ZADD', idx, 0, newx)
+    redis.call('ZADD', idx, '0', newx)
     if old then redis.call('ZREM', idx, oldx) end
   end
   if e == '' then
@@ -90,10 +92,12 @@ local function settle(key, idx, exp, cur, graceMs, now)
   reindex(idx, exp, false, cur.x, cur.e, ttl)
   return ttl
 end
+-- (now: a number or its text; numbers are read only where needed, as the
+-- conversions cost more than most commands.)
 local function replay(ikey, now)
   if not ikey then return false end
   local r = redis.call('HMGET', ikey, 'f', 't', 'n', 'h', 'd')
-  if not r[1] or tonumber(r[2]) <= now then return false end
+  if not r[1] or tonumber(r[2]) <= tonumber(now) then return false end
   return {'R', r[1], r[3], r[4], r[5]}
 end
 -- Stores an idempotency record: d is the result's d, or false for null.
@@ -107,10 +111,15 @@ local function remember(ikey, fp, till, ittl, h, d)
   end
   redis.call('PEXPIRE', ikey, ittl)
 end
--- Publishes the handle of record key P{T}:r:H on the user's channel P{T}:c.
-local function announce(key)
-  local base, h = string.match(key, '^(.*}:)r:(.*)$')
-  redis.call('PUBLISH', base .. 'c', h)
+-- Publishes the handle of record key P{T}:r:H on the user's channel P{T}:c
+-- (base: its P{T}:, when known).
+local function announce(key, base)
+  if base then
+    redis.call('PUBLISH', base .. 'c', string.sub(key, #base + 3))
+    return
+  end
+  local b, h = string.match(key, '^(.*}:)r:(.*)$')
+  redis.call('PUBLISH', b .. 'c', h)
 end
 -- Copies lease key lk, if there is one, into the L field of record hash
 -- key, which exists and has no L.
@@ -121,12 +130,14 @@ end
 -- Takes the lease lv (expiresAt, tab, holder; '' = none asked) on key lk by
 -- the rule of ACQUIRE, for the record hash key just written (fresh: it was
 -- created, so its L is to be copied when no lease is asked): false when
--- taken (or none asked), else the other holder's lease in force.
+-- taken (or none asked), else the other holder's lease in force. (now: a
+-- number or its text.)
 local function takelease(lk, lv, now, key, fresh)
   if lv == '' then
     if fresh then copylease(key, lk) end
     return false
   end
+  now = tonumber(now)
   local e, h = string.match(lv, '^([^\t]*)\t(.*)$')
   local cur = redis.call('GET', lk)
   if cur then
@@ -172,10 +183,12 @@ local function recbytes(key, m)
   return redis.call('HSTRLEN', key, 'd') - #m - 1
 end
 -- Adds dh handles and db bytes to the usage of base while it is kept; ttl
--- (> 0): the native expiry just given to a record it counts.
-local function track(base, dh, db, ttl)
+-- (> 0): the native expiry just given to a record it counts. kept: whether
+-- the usage hash is known to exist (nil: looked up).
+local function track(base, dh, db, ttl, kept)
   local qk = base .. 'q'
-  if redis.call('EXISTS', qk) == 0 then return end
+  if kept == nil then kept = redis.call('EXISTS', qk) == 1 end
+  if not kept then return end
   if dh ~= 0 then redis.call('HINCRBY', qk, 'h', dh) end
   if db ~= 0 then redis.call('HINCRBY', qk, 'b', db) end
   if ttl and ttl > 0 then redis.call('PEXPIRE', qk, math.max(ttl - 1, 1), 'LT') end
@@ -231,14 +244,16 @@ local function countwrite(base, minute, w)
   redis.call('SET', base .. 'w', string.format('%d\\t%d', minute, w + 1), 'PX', 120000)
 end
 -- The changelog bounds from an 'l' field: lo, hi (numbers), the at of hi,
--- and a floor no higher than a<lo> (strings).
+-- a floor no higher than a<lo>, and lo again (strings).
 local function bounds(l)
   local f = split(l, 4)
-  return tonumber(f[1]), tonumber(f[2]), f[3], f[4]
+  return tonumber(f[1]), tonumber(f[2]), f[3], f[4], f[1]
 end
-local function dropentries(key, lo, hi)
+-- Drops entries lo..hi (los: lo as text, when known).
+local function dropentries(key, lo, hi, los)
   if lo == hi then
-    redis.call('HDEL', key, 'e' .. lo, 'a' .. lo)
+    los = los or lo
+    redis.call('HDEL', key, 'e' .. los, 'a' .. los)
     return
   end
   local fields = {}
@@ -259,17 +274,19 @@ local function droplog(key, l)
   dropentries(key, lo, hi)
   redis.call('HDEL', key, 'l')
 end
--- Makes room for entry ver (et = at, tab, text) in the changelog of record
--- hash key (l: its 'l' field read before, or false) and returns the fields
--- that putrec writes with the record. The older entries are trimmed: those
--- with version <= ver - maxn (maxn '' = no limit), then, from the oldest,
--- while some entry at or after it has at < cutoff ('' = none); the new entry
--- is always kept. An entry that does not follow the last one (hi + 1) starts
--- a new log. In the steady state this costs one HDEL.
-local function append(key, l, ver, at, et, maxn, cutoff)
-  local lo, hi, last, floor
+-- Makes room for entry vs (its version as text; et = at, tab, text) in the
+-- changelog of record hash key (l: its 'l' field read before, or false) and
+-- returns the fields that putrec writes with the record. The older entries
+-- are trimmed: those with version <= ver - maxn (maxn '' = no limit), then,
+-- from the oldest, while some entry at or after it has at < cutoff ('' =
+-- none); the new entry is always kept. An entry that does not follow the
+-- last one (hi + 1) starts a new log. In the steady state this costs one
+-- HDEL.
+local function append(key, l, vs, at, et, maxn, cutoff)
+  local ver = tonumber(vs)
+  local lo, hi, last, floor, los
   if l then
-    lo, hi, last, floor = bounds(l)
+    lo, hi, last, floor, los = bounds(l)
     if hi ~= ver - 1 then
       droplog(key, l)
       lo = nil
@@ -280,8 +297,8 @@ local function append(key, l, ver, at, et, maxn, cutoff)
     if maxn ~= '' then
       local keep = math.max(lo, ver - tonumber(maxn) + 1)
       if keep > lo then
-        dropentries(key, lo, math.min(keep, ver) - 1)
-        lo = keep
+        dropentries(key, lo, math.min(keep, ver) - 1, los)
+        lo, los = keep, nil
       end
     end
     -- a<v> only grows with v, so floor (<= a<lo>) stays a floor of the rest.
@@ -294,7 +311,7 @@ local function append(key, l, ver, at, et, maxn, cutoff)
           break
         end
         redis.call('HDEL', key, 'e' .. lo, 'a' .. lo)
-        lo = lo + 1
+        lo, los = lo + 1, nil
       end
     end
     -- Keep a<v> the least at of entries v..ver (only clock skew lowers it).
@@ -305,15 +322,15 @@ local function append(key, l, ver, at, et, maxn, cutoff)
       end
     end
     if lo > hi then
-      lo, floor = ver, at
+      lo, los, floor = ver, vs, at
     elseif atn < tonumber(floor) then
       floor = at
     end
   else
-    lo, floor = ver, at
+    lo, los, floor = ver, vs, at
   end
-  return {ef = 'e' .. ver, et = et, af = 'a' .. ver, at = at,
-    l = lo .. '\\t' .. ver .. '\\t' .. at .. '\\t' .. floor}
+  return {ef = 'e' .. vs, et = et, af = 'a' .. vs, at = at,
+    l = (los or lo) .. '\\t' .. vs .. '\\t' .. at .. '\\t' .. floor}
 end
 -- Stores a new grant: its hash gk (record json, expiry x, '' = never) and
 -- its id in its handle's grant list.
@@ -368,7 +385,7 @@ local function audit(key, idx, exp, au, et)
   local m = cur.k .. '\\t' .. v .. '\\t' .. cur.c .. '\\t' .. a[4] .. '\\t' .. split(cur.m, 5)[5]
   local s = string.sub(redis.call('HGET', key, 'd'), #cur.m + 2)
   local ttl = redis.call('PTTL', key)
-  local log = append(key, cur.l, v, a[4], entry, a[5], a[6])
+  local log = append(key, cur.l, tostring(v), a[4], entry, a[5], a[6])
   putrec(key, s, m, a[2], cur.e, ttl, cur.e, log)
   reindex(idx, exp, cur, a[2], cur.e, ttl)
 end

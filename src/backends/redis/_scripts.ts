@@ -82,7 +82,7 @@ import {
 
 /**
  * insert. KEYS: record, index, expiry, trash, lease[, idempotency].
- * ARGV: s, then tab-joined now, x, e, ttl, fp, till, ittl, h, entry version
+ * ARGV: d (m, newline, the state), then tab-joined now, x, e, ttl, fp, till, ittl, h, entry version
  * ("" = no entry), entry at, maxEntries, cutoff (entries older go), m; then
  * the lease to take with the record ("" = none); then the entry (at, tab,
  * text) when there is one.
@@ -92,24 +92,25 @@ import {
  */
 export const INSERT: string = PRELUDE + `
 local a = split(ARGV[2], 13)
-local r = replay(KEYS[6], tonumber(a[1]))
+local r = replay(KEYS[6], a[1])
 if r then return r end
 if redis.call('EXISTS', KEYS[1], KEYS[4]) > 0 then return 0 end
 local base, q, qm, qw = basekey(KEYS[1]), quotas(), 0, 0
+local db = #ARGV[1] - #a[13] - 1
 if q then
   local refused
-  refused, qm, qw = quotacheck(base, q, 1, #ARGV[1], tonumber(a[1]))
+  refused, qm, qw = quotacheck(base, q, 1, db, tonumber(a[1]))
   if refused then return refused end
 end
-local ttl = tonumber(a[4])
-local log = a[9] ~= '' and append(KEYS[1], false, tonumber(a[9]), a[10], ARGV[4], a[11], a[12])
-putrec(KEYS[1], ARGV[1], a[13], a[2], a[3], ttl, false, log)
+local ttl = a[3] == '' and -1 or tonumber(a[4])
+local log = a[9] ~= '' and append(KEYS[1], false, a[9], a[10], ARGV[4], a[11], a[12])
+putd(KEYS[1], ARGV[1], a[13], a[2], a[3], ttl, false, log)
 reindex(KEYS[2], KEYS[3], false, a[2], a[3], ttl)
-track(base, 1, #ARGV[1], ttl)
+track(base, 1, db, ttl)
 if q then countwrite(base, qm, qw) end
-remember(KEYS[6], a[5], a[6], a[7], a[8], KEYS[6] and a[13] .. '\\n' .. ARGV[1])
-announce(KEYS[1])
-local held = takelease(KEYS[5], ARGV[3], tonumber(a[1]), KEYS[1], true)
+remember(KEYS[6], a[5], a[6], a[7], a[8], KEYS[6] and ARGV[1])
+announce(KEYS[1], base)
+local held = takelease(KEYS[5], ARGV[3], a[1], KEYS[1], true)
 if held then return {'L', held} end
 return 1
 `;
@@ -134,7 +135,7 @@ if r then return r end
 local why = gk and grantgone(gk, now)
 if why then return {'G', why} end
 local cur = getrec(KEYS[1])
-if not cur or tonumber(cur.v) ~= tonumber(a[3])
+if not cur or (cur.v ~= a[3] and tonumber(cur.v) ~= tonumber(a[3]))
     or (cur.e ~= '' and tonumber(cur.e) <= now) then
   return conflict(KEYS[1], cur)
 end
@@ -165,7 +166,7 @@ reindex(KEYS[2], KEYS[3], cur, a[6], e, ttl)
 track(base, 0, db, ttl)
 if q then countwrite(base, qm, qw) end
 remember(KEYS[5], a[7], a[8], a[9], a[10], KEYS[5] and m .. '\\n' .. ARGV[1])
-announce(KEYS[1])
+announce(KEYS[1], base)
 local held = takelease(KEYS[4], ARGV[3], now, KEYS[1], false)
 if held then return {'L', m, held} end
 return m
@@ -174,7 +175,7 @@ return m
 /**
  * update's compare-and-set. KEYS: record, index, expiry, lease[, idempotency][,
  * grant].
- * ARGV: s, then tab-joined now, mode ('W' write / 'N' nothing to write),
+ * ARGV: d (m, newline, the state; "" in mode 'N'), then tab-joined now, mode ('W' write / 'N' nothing to write),
  * expectVersion ("" = absent), expectCreatedAt, x, e, ttl, fp, till, ittl,
  * h, entry version ("" = no entry), entry at, maxEntries, cutoff, m; then the
  * lease to take with a write ("" = none); then the entry (at, tab, text) when
@@ -187,39 +188,44 @@ return m
 export const CAS: string = PRELUDE + `
 local gk = grantkey()
 local a = split(ARGV[2], 16)
-local r = replay(KEYS[5], tonumber(a[1]))
+local r = replay(KEYS[5], a[1])
 if r then return r end
 local why = gk and grantgone(gk, tonumber(a[1]))
 if why then return {'G', why} end
 local cur = getrec(KEYS[1])
 if a[3] == '' then
   if cur then return conflict(KEYS[1], cur) end
-elseif not cur or tonumber(cur.v) ~= tonumber(a[3]) or cur.c ~= a[4] then
+elseif not cur or (cur.v ~= a[3] and tonumber(cur.v) ~= tonumber(a[3])) or cur.c ~= a[4] then
   return conflict(KEYS[1], cur)
 end
 if a[2] == 'W' then
   local base, q, qm, qw = basekey(KEYS[1]), quotas(), 0, 0
-  local dh, db = 1, #ARGV[1]
-  if cur then dh, db = 0, db - recbytes(KEYS[1], cur.m) end
+  -- The old state's size is read only where usage is kept (or checked).
+  local kept = q or redis.call('EXISTS', base .. 'q') == 1
+  local dh, db = 1, #ARGV[1] - #a[16] - 1
+  if cur then
+    dh = 0
+    if kept then db = db - recbytes(KEYS[1], cur.m) end
+  end
   if q then
     local refused
     refused, qm, qw = quotacheck(base, q, dh, db, tonumber(a[1]))
     if refused then return refused end
   end
-  local ttl = tonumber(a[7])
+  local ttl = a[6] == '' and -1 or tonumber(a[7])
   local log = false
   if a[12] ~= '' then
-    log = append(KEYS[1], cur and cur.l, tonumber(a[12]), a[13], ARGV[4], a[14], a[15])
+    log = append(KEYS[1], cur and cur.l, a[12], a[13], ARGV[4], a[14], a[15])
   elseif cur then
     droplog(KEYS[1], cur.l)
   end
-  putrec(KEYS[1], ARGV[1], a[16], a[5], a[6], ttl, cur and cur.e, log)
+  putd(KEYS[1], ARGV[1], a[16], a[5], a[6], ttl, cur and cur.e, log)
   reindex(KEYS[2], KEYS[3], cur, a[5], a[6], ttl)
-  track(base, dh, db, ttl)
+  if kept then track(base, dh, db, ttl, true) end
   if q then countwrite(base, qm, qw) end
-  remember(KEYS[5], a[8], a[9], a[10], a[11], KEYS[5] and a[16] .. '\\n' .. ARGV[1])
-  announce(KEYS[1])
-  local held = takelease(KEYS[4], ARGV[3], tonumber(a[1]), KEYS[1], not cur)
+  remember(KEYS[5], a[8], a[9], a[10], a[11], KEYS[5] and ARGV[1])
+  announce(KEYS[1], base)
+  local held = takelease(KEYS[4], ARGV[3], a[1], KEYS[1], not cur)
   if held then return {'L', held} end
 elseif cur then
   remember(KEYS[5], a[8], a[9], a[10], a[11], redis.call('HGET', KEYS[1], 'd'))
