@@ -33,8 +33,50 @@ export function withUndo(before: JsonObject, patch: Operation[]): Record<string,
 
 /** An RFC 6902 patch from `before` to `after`, bounded in time and stack for long arrays. */
 export function diffOf(before: unknown, after: unknown): Operation[] {
-  return createPatch(before, after, boundedDiff);
+  return createPatch(before, after, objectDiff);
 }
+
+function isObject(x: unknown): x is Record<string, unknown> {
+  return typeof x === "object" && x !== null && !Array.isArray(x);
+}
+
+/**
+ * rfc6902's diff of two objects, op for op, without its work on the keys
+ * whose values are the same (`===`): it makes a pointer for every key it
+ * walks, and a save's state usually changes a few keys of many. Other
+ * values go to {@link boundedDiff}.
+ */
+const objectDiff: Diff = (input: unknown, output: unknown, ptr): Operation[] | void => {
+  if (!isObject(input) || !isObject(output)) return boundedDiff(input, output, ptr);
+  const has = (o: Record<string, unknown>, k: string) => Object.hasOwn(o, k) && o[k] !== undefined;
+  const ops: Operation[] = [];
+  // Removed keys, then added keys, then the changed ones, each in its object's order.
+  for (const k in input) {
+    if (has(input, k) && !has(output, k)) ops.push({ op: "remove", path: ptr.add(k).toString() });
+  }
+  for (const k in output) {
+    if (has(output, k) && !has(input, k)) {
+      ops.push({ op: "add", path: ptr.add(k).toString(), value: output[k] });
+    }
+  }
+  for (const k in input) {
+    const a = input[k], b = output[k];
+    if (a === b || !has(input, k) || !has(output, k)) continue;
+    if (isObject(a) && isObject(b)) {
+      for (const op of objectDiff(a, b, ptr.add(k)) as Operation[]) ops.push(op);
+    } else if (Array.isArray(a) && Array.isArray(b)) {
+      const p = ptr.add(k);
+      const bounded = boundedDiff(a, b, p);
+      if (bounded) { for (const op of bounded) ops.push(op); }
+      else {
+        // rfc6902's walk of the two lists, its paths under this key.
+        const at = p.toString();
+        for (const op of createPatch(a, b, objectDiff)) ops.push({ ...op, path: at + op.path });
+      }
+    } else ops.push({ op: "replace", path: ptr.add(k).toString(), value: b });
+  }
+  return ops;
+};
 
 /**
  * Whether two JSON values (valid, as a stored or a checked state holds them)
