@@ -19,7 +19,14 @@ export class KeyedQueue {
    * @returns What `fn` returns.
    */
   async run<T>(key: string, fn: () => Promise<T>): Promise<T> {
-    const run = (this.#tails.get(key) ?? Promise.resolve()).then(() => fn());
+    const prev = this.#tails.get(key);
+    let run: Promise<T>;
+    // With nothing queued on the key, `fn` starts at once: no hop of the event loop first.
+    try {
+      run = prev ? prev.then(() => fn()) : fn();
+    } catch (e) {
+      run = Promise.reject(e);
+    }
     const tail = run.then(() => {}, () => {});
     this.#tails.set(key, tail);
     try {

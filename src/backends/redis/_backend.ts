@@ -433,7 +433,8 @@ export class RedisBackend implements B.Backend {
       if (answer === 1 || held !== undefined) {
         const record = next ?? current;
         this.#guess(k.rec, record && { ...record });
-        const out = { record: record && { ...record }, written: next !== null };
+        // `next` is the caller's own (its step); `current` is the cache's.
+        const out = { record: next ?? (current && { ...current }), written: next !== null };
         return next === null ? out : withLease(out, ctx, held ?? null);
       }
       const reply = answer as Reply;
