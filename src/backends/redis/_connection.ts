@@ -160,7 +160,9 @@ export class Connection {
    * writes each command to the socket at once: with many calls in flight,
    * one system call (and one TCP segment for Redis to read) per command
    * cost the client and Redis about as much CPU as the commands themselves.
-   * A lone call waits only for the microtasks queued before its flush.
+   * Only commands sent while others are in flight wait: a call on an idle
+   * connection goes out at once (the cork and the flush cost a lone call
+   * more than the write they save).
    */
   #coalesce(): void {
     if (this.#corked) return;
@@ -184,8 +186,8 @@ export class Connection {
   /** Runs calls to Redis: maps failures to `backend_error` and tracks progress for the timeout. */
   cmd<T>(fn: () => Promise<T>): Promise<T> {
     if (this.#closed) return Promise.reject(closedError());
-    this.#coalesce();
     if (this.#pending++ === 0) this.#progress = Date.now();
+    else this.#coalesce();
     // Handlers on the command's own promise, not an async frame: a read is a
     // hot path, and each frame costs its caller ticks of the event loop.
     const done = () => {
