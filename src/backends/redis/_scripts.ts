@@ -140,7 +140,9 @@ if not cur or (cur.v ~= a[3] and tonumber(cur.v) ~= tonumber(a[3]))
   return conflict(KEYS[1], cur)
 end
 local base, q, qm, qw = basekey(KEYS[1]), quotas(), 0, 0
-local db = #ARGV[1] - recbytes(KEYS[1], cur.m)
+-- The old state's size is read only where usage is kept (or checked).
+local kept = q or redis.call('EXISTS', base .. 'q') == 1
+local db = kept and #ARGV[1] - recbytes(KEYS[1], cur.m) or 0
 if q then
   local refused
   refused, qm, qw = quotacheck(base, q, 0, db, now)
@@ -163,7 +165,7 @@ if sv ~= '' or p ~= '' then m = m .. '\\t' .. sv .. p end
 putrec(KEYS[1], ARGV[1], m, a[6], e, ttl, cur.e)
 droplog(KEYS[1], cur.l)
 reindex(KEYS[2], KEYS[3], cur, a[6], e, ttl)
-track(base, 0, db, ttl)
+if kept then track(base, 0, db, ttl, true) end
 if q then countwrite(base, qm, qw) end
 remember(KEYS[5], a[7], a[8], a[9], a[10], KEYS[5] and m .. '\\n' .. ARGV[1])
 announce(KEYS[1], base)
