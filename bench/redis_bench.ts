@@ -3,13 +3,17 @@
  * `redis-server` this file starts (AOF `appendfsync everysec`) and stops.
  * Every state is 1 KiB of compact JSON.
  *
- * - `get`: `store.get` vs a raw `GET` of the same bytes.
+ * - `get`: `store.get` vs a raw `GET` of the same bytes and its `JSON.parse`.
  * - `save`: `store.save` vs one raw `EVALSHA` of a trivial compare-and-set;
  *   both serialize the same 1 KiB state object on each call.
  * - `… x16`: the same with 16 operations in flight (one iteration = 16 ops);
  *   `save x16` also with `history: false` (the conditional write alone, one
  *   script, as the raw baseline is) and single-flight saves run 16 times in a
  *   row (`x16 one at a time`), so the gain from pipelining reads as a ratio.
+ *   The raw calls run twice: written to the socket one by one (the baseline,
+ *   as ioredis sends them), and `one write per tick`, the way the store's
+ *   connection sends the commands of calls in flight (`coalesce`), which
+ *   takes the store's own gain from that out of the ratio.
  * - `server write`: a save as the MCP server makes it, with its writer's
  *   lease: taken in the save's own script (`lease` option) beside the same
  *   save followed by `store.lease` (a read and a lease script, as before).
@@ -31,12 +35,13 @@
 import { Redis } from "ioredis";
 import { HandleStore, type HandleStoreOptions, Increment, type JsonObject } from "../mod.ts";
 import { startRedis } from "../tests/_redis.ts";
-import { RAW_CAS } from "./_redis_raw.ts";
+import { coalesce, RAW_CAS } from "./_redis_raw.ts";
 
 // Stopped (and its data dir removed) by the harness when the bench process exits.
 const server = await startRedis();
 
 const raw = new Redis({ host: server.host, port: server.port, protocol: 2 });
+await raw.ping();
 const opened: HandleStore[] = [];
 const open = async (options: HandleStoreOptions = {}) => {
   const s = await HandleStore.fromUrl(server.url, options);
@@ -63,9 +68,10 @@ await raw.set("raw:get", TEXT);
 // save: the raw baseline is a trivial version check and write of the same bytes.
 const rawSha = await raw.script("LOAD", RAW_CAS) as string;
 const rawVersions = new Map<string, number>();
-for (let i = 0; i < 16; i++) await raw.hset(`raw:cas:${i}`, "v", "0", "s", TEXT);
-async function rawCas(key: string): Promise<void> {
+for (let i = 0; i < 32; i++) await raw.hset(`raw:cas:${i}`, "v", "0", "s", TEXT);
+async function rawCas(key: string, batched = false): Promise<void> {
   const v = rawVersions.get(key) ?? 0;
+  if (batched) coalesce(raw);
   // The same bytes store.save sends: the state serialized on each call.
   const ok = await raw.evalsha(rawSha, 1, key, String(v), String(v + 1), JSON.stringify(kib(v)));
   if (ok !== 1) throw new Error("raw CAS lost");
@@ -112,8 +118,14 @@ const x16 = (fn: (i: number) => Promise<unknown>) => async () => {
   await Promise.all(Array.from({ length: 16 }, (_, i) => fn(i)));
 };
 
-Deno.bench("raw GET", { group: "get", baseline: true }, async () => {
-  await raw.get("raw:get");
+/** A raw read as the store's is used: the bytes, parsed. */
+async function rawGet(batched = false): Promise<unknown> {
+  if (batched) coalesce(raw);
+  return JSON.parse(await raw.get("raw:get") as string);
+}
+
+Deno.bench("raw GET + JSON.parse", { group: "get", baseline: true }, async () => {
+  await rawGet();
 });
 Deno.bench("store.get", { group: "get" }, async () => {
   await store.get(getHandle, { user });
@@ -126,13 +138,23 @@ Deno.bench("store.save", { group: "save" }, async () => {
   await save(saveHandles[0]!);
 });
 
-Deno.bench("raw GET x16", { group: "get x16", baseline: true }, x16(() => raw.get("raw:get")));
+Deno.bench("raw GET + JSON.parse x16", { group: "get x16", baseline: true }, x16(() => rawGet()));
+Deno.bench(
+  "raw GET + JSON.parse x16, one write per tick",
+  { group: "get x16" },
+  x16(() => rawGet(true)),
+);
 Deno.bench("store.get x16", { group: "get x16" }, x16(() => store.get(getHandle, { user })));
 
 Deno.bench(
   "raw EVALSHA (CAS) x16",
   { group: "save x16", baseline: true },
   x16((i) => rawCas(`raw:cas:${i}`)),
+);
+Deno.bench(
+  "raw EVALSHA (CAS) x16, one write per tick",
+  { group: "save x16" },
+  x16((i) => rawCas(`raw:cas:${i + 16}`, true)),
 );
 Deno.bench("store.save x16", { group: "save x16" }, x16((i) => save(saveHandles[i]!)));
 Deno.bench(

@@ -11,10 +11,12 @@
  * `--ops` operations, 16 in flight. The medians of `--runs` rounds are
  * printed, with the wall time per operation.
  *
- * - `raw GET`: one `GET` of the same 1 KiB; `store.get`.
+ * - `raw GET`: one `GET` of the same 1 KiB and its `JSON.parse`; `store.get`.
  * - `raw CAS`: one `EVALSHA` of a trivial compare-and-set of the same 1 KiB
  *   (serialized on each call, as the store does); `store.save` with
  *   history (the default) and with `history: false`.
+ * - `… one write per tick`: the raw calls sent the way the store's
+ *   connection sends the commands of calls in flight (`coalesce`).
  *
  * `--flight=N` runs N in flight instead of 16 (`--flight=1`: one at a time,
  * where wall time is the round trip's); `--only=a,b` runs only the cases
@@ -31,7 +33,7 @@ import process from "node:process";
 import { Redis } from "ioredis";
 import { HandleStore, type JsonObject } from "../mod.ts";
 import { startRedis } from "../tests/_redis.ts";
-import { RAW_CAS } from "./_redis_raw.ts";
+import { coalesce, RAW_CAS } from "./_redis_raw.ts";
 
 const args = new Map(
   Deno.args.filter((a) => a.startsWith("--")).map((a) => {
@@ -61,7 +63,7 @@ const getHandle = await store.mint("bench", kib(), { user });
 
 const rawSha = await raw.script("LOAD", RAW_CAS) as string;
 const rawVersions: number[] = [];
-for (let i = 0; i < 16; i++) {
+for (let i = 0; i < 32; i++) {
   await raw.hset(`raw:cas:${i}`, "v", "0", "s", TEXT);
   rawVersions.push(0);
 }
@@ -79,24 +81,31 @@ async function save(s: HandleStore, h: string): Promise<void> {
 }
 
 const cases: Record<string, (slot: number) => Promise<unknown>> = {
-  "raw GET": () => raw.get("raw:get"),
-  "store.get": () => store.get(getHandle, { user }),
-  "raw CAS": async (i) => {
-    const v = rawVersions[i]!;
-    const ok = await raw.evalsha(
-      rawSha,
-      1,
-      `raw:cas:${i}`,
-      String(v),
-      String(v + 1),
-      JSON.stringify(kib(v)),
-    );
-    if (ok !== 1) throw new Error("raw CAS lost");
-    rawVersions[i] = v + 1;
+  "raw GET": async () => JSON.parse(await raw.get("raw:get") as string),
+  "raw GET, one write per tick": async () => {
+    coalesce(raw);
+    return JSON.parse(await raw.get("raw:get") as string);
   },
+  "store.get": () => store.get(getHandle, { user }),
+  "raw CAS": (i) => rawCas(i, false),
+  "raw CAS, one write per tick": (i) => rawCas(i + 16, true),
   "store.save": (i) => save(store, saveHandles[i]!),
   "store.save, history off": (i) => save(plain, plainHandles[i]!),
 };
+async function rawCas(i: number, batched: boolean): Promise<void> {
+  const v = rawVersions[i]!;
+  if (batched) coalesce(raw);
+  const ok = await raw.evalsha(
+    rawSha,
+    1,
+    `raw:cas:${i}`,
+    String(v),
+    String(v + 1),
+    JSON.stringify(kib(v)),
+  );
+  if (ok !== 1) throw new Error("raw CAS lost");
+  rawVersions[i] = v + 1;
+}
 const names = Object.keys(cases).filter((n) => !only || only.includes(n));
 
 async function redisCpuUs(): Promise<number> {
