@@ -346,6 +346,18 @@ export function update(
   }, ctx);
 }
 
+/** The last entry time written out, and its text: writes in the same millisecond share it. */
+const LAST_AT = { at: NaN, iso: "" };
+
+/** `new Date(at).toISOString()`, which costs a write about as much as its entry's JSON. */
+function isoOf(at: number): string {
+  if (at !== LAST_AT.at) {
+    LAST_AT.iso = new Date(at).toISOString();
+    LAST_AT.at = at;
+  }
+  return LAST_AT.iso;
+}
+
 /** A changelog entry for a write, or a marker when it is over `maxEntryBytes`. */
 export function entry(
   core: Core,
@@ -355,7 +367,7 @@ export function entry(
   op: ChangeInfo["op"],
   what: Record<string, unknown>,
 ): ChangeEntry {
-  const head = { version, at: new Date(at).toISOString(), writer, op };
+  const head = { version, at: isoOf(at), writer, op };
   let text = JSON.stringify({ ...head, ...what });
   if (text.length * 3 > core.maxEntryBytes && utf8Length(text) > core.maxEntryBytes) {
     text = JSON.stringify({ ...head, omitted: true });
