@@ -26,6 +26,7 @@ import {
   metaText,
   quotaArgs,
   recordOf,
+  recordOfBytes,
   recordOfD,
   refuseQuota,
   replayOf,
@@ -737,15 +738,16 @@ export class RedisBackend implements B.Backend {
       }
       return out;
     },
-    readLeased: async (user, handle, now) => {
+    readLeased: (user, handle, now) => {
       // One plain command: the record hash holds a copy of its lease.
       const rec = this.#k.record(user, handle);
-      const [d, l] = await this.#conn.cmd(() => this.#conn.client.hmget(rec, "d", "L"));
-      const lease = typeof l === "string" ? leaseOf(l) : null;
-      return {
-        record: recordOfD(handle, d as string | null),
-        lease: lease && lease.expiresAt > now ? lease : null,
-      };
+      return this.#conn.cmd(() => this.#conn.client.hmgetBuffer(rec, "d", "L")).then(([d, l]) => {
+        const lease = l ? leaseOf(l.toString()) : null;
+        return {
+          record: recordOfBytes(handle, d),
+          lease: lease && lease.expiresAt > now ? lease : null,
+        };
+      });
     },
   };
 

@@ -143,6 +143,22 @@ export function recordOfD(handle: string, d: string | null | undefined): HandleR
   return recordOf(handle, d.slice(nl + 1), d.slice(0, nl));
 }
 
+/**
+ * A record from its `d` field as bytes, or `null` when absent. The state
+ * is decoded on its own: `JSON.parse` of a slice of a longer string costs
+ * about twice a parse of a string of its own.
+ */
+export function recordOfBytes(
+  handle: string,
+  d: Uint8Array | null | undefined,
+): HandleRecord | null {
+  if (!(d instanceof Uint8Array)) return null;
+  const b = Buffer.isBuffer(d) ? d : Buffer.from(d.buffer, d.byteOffset, d.byteLength);
+  // The metadata holds no raw newline, and no UTF-8 sequence holds byte 10.
+  const nl = b.indexOf(10);
+  return recordOf(handle, b.toString("utf8", nl + 1), b.toString("utf8", 0, nl));
+}
+
 /** A lease from its stored text (expiresAt, tab, holder). */
 export function leaseOf(text: string): LeaseRecord {
   const tab = text.indexOf("\t");
