@@ -46,28 +46,17 @@ Deno.test("cli keys: written with env keys, read back with a 0600 key file given
   const url = `sqlite:///${join(home, "state.db")}`;
   await seed(home, url);
   const file = await keyFile(home, 0o600);
-  const r = await mcpstate(home, [
-    "--encryption-keys-file",
-    file,
-    "get",
-    "note_keys",
-    "--user",
-    "u1",
-    "--backend",
-    url,
-  ]);
-  ok(r, "get");
-  assert.match(r.stdout, /"v": 1/);
-  const after = await mcpstate(home, [
-    "get",
-    "note_keys",
-    "--user",
-    "u1",
-    "--backend",
-    url,
-    `--encryption-keys-file=${file}`,
-  ]);
-  ok(after, "get (flag after)");
+  const get = ["get", "note_keys", "--user", "u1", "--backend", url];
+  for (
+    const args of [["--encryption-keys-file", file, ...get], [
+      ...get,
+      `--encryption-keys-file=${file}`,
+    ]]
+  ) {
+    const r = await mcpstate(home, args);
+    ok(r, args.join(" "));
+    assert.match(r.stdout, /"v": 1/);
+  }
   const raw = new DatabaseSync(join(home, "state.db"));
   try {
     const rows = raw.prepare("SELECT count(*) AS n FROM data_keys").get() as { n: number };

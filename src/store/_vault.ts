@@ -73,6 +73,7 @@ class Sealer {
   readonly #cache = new Map<string, { key: CryptoKey; stored: B.StoredKey }>();
   /** Without keys: whether the backend kept any data key when first asked, and who has one. */
   #anyKeys: { none: boolean; at: number } | null = null;
+  #probing: Promise<void> | null = null;
   readonly #keyed = new Set<string>();
   // A read of the very text opened or sealed before, by the same data key,
   // costs no decryption: the text is compared whole, so another ciphertext
@@ -86,6 +87,8 @@ class Sealer {
   constructor(ring: Promise<KeyRing> | null, keys: () => Promise<B.KeyPrimitives | undefined>) {
     this.#ring = ring;
     this.#keys = keys;
+    // A failure is asked again by the first write.
+    if (ring === null) this.probe().catch(() => {});
   }
 
   /** Whether the store has keys (else it only refuses sealed content). */
@@ -112,21 +115,34 @@ class Sealer {
   /**
    * Without keys, refuses a write for a user who has a data key (`no_key`):
    * it would leave plaintext beside their sealed content. Whether the
-   * backend keeps any data key at all is asked again at most once a second
-   * while it keeps none.
+   * backend keeps any data key at all is asked when the store opens, then
+   * again in the background at most once a second while it keeps none, so
+   * a write waits for that question only before its first answer.
    */
   async refuseKeyed(user: string): Promise<void> {
     if (this.on) return;
-    const now = Date.now();
-    if (this.#anyKeys === null || (this.#anyKeys.none && now - this.#anyKeys.at >= 1000)) {
-      const k = await this.#keys();
-      const none = k === undefined || (await k.list({ limit: 1 })).length === 0;
-      this.#anyKeys = { none, at: now };
+    if (this.#anyKeys === null) await this.probe();
+    else if (this.#anyKeys.none && Date.now() - this.#anyKeys.at >= 1000) {
+      this.probe().catch(() => {});
     }
-    if (this.#anyKeys.none) return;
+    if (this.#anyKeys!.none) return;
     if (!this.#keyed.has(user) && (await (await this.#keys())!.get(user)) === null) return;
     this.#keyed.add(user);
     throw EncryptionError.noKey();
+  }
+
+  /** Asks whether the backend keeps any data key (one question at a time). */
+  probe(): Promise<void> {
+    this.#probing ??= (async () => {
+      try {
+        const k = await this.#keys();
+        const none = k === undefined || (await k.list({ limit: 1 })).length === 0;
+        this.#anyKeys = { none, at: Date.now() };
+      } finally {
+        this.#probing = null;
+      }
+    })();
+    return this.#probing;
   }
 
   /** The user's data key; with `create`, made on first use; `null` when it has none. */
