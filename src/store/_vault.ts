@@ -117,15 +117,17 @@ class Sealer {
    * it would leave plaintext beside their sealed content. Whether the
    * backend keeps any data key at all is asked when the store opens, then
    * again in the background at most once a second while it keeps none, so
-   * a write waits for that question only before its first answer.
+   * a write waits for that question only before its first answer. With
+   * `strict`, the user's key is asked of the key store whatever that answer.
    */
-  async refuseKeyed(user: string): Promise<void> {
+  async refuseKeyed(user: string, strict = false): Promise<void> {
     if (this.on) return;
     if (this.#anyKeys === null) await this.probe();
     else if (this.#anyKeys.none && Date.now() - this.#anyKeys.at >= 1000) {
       this.probe().catch(() => {});
     }
-    if (this.#anyKeys!.none) return;
+    if (this.#anyKeys!.none && !strict) return;
+    if (!(await this.#keys())) return;
     if (!this.#keyed.has(user) && (await (await this.#keys())!.get(user)) === null) return;
     this.#keyed.add(user);
     throw EncryptionError.noKey();
@@ -503,7 +505,9 @@ function coreOps(inner: B.Backend, s: Sealer) {
       return isReplayed(out) ? s.openReplay(user, out) : out;
     },
     async untrash(user: string, handle: string, ctx: B.WriteContext) {
-      await s.refuseKeyed(user);
+      // Asked of the key store each time: a trash copy sealed since the last
+      // answer would be restored, then fail to open (a changing call that fails).
+      await s.refuseKeyed(user, true);
       const r = await inner.untrash(user, handle, ctx);
       return r && s.openRecord(user, r);
     },
