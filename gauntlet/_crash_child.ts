@@ -1,32 +1,36 @@
 /**
  * The writer of the crash-consistency gauntlet: a separate OS process that
  * does mixed writes (mint, save, patch with `Increment` and `Append`, touch,
- * revoke, restore from the trash) on several concurrent lanes until it is
- * killed, and reports every
- * step on stdout as one JSON line:
+ * revoke, restore from the trash; fork, share with a second user and patch
+ * through the alias as that user, unshare, transfer to a third user and
+ * back, with or without `keep`) on several concurrent lanes until it is
+ * killed, and reports every step on stdout as one JSON line:
  *
  * - `{"t":"ready"}` once the store is open;
  * - `{"t":"begin","id":…,"lane":…,"op":…,…}` before a write is sent;
  * - `{"t":"ack","id":…,…}` after it returned (acknowledged);
  * - `{"t":"fail","id":…,"code":…,"message":…}` when it was refused.
  *
- * A lane owns its handles, so at most one write per handle is in flight,
- * except on the shared counter that every lane patches. The parent rebuilds
- * the expected store from these lines (see `crash.ts`).
+ * A lane owns its handles (whichever user holds them), so at most one write
+ * per handle is in flight, except on the shared counter that every lane
+ * patches; a write's `begin` line names the handle's holder (`u`). The
+ * parent rebuilds the expected store from these lines (`_crash_model.ts`).
  *
- * Usage: `_crash_child.ts <backend url> <user> <lanes> <seed> [honest|early-ack]`.
+ * Usage: `_crash_child.ts <backend url> <user> <lanes> <seed> [honest|early-ack|lost-unshare]`.
  * `early-ack` is a deliberately broken writer that acknowledges patches
- * before they are sent, so that the checker can be shown to catch a lost
- * write.
+ * before they are sent, `lost-unshare` one that acknowledges unshares it
+ * never sends, so that the checker can be shown to catch them.
  *
  * @module
  */
 
-import { Append, HandleStore, Increment, McpStateError } from "../mod.ts";
+import { Append, HandleStore, Increment, McpStateError, type Rights } from "../mod.ts";
+import { crashUsers } from "./_crash_model.ts";
 import { body, Rng } from "./_util.ts";
 
 const [url, user, lanesArg = "3", seedArg = "1", mode = "honest"] = Deno.args;
 const EARLY_ACK = mode === "early-ack";
+const LOST_UNSHARE = mode === "lost-unshare";
 if (!url || !user) {
   console.error("Usage: _crash_child.ts <backend url> <user> <lanes> <seed>");
   Deno.exit(2);
@@ -51,11 +55,21 @@ function bodyLength(rng: Rng): number {
 
 interface Owned {
   handle: string;
+  /** Who holds it now. */
+  owner: string;
   version: number;
   rev: number;
   n: number;
   log: number[];
+  /** Grants in force that this lane made. */
+  grants: { grant: string; alias: string; rights: Rights }[];
+  /** A transfer kept a grant for the old owner (its alias is not printed). */
+  kept: boolean;
 }
+
+const users = crashUsers(user);
+/** The user a transfer moves a handle held by `owner` to. */
+const otherThan = (owner: string) => owner === users.owner ? users.other : users.owner;
 
 let nextId = 0;
 const writer = `crash-child/${Deno.pid}`;
@@ -89,6 +103,25 @@ async function step<T>(
   }
 }
 
+/** The `begin` fields of a write on `t`: lane, operation, handle, and the user it runs for. */
+function on(lane: number, op: string, t: Owned): Record<string, unknown> {
+  return { lane, op, h: t.handle, u: t.owner };
+}
+
+/** A handle the lane just made (a mint or a fork), at version 1. */
+function newOwned(handle: string, owner: string, from: Pick<Owned, "rev" | "n" | "log">): Owned {
+  return {
+    handle,
+    owner,
+    version: 1,
+    rev: from.rev,
+    n: from.n,
+    log: from.log,
+    grants: [],
+    kept: false,
+  };
+}
+
 try {
   const store = await HandleStore.fromUrl(url, { reclaimIntervalMs: 0 });
   say({ t: "ready" });
@@ -104,6 +137,10 @@ try {
     const owned: Owned[] = [];
     const trashed: Owned[] = [];
     while (nextId < MAX_WRITES) {
+      const sharing = owned.filter((o) => o.grants.length > 0);
+      const writable = owned.filter((o) => o.grants.some((g) => g.rights !== "read"));
+      // A handle with grants is not revoked: its aliases stay checkable.
+      const revocable = owned.filter((o) => o.grants.length === 0 && !o.kept);
       const op = owned.length === 0 && trashed.length === 0 ? "mint" : rng.weighted(
         [
           [owned.length < 6 ? 12 : 2, "mint"],
@@ -111,8 +148,13 @@ try {
           [35, "patch"],
           [shared ? 15 : 0, "shared"],
           [10, "touch"],
-          [owned.length > 1 ? 6 : 0, "revoke"],
+          [owned.length > 1 && revocable.length > 0 ? 6 : 0, "revoke"],
           [trashed.length > 0 ? 4 : 0, "restore"],
+          [owned.length > 0 && owned.length < 8 ? 4 : 0, "fork"],
+          [owned.some((o) => o.grants.length < 2) ? 5 : 0, "share"],
+          [sharing.length > 0 ? 4 : 0, "unshare"],
+          [writable.length > 0 ? 6 : 0, "apatch"],
+          [owned.length > 0 ? 4 : 0, "transfer"],
         ] as const,
       );
       const target = owned.length > 0 ? rng.pick(owned) : undefined;
@@ -126,7 +168,7 @@ try {
           () => store.mint("crash", state, { user, writer, ttlDays: ttl }),
           (handle) => ({ h: handle, v: 1 }),
         );
-        if (h) owned.push({ handle: h, version: 1, rev: 0, n: 0, log: [] });
+        if (h) owned.push(newOwned(h, user, { rev: 0, n: 0, log: [] }));
       } else if (op === "save" && target) {
         const seed = rng.int(1, 2 ** 30);
         const len = bodyLength(rng);
@@ -141,31 +183,40 @@ try {
           body: body(seed, len),
         };
         const snap = await step(
-          { lane: laneNo, op, h: target.handle, expect: target.version, rev, seed, len },
-          () => store.save(target.handle, state, { user, writer, expectVersion: target.version }),
+          { ...on(laneNo, op, target), expect: target.version, rev, seed, len },
+          () =>
+            store.save(target.handle, state, {
+              user: target.owner,
+              writer,
+              expectVersion: target.version,
+            }),
           (s) => ({ v: s.version }),
         );
         if (snap) {
           target.version = snap.version;
           target.rev = rev;
         }
-      } else if (op === "patch" && target) {
+      } else if ((op === "patch" && target) || op === "apatch") {
+        // A patch as the owner, or through an alias by the grantee.
+        const t = op === "patch" ? target! : rng.pick(writable);
+        const g = op === "apatch" ? rng.pick(t.grants.filter((x) => x.rights !== "read")) : null;
         const by = rng.int(1, 3);
         const id = nextId;
+        const via = g ? { alias: g.alias, grant: g.grant } : {};
         const snap = await step(
-          { lane: laneNo, op, h: target.handle, by },
+          { ...on(laneNo, op, t), by, ...via },
           () =>
-            store.patch(target.handle, [Increment("", "n", by), Append("log", id)], {
-              user,
+            store.patch(g ? g.alias : t.handle, [Increment("", "n", by), Append("log", id)], {
+              user: g ? users.grantee : t.owner,
               writer,
             }),
           (s) => ({ v: s.version }),
-          { v: target.version + 1 },
+          { v: t.version + 1 },
         );
         if (snap) {
-          target.version = snap.version;
-          target.n += by;
-          target.log = [...target.log, id];
+          t.version = snap.version;
+          t.n += by;
+          t.log = [...t.log, id];
         }
       } else if (op === "shared" && shared) {
         const id = nextId;
@@ -178,33 +229,89 @@ try {
       } else if (op === "touch" && target) {
         const ttl = rng.next() < 0.3 ? null : rng.int(1, 30);
         const snap = await step(
-          { lane: laneNo, op, h: target.handle, ttl },
-          () => store.touch(target.handle, { user, writer, ttlDays: ttl }),
+          { ...on(laneNo, op, target), ttl },
+          () => store.touch(target.handle, { user: target.owner, writer, ttlDays: ttl }),
           (s) => ({ v: s.version, exp: s.expiresAt === null ? null : s.expiresAt.getTime() }),
         );
         if (snap) target.version = snap.version;
-      } else if (op === "revoke" && target) {
+      } else if (op === "revoke") {
+        const t = rng.pick(revocable);
         const done = await step(
-          { lane: laneNo, op, h: target.handle },
-          () => store.revoke(target.handle, { user }).then(() => true),
+          on(laneNo, op, t),
+          () => store.revoke(t.handle, { user: t.owner }).then(() => true),
           () => ({}),
         );
         if (done) {
-          owned.splice(owned.indexOf(target), 1);
-          trashed.push(target);
+          owned.splice(owned.indexOf(t), 1);
+          trashed.push(t);
         }
       } else if (op === "restore" && trashed.length > 0) {
         const back = rng.pick(trashed);
         const snap = await step(
-          { lane: laneNo, op, h: back.handle },
-          () => store.restore(back.handle, { user }),
+          on(laneNo, op, back),
+          () => store.restore(back.handle, { user: back.owner }),
           (s) => ({ v: s.version }),
         );
         if (snap) {
           trashed.splice(trashed.indexOf(back), 1);
           owned.push(back);
         }
+      } else if (op === "fork" && target) {
+        const h = await step(
+          on(laneNo, op, target),
+          () => store.fork(target.handle, { user: target.owner, writer }),
+          (handle) => ({ h: handle, v: 1 }),
+        );
+        if (h) owned.push(newOwned(h, target.owner, target));
+      } else if (op === "share") {
+        await share(laneNo, rng.pick(owned.filter((o) => o.grants.length < 2)), rng);
+      } else if (op === "unshare") {
+        const t = rng.pick(sharing);
+        const g = rng.pick(t.grants);
+        const n = await step(
+          { ...on(laneNo, op, t), grant: g.grant },
+          () => LOST_UNSHARE ? Promise.resolve(1) : store.unshare(g.grant, { user: t.owner }),
+          (n) => ({ n }),
+        );
+        if (n !== undefined) {
+          t.grants.splice(t.grants.indexOf(g), 1);
+          t.version++;
+        }
+      } else if (op === "transfer" && target) {
+        await transfer(laneNo, target, rng);
       }
+    }
+  };
+
+  /** Shares `t` with the grantee: a version that changes no state. */
+  const share = async (laneNo: number, t: Owned, rng: Rng) => {
+    const rights = rng.pick(["read", "append", "write"] as const);
+    const g = await step(
+      { ...on(laneNo, "share", t), to: users.grantee, rights },
+      () => store.share(t.handle, { user: t.owner, to: users.grantee, rights }),
+      (g) => ({ grant: g.grant, alias: g.handle }),
+    );
+    if (g) {
+      t.grants.push({ grant: g.grant, alias: g.handle, rights });
+      t.version++;
+    }
+  };
+
+  /** Moves `t` to the other holder, sometimes keeping a grant: a version that changes no state. */
+  const transfer = async (laneNo: number, t: Owned, rng: Rng) => {
+    const to = otherThan(t.owner);
+    const keep = rng.pick([null, null, "read", "write"] as const);
+    const done = await step(
+      { ...on(laneNo, "transfer", t), to, keep },
+      () =>
+        store.transfer(t.handle, { user: t.owner, to, ...(keep ? { keep } : {}) }).then(() => true),
+      () => ({}),
+    );
+    if (done) {
+      t.owner = to;
+      t.grants = [];
+      t.kept = keep !== null;
+      t.version++;
     }
   };
 

@@ -56,18 +56,41 @@ function failureList(failures: string[], max = 20): string {
   return `\nFailures:\n\n${shown.join("\n")}\n`;
 }
 
+/** Column names of the crash part's operations that need one. */
+const OP_NAMES: Record<string, string> = {
+  shared: "shared-counter patch",
+  apatch: "patch through an alias",
+};
+
 function crashSection(list: CrashReport[]): string {
   if (list.length === 0) return "";
-  const ops = ["mint", "save", "patch", "shared", "touch", "revoke", "restore"];
+  const ops = [
+    "mint",
+    "save",
+    "patch",
+    "shared",
+    "touch",
+    "revoke",
+    "restore",
+    "fork",
+    "share",
+    "apatch",
+    "unshare",
+    "transfer",
+  ];
+  const travel = ["fork", "share", "apatch", "unshare", "transfer"];
   const rows = list.map((r) => [
     NAMES[r.backend] ?? r.backend,
     fmt(r.iterations),
     fmt(r.killedDuringStartup),
     r.backend === "redis" ? fmt(r.serverKills) : "–",
     fmt(total(r)),
-    `${fmt(r.inFlight.applied)} / ${fmt(r.inFlight.notApplied)}`,
+    `${fmt(r.inFlight.applied)} / ${fmt(r.inFlight.notApplied)} (${
+      fmt(travel.reduce((n, o) => n + (r.inFlightOps[o] ?? 0), 0))
+    } travel)`,
     fmt(r.recordsChecked),
     fmt(r.changelogsChecked),
+    `${fmt(r.grantsChecked)} / ${fmt(r.aliasesRead)} / ${fmt(r.forksChecked)}`,
     fmt(r.finalRecheck),
     `${ms(r.reopenMs.p50)} / ${ms(r.reopenMs.max)}`,
     r.backend === "sqlite" || r.backend === "denokv"
@@ -85,7 +108,10 @@ function crashSection(list: CrashReport[]): string {
 
 A child process opens the store and writes on three concurrent lanes: \`mint\`, \`save\` with
 \`expectVersion\`, \`patch\` with \`Increment\` and \`Append\`, \`touch\`, \`revoke\` and \`restore\`
-(from the trash) on the lane's own handles, and \`patch\` on one counter that every lane shares. States are 0 to 120,000 code
+(from the trash) on the lane's own handles, and \`patch\` on one counter that every lane shares; and
+handles that travel: \`fork\`, \`share\` with a second user (\`read\`, \`append\` or \`write\`) and
+\`patch\` through the alias as that user (\`apatch\`), \`unshare\`, \`transfer\` to a third user and back
+(with or without \`keep\`). States are 0 to 120,000 code
 points of mixed 1- to 4-byte UTF-8 (past a Deno KV value and an SQLite page). Before each write it
 prints what it is about to do, after each acknowledged write the result. The parent SIGKILLs it at a
 random moment — the first kill and one in ten after it within the child's first 300 ms, while it
@@ -102,6 +128,14 @@ loads, opens the store and (the first time) creates its schema — reopens the s
   that produced it (for patches the very ops sent; on the shared counter in the order of its log),
   the last one stamped with the record's \`updatedAt\`: a record and its changelog entry land
   together or not at all;
+- every acknowledged fork holds its origin's state at the fork, with \`forkedFrom\` naming the
+  origin and its version; a transferred handle is held by its new owner only, with every write
+  acknowledged before the move, and the old owner reads it only through a kept grant; the grants in
+  force on each handle are exactly the acknowledged ones (with a transfer's \`keep\`), each alias
+  reads the owner's record (same version, same state) for its grantee, the alias of every ended
+  grant (unshared, or ended by a transfer) answers \`handle_not_found\`, and each user's listing shows
+  exactly the aliases in force; a fork, share, unshare or transfer in flight is applied whole (its
+  version, its grant, the move) or not at all;
 - the listing agrees with the records; the writer label is the child's;
 - the store opens with no repair step, and for the SQLite-based files \`PRAGMA integrity_check\`
   says \`ok\`;
@@ -110,7 +144,8 @@ loads, opens the store and (the first time) creates its schema — reopens the s
 Redis runs with AOF and \`appendfsync always\`; every fourth kill also SIGKILLs \`redis-server\`
 at the same moment and restarts it, so acknowledged writes must survive the server's crash as
 well. PostgreSQL runs in its own schema, dropped afterwards. The checker is itself tested: a
-deliberately broken writer that acknowledges patches before sending them is caught (a CI test).
+deliberately broken writer that acknowledges patches before sending them, and one that acknowledges
+unshares it never sends, are caught (CI tests).
 
 ${
     table([
@@ -122,6 +157,7 @@ ${
       "in flight: applied / not",
       "records checked",
       "changelogs checked",
+      "grants / alias reads / forks checked",
       "re-checked at the end",
       "reopen p50 / max",
       "file check",
@@ -131,7 +167,12 @@ ${
 
 Acknowledged writes by operation:
 
-${table(["backend", ...ops.map((o) => o === "shared" ? "shared-counter patch" : o)], opRows)}
+${
+    table(
+      ["backend", ...ops.map((o) => OP_NAMES[o] ?? o)],
+      opRows,
+    )
+  }
 ${list.map((r) => failureList(r.failures.map((f) => `${r.backend}: ${f}`))).join("")}
 Seeds: ${list.map((r) => `${r.backend} ${r.seed}`).join(", ")}.${
     list.filter((r) => r.externalOutages > 0).map((r) =>
