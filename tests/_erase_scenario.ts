@@ -18,14 +18,7 @@ import { Append, HandleStore, SetKey } from "../mod.ts";
 import type { Backend } from "../src/backend.ts";
 import { DAY, FakeClock, freshUser, rejectsWith } from "./_helpers.ts";
 import { spawnChild } from "./_child.ts";
-
-/** One stored item of the engine, as text: where (a key) and what (its value). */
-export interface Stored {
-  /** The key, as text. */
-  where: string;
-  /** The value, as text. */
-  what: string;
-}
+import type { Stored } from "./_storage_scan.ts";
 
 /** An engine under test. */
 export interface EraseEngine {

@@ -7,43 +7,14 @@
  */
 
 import { openBackend } from "../src/url.ts";
-import {
-  type EraseEngine,
-  eraseRace,
-  eraseScenario,
-  type Stored,
-  transferScan,
-} from "./_erase_scenario.ts";
-
-/** Every entry of the KV file `file`, as text. */
-async function dumpKv(file: string): Promise<Stored[]> {
-  const kv = await Deno.openKv(file);
-  try {
-    const out: Stored[] = [];
-    const text = (v: unknown) =>
-      JSON.stringify(
-        v,
-        (_, x) =>
-          x instanceof Uint8Array
-            ? new TextDecoder().decode(x)
-            : typeof x === "bigint"
-            ? String(x)
-            : x,
-      );
-    for await (const e of kv.list({ prefix: [] })) {
-      out.push({ where: text(e.key), what: text(e.value) });
-    }
-    return out;
-  } finally {
-    kv.close();
-  }
-}
+import { type EraseEngine, eraseRace, eraseScenario, transferScan } from "./_erase_scenario.ts";
+import { kvDump } from "./_storage_scan.ts";
 
 /** An engine on a new KV file in `dir`. */
 function engineIn(dir: string, name: string): EraseEngine {
   const file = `${dir}/${name}.kv`;
   const url = `denokv:///${file}`;
-  return { url, open: () => openBackend(url), dump: () => dumpKv(file) };
+  return { url, open: () => openBackend(url), dump: () => kvDump(file) };
 }
 
 Deno.test("erase: deno kv", async (t) => {

@@ -14,33 +14,13 @@ import { DatabaseSync } from "node:sqlite";
 import { Append, HandleStore, type HandleStoreOptions, SetKey } from "../mod.ts";
 import { SqliteBackend } from "../src/backends/sqlite.ts";
 import { FakeClock, freshUser, rejectsWith, withTempDir } from "./_helpers.ts";
+import { sqliteFileCells } from "./_storage_scan.ts";
 import { transferScan } from "./_erase_scenario.ts";
 
 const KEYS = { k1: crypto.getRandomValues(new Uint8Array(32)).toBase64() };
 
-/** Every cell of every table of the file, as text. */
-function cells(path: string): { table: string; column: string; text: string }[] {
-  const db = new DatabaseSync(path);
-  try {
-    const out = [];
-    const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all()
-      .map((r) => String(r.name)).filter((n) => !n.startsWith("sqlite_"));
-    for (const table of tables) {
-      for (const row of db.prepare(`SELECT * FROM "${table}"`).all()) {
-        for (const [column, v] of Object.entries(row)) {
-          const text = v instanceof Uint8Array ? new TextDecoder().decode(v) : String(v);
-          out.push({ table, column, text });
-        }
-      }
-    }
-    return out;
-  } finally {
-    db.close();
-  }
-}
-
 function holding(path: string, canaries: string[]) {
-  return cells(path).filter((c) => canaries.some((x) => c.text.includes(x)));
+  return sqliteFileCells(path).filter((c) => canaries.some((x) => c.text.includes(x)));
 }
 
 async function open(path: string, options: HandleStoreOptions = {}) {
@@ -145,8 +125,11 @@ Deno.test("encryption: with a separate key store, erase leaves a copy taken befo
     await Deno.copyFile(path, `${dir}/backup.db`);
     {
       await using store = await open(path, { encryption });
-      assert.equal(cells(path).filter((c) => c.table === "data_keys").length, 0);
-      assert.equal(cells(`${dir}/keys.db`).filter((c) => c.table === "data_keys").length, 4);
+      assert.equal(sqliteFileCells(path).filter((c) => c.table === "data_keys").length, 0);
+      assert.equal(
+        sqliteFileCells(`${dir}/keys.db`).filter((c) => c.table === "data_keys").length,
+        4,
+      );
       await store.erase(user);
     }
     await using backup = await open(`${dir}/backup.db`, { encryption });
@@ -184,7 +167,8 @@ Deno.test("encryption: a transfer leaves no cell holding a ciphertext of the old
     await transferScan({
       url,
       open: () => SqliteBackend.fromUrl(url),
-      dump: () => Promise.resolve(cells(path).map((c) => ({ where: c.table, what: c.text }))),
+      dump: () =>
+        Promise.resolve(sqliteFileCells(path).map((c) => ({ where: c.table, what: c.text }))),
     });
   });
 });

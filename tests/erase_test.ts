@@ -29,13 +29,13 @@ import {
 } from "../src/backends/postgres/_erase.ts";
 import { FakeClock, withTempDir } from "./_helpers.ts";
 import { type EraseScenario, eraseScenario } from "./contract/erase.ts";
-
-/** One stored cell: where it is and its text. */
-interface Cell {
-  table: string;
-  column: string;
-  text: string;
-}
+import {
+  type Cell,
+  postgresCells,
+  postgresTables,
+  sqliteCells,
+  sqliteTables,
+} from "./_storage_scan.ts";
 
 /** The canaries found in `cells`, as `table.column: canary`. */
 function hits(cells: Cell[], canaries: string[]): string[] {
@@ -88,26 +88,8 @@ Deno.test("erase: no cell of any SQLite table holds the erased user's canaries",
     await using store = await open();
     const db = new DatabaseSync(path);
     try {
-      const tables = () =>
-        db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all()
-          .map((r) => String(r.name)).filter((n) => !n.startsWith("sqlite_"));
-      const scan = () => {
-        const cells: Cell[] = [];
-        for (const table of tables()) {
-          const columns = db.prepare("SELECT name FROM pragma_table_info(?)").all(table)
-            .map((r) => String(r.name));
-          for (const row of db.prepare(`SELECT * FROM "${table}"`).all()) {
-            for (const column of columns) {
-              const v = row[column];
-              const text = v instanceof Uint8Array ? new TextDecoder().decode(v) : String(v);
-              cells.push({ table, column, text });
-            }
-          }
-        }
-        return Promise.resolve(cells);
-      };
-      await scanAround(store, clock, open, scan);
-      assert.deepEqual(tables().sort(), Object.keys(SQLITE_TABLES).sort());
+      await scanAround(store, clock, open, () => Promise.resolve(sqliteCells(db)));
+      assert.deepEqual(sqliteTables(db), Object.keys(SQLITE_TABLES).sort());
     } finally {
       db.close();
     }
@@ -129,28 +111,9 @@ Deno.test("erase: no column of any table of the PostgreSQL schema holds the eras
   };
   try {
     await using store = await open();
-    const tables = async () =>
-      (await sql`SELECT table_name FROM information_schema.tables
-        WHERE table_schema = ${schema} ORDER BY table_name`).map((r) => String(r.table_name));
-    const scan = async () => {
-      const cells: Cell[] = [];
-      for (const table of await tables()) {
-        const columns = (await sql`SELECT column_name FROM information_schema.columns
-          WHERE table_schema = ${schema} AND table_name = ${table}`).map((r) =>
-          String(r.column_name)
-        );
-        const rows = await sql.unsafe(
-          `SELECT ${columns.map((c) => `"${c}"::text`).join(", ")} FROM "${schema}"."${table}"`,
-        ).values();
-        for (const row of rows) {
-          row.forEach((v, i) => cells.push({ table, column: columns[i]!, text: String(v) }));
-        }
-      }
-      return cells;
-    };
-    await scanAround(store, clock, open, scan);
+    await scanAround(store, clock, open, () => postgresCells(sql, schema));
     assert.deepEqual(
-      (await tables()).sort(),
+      (await postgresTables(sql, schema)).sort(),
       [...Object.keys(POSTGRES_TABLES), ...POSTGRES_KEPT].sort(),
     );
   } finally {
