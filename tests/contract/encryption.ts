@@ -311,4 +311,17 @@ export default group("encryption", ["keys"], [
     assert.equal(await keys.delete(user), false);
     assert.equal(await keys.get(user), null);
   }),
+  step("concurrent patches of one handle from one store all land, each sealed", async (c) => {
+    // Each sealed update reads the record first, and starts over when another
+    // landed meanwhile: every engine must hand that back, not fail the call.
+    const user = freshUser("race");
+    await using store = await storeWith(c, { k1: kek });
+    const h = await store.mint("doc", { n: [] }, { user });
+    await Promise.all(
+      Array.from({ length: 20 }, (_, i) => store.patch(h, [Append("n", i)], { user })),
+    );
+    const snap = await store.get(h, { user });
+    assert.equal(snap.version, 21);
+    assert.deepEqual((snap.state.n as number[]).toSorted((x, y) => x - y), [...Array(20).keys()]);
+  }),
 ]);
