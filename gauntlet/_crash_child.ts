@@ -16,7 +16,13 @@
  * patches; a write's `begin` line names the handle's holder (`u`). The
  * parent rebuilds the expected store from these lines (`_crash_model.ts`).
  *
- * Usage: `_crash_child.ts <backend url> <user> <lanes> <seed> [honest|early-ack|lost-unshare]`.
+ * Every state carries `mark`, a string the parent looks for in the engine's
+ * storage: with encryption keys (`MCPSTATE_ENCRYPTION_KEYS`, as the CLI
+ * takes them) it must be found nowhere.
+ *
+ * Usage: `_crash_child.ts <backend url> <user> <lanes> <seed> <mode> <mark> <skip>`,
+ * mode `honest`, `early-ack` or `lost-unshare`; skip a comma list of
+ * operations to leave out of the mix (or `-`).
  * `early-ack` is a deliberately broken writer that acknowledges patches
  * before they are sent, `lost-unshare` one that acknowledges unshares it
  * never sends, so that the checker can be shown to catch them.
@@ -25,10 +31,14 @@
  */
 
 import { Append, HandleStore, Increment, McpStateError, type Rights } from "../mod.ts";
+import { parseKeyList } from "../src/keyring.ts";
 import { crashUsers } from "./_crash_model.ts";
 import { body, Rng } from "./_util.ts";
 
-const [url, user, lanesArg = "3", seedArg = "1", mode = "honest"] = Deno.args;
+const [url, user, lanesArg = "3", seedArg = "1", mode = "honest", mark = "", skipArg = "-"] =
+  Deno.args;
+const skip = new Set(skipArg.split(","));
+const keyList = Deno.env.get("MCPSTATE_ENCRYPTION_KEYS");
 const EARLY_ACK = mode === "early-ack";
 const LOST_UNSHARE = mode === "lost-unshare";
 if (!url || !user) {
@@ -123,7 +133,10 @@ function newOwned(handle: string, owner: string, from: Pick<Owned, "rev" | "n" |
 }
 
 try {
-  const store = await HandleStore.fromUrl(url, { reclaimIntervalMs: 0 });
+  const store = await HandleStore.fromUrl(url, {
+    reclaimIntervalMs: 0,
+    ...(keyList ? { encryption: parseKeyList(keyList) } : {}),
+  });
   say({ t: "ready" });
   const baseSeed = Number(seedArg);
   const shared = await step(
@@ -142,7 +155,7 @@ try {
       // A handle with grants is not revoked: its aliases stay checkable.
       const revocable = owned.filter((o) => o.grants.length === 0 && !o.kept);
       const op = owned.length === 0 && trashed.length === 0 ? "mint" : rng.weighted(
-        [
+        ([
           [owned.length < 6 ? 12 : 2, "mint"],
           [20, "save"],
           [35, "patch"],
@@ -155,14 +168,23 @@ try {
           [sharing.length > 0 ? 4 : 0, "unshare"],
           [writable.length > 0 ? 6 : 0, "apatch"],
           [owned.length > 0 ? 4 : 0, "transfer"],
-        ] as const,
+        ] as const).filter(([, o]) => !skip.has(o)),
       );
       const target = owned.length > 0 ? rng.pick(owned) : undefined;
       if (op === "mint") {
         const seed = rng.int(1, 2 ** 30);
         const len = bodyLength(rng);
         const ttl = rng.next() < 0.3 ? rng.int(1, 30) : null;
-        const state = { lane: laneNo, rev: 0, n: 0, log: [], seed, len, body: body(seed, len) };
+        const state = {
+          lane: laneNo,
+          rev: 0,
+          n: 0,
+          log: [],
+          seed,
+          len,
+          mark,
+          body: body(seed, len),
+        };
         const h = await step(
           { lane: laneNo, op, seed, len, ttl },
           () => store.mint("crash", state, { user, writer, ttlDays: ttl }),
@@ -180,6 +202,7 @@ try {
           log: target.log,
           seed,
           len,
+          mark,
           body: body(seed, len),
         };
         const snap = await step(

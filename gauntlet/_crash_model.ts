@@ -86,6 +86,8 @@ export interface Model {
   log: number[];
   seed: number;
   len: number;
+  /** The string every state of the run carries (looked for in the engine's storage). */
+  mark: string;
   expiry: Expiry;
   /** In the trash (revoked, restorable). */
   deleted: boolean;
@@ -123,7 +125,9 @@ export interface Rebuilt {
 }
 
 /** The state a model stands for. */
-export function stateOf(m: Pick<Model, "lane" | "rev" | "n" | "log" | "seed" | "len">): JsonObject {
+export function stateOf(
+  m: Pick<Model, "lane" | "rev" | "n" | "log" | "seed" | "len" | "mark">,
+): JsonObject {
   return {
     lane: m.lane,
     rev: m.rev,
@@ -131,6 +135,7 @@ export function stateOf(m: Pick<Model, "lane" | "rev" | "n" | "log" | "seed" | "
     log: m.log,
     seed: m.seed,
     len: m.len,
+    mark: m.mark,
     body: body(m.seed, m.len),
   };
 }
@@ -138,7 +143,7 @@ export function stateOf(m: Pick<Model, "lane" | "rev" | "n" | "log" | "seed" | "
 /** A new handle's model. */
 function fresh(
   handle: string,
-  from: Pick<Model, "lane" | "owner" | "rev" | "n" | "log" | "seed" | "len" | "expiry">,
+  from: Pick<Model, "lane" | "owner" | "rev" | "n" | "log" | "seed" | "len" | "mark" | "expiry">,
   first: Hist,
 ): Model {
   return {
@@ -151,6 +156,7 @@ function fresh(
     log: from.log,
     seed: from.seed,
     len: from.len,
+    mark: from.mark,
     expiry: from.expiry,
     deleted: false,
     hist: [first],
@@ -160,11 +166,12 @@ function fresh(
   };
 }
 
-/** The model of a minted handle, as the mint's begin line describes it. */
-export function minted(handle: string, begin: Line, owner: string): Model {
+/** The model of a handle `owner` minted, as the mint's begin line describes it. */
+export function minted(handle: string, begin: Line, owner: string, mark: string): Model {
   return fresh(handle, {
     lane: begin.lane!,
     owner,
+    mark,
     rev: 0,
     n: 0,
     log: [],
@@ -294,9 +301,15 @@ export function applied(m: Model, begin: Line): Candidate {
  *
  * @param run The child's run.
  * @param owner The user the child mints as.
+ * @param mark The string every state of the run carries.
  * @param fail Reports a violation.
  */
-export function rebuild(run: ChildRun, owner: string, fail: (msg: string) => void): Rebuilt {
+export function rebuild(
+  run: ChildRun,
+  owner: string,
+  mark: string,
+  fail: (msg: string) => void,
+): Rebuilt {
   const acks = new Map<number, Line>();
   for (const l of run.lines) {
     if (l.t === "ack") acks.set(l.id!, l);
@@ -321,7 +334,7 @@ export function rebuild(run: ChildRun, owner: string, fail: (msg: string) => voi
       r.sharedBegun.add(l.id!);
       if (ack) r.sharedAcked.add(l.id!);
     } else if (l.op === "mint") {
-      if (ack) r.models.set(ack.h!, minted(ack.h!, l, owner));
+      if (ack) r.models.set(ack.h!, minted(ack.h!, l, owner, mark));
       else r.pendingMints.push(l);
     } else {
       const m = r.models.get(l.h!);

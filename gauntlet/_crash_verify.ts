@@ -9,11 +9,12 @@
 
 import {
   type Backend as StoreBackend,
+  type EncryptionOptions,
   HandleStore,
-  type HandleStoreOptions,
   openBackend,
   type Snapshot,
 } from "../mod.ts";
+import { vaultOf } from "../src/store/_vault.ts";
 import {
   acknowledgedOps,
   applied,
@@ -62,14 +63,20 @@ const LOG_WINDOW = 60;
 /** The backend of each store {@link openStore} opened: the changelog check reads it. */
 const backendOf = new WeakMap<HandleStore, StoreBackend>();
 
-/** A store on `url` (no background reclaim), keeping the backend it runs on. */
+/**
+ * A store on `url` (no background reclaim), keeping the backend it runs on
+ * (with keys, seen through the encryption seam: its changelog reads open).
+ */
 export async function openStore(
   url: string,
-  options: HandleStoreOptions = {},
+  encryption?: EncryptionOptions,
 ): Promise<HandleStore> {
   const backend = await openBackend(url);
-  const store = new HandleStore(backend, { ...options, reclaimIntervalMs: 0 });
-  backendOf.set(store, backend);
+  const store = new HandleStore(backend, {
+    reclaimIntervalMs: 0,
+    ...(encryption ? { encryption } : {}),
+  });
+  backendOf.set(store, encryption ? vaultOf(backend, encryption) : backend);
   return store;
 }
 
@@ -170,6 +177,7 @@ class Checker {
     readonly r: Rebuilt,
     readonly holders: readonly string[],
     readonly writer: string,
+    readonly mark: string,
     readonly counts: VerifyCounts,
     readonly fail: (msg: string) => void,
   ) {
@@ -289,7 +297,10 @@ class Checker {
       if (mint) r.pendingMints.splice(r.pendingMints.indexOf(mint), 1);
       const c = fork ??
         (mint &&
-          { what: `in-flight mint #${mint.id} applied`, m: minted(handle, mint, info.user) });
+          {
+            what: `in-flight mint #${mint.id} applied`,
+            m: minted(handle, mint, info.user, this.mark),
+          });
       if (c) await this.explain(handle, [c]);
       else {
         const { s: found, holder } = await this.read(handle);
@@ -347,6 +358,13 @@ class Checker {
   }
 }
 
+/** One iteration: the user the child wrote as, the mark of its states, its tag in messages. */
+export interface Iteration {
+  user: string;
+  mark: string;
+  tag: string;
+}
+
 /**
  * Checks one iteration's records against the child's lines.
  *
@@ -354,18 +372,17 @@ class Checker {
  */
 export async function verify(
   store: HandleStore,
-  user: string,
+  { user, mark, tag }: Iteration,
   run: ChildRun,
   counts: VerifyCounts,
   failures: string[],
-  tag: string,
 ): Promise<Seen[]> {
   const fail = (msg: string) => failures.push(`${tag}: ${msg}`);
   if (!run.status.signal && !run.beforeReady) {
     fail(`the child exited by itself (code ${run.status.code}): ${run.stderr.slice(0, 500)}`);
   }
   const users = crashUsers(user);
-  const r = rebuild(run, users.owner, fail);
+  const r = rebuild(run, users.owner, mark, fail);
   for (const [op, n] of Object.entries(acknowledgedOps(run))) {
     counts.acknowledged[op] = (counts.acknowledged[op] ?? 0) + n;
   }
@@ -374,6 +391,7 @@ export async function verify(
     r,
     [users.owner, users.other],
     `crash-child/${run.pid}`,
+    mark,
     counts,
     fail,
   );

@@ -22,10 +22,11 @@
 import { DatabaseSync } from "node:sqlite";
 import { fileURLToPath } from "node:url";
 import postgres from "postgres";
-import { HandleStore } from "../mod.ts";
+import type { HandleStore } from "../mod.ts";
 import { type RedisServer, startRedis } from "../tests/_redis.ts";
 import { canonical, type ChildRun, getOrNull, type Line } from "./_crash_model.ts";
 import { openStore, type Seen, verify, type VerifyCounts } from "./_crash_verify.ts";
+import { type CrashKeys, freshKeys, freshMark, plaintextIn, type Storage } from "./_plaintext.ts";
 import {
   messageOf,
   quantile,
@@ -86,12 +87,31 @@ export interface CrashOptions {
    * outlives its grant). Default: an honest one.
    */
   brokenWriter?: "early-ack" | "lost-unshare";
+  /**
+   * Opens the store with a fresh encryption key in the child and the
+   * checker, and checks that the engine's storage holds no plaintext of any
+   * state (after each of the first ten kills, every tenth after, and at the
+   * end). Without it the end's scan must find the states' plaintext (the
+   * scan's control). Default false.
+   */
+  encryption?: boolean;
 }
+
+/**
+ * Whether the writer transfers handles with encryption keys: off until
+ * transfer re-encrypts under the new owner's data key (SPEC 9.2; until then
+ * it answers `invalid_argument` with keys).
+ */
+export const TRANSFER_UNDER_KEYS = false;
 
 /** What {@link runCrash} found. */
 export interface CrashReport extends VerifyCounts {
   /** The backend. */
   backend: CrashBackend;
+  /** Whether the store was opened with encryption keys. */
+  encryption: boolean;
+  /** Scans of the engine's whole storage for the states' plaintext. */
+  plaintextScans: number;
   /** The master seed. */
   seed: number;
   /** Iterations run (each: one SIGKILL, one reopen, one verification). */
@@ -121,6 +141,8 @@ export interface CrashReport extends VerifyCounts {
 
 interface Backend {
   url: string;
+  /** Where the engine keeps its data, for the plaintext scan. */
+  storage: Storage;
   /** The SQLite file to integrity-check, if any. */
   file?: string;
   redis?: RedisServer;
@@ -134,6 +156,7 @@ async function setUp(kind: CrashBackend): Promise<Backend> {
       return {
         url: `sqlite:///${dir}/state.db`,
         file: `${dir}/state.db`,
+        storage: { sqlite: `${dir}/state.db` },
         cleanup: () => Deno.remove(dir, { recursive: true }),
       };
     }
@@ -142,12 +165,13 @@ async function setUp(kind: CrashBackend): Promise<Backend> {
       return {
         url: `denokv:///${dir}/state.kv`,
         file: `${dir}/state.kv`,
+        storage: { denokv: `${dir}/state.kv` },
         cleanup: () => Deno.remove(dir, { recursive: true }),
       };
     }
     case "redis": {
       const redis = await startRedis({ config: { appendfsync: "always" } });
-      return { url: redis.url, redis, cleanup: () => redis.stop() };
+      return { url: redis.url, redis, storage: { redis }, cleanup: () => redis.stop() };
     }
     case "postgres": {
       const schema = `gauntlet_crash_${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
@@ -155,6 +179,7 @@ async function setUp(kind: CrashBackend): Promise<Backend> {
       url.searchParams.set("schema", schema);
       return {
         url: url.toString(),
+        storage: { postgres: { url: POSTGRES_URL, schema } },
         cleanup: async () => {
           const sql = postgres(POSTGRES_URL, { max: 1, onnotice: () => {}, connect_timeout: 5 });
           try {
@@ -168,15 +193,26 @@ async function setUp(kind: CrashBackend): Promise<Backend> {
   }
 }
 
+/** What the writer child is told (see `_crash_child.ts`). */
+interface ChildArgs {
+  url: string;
+  user: string;
+  lanes: number;
+  seed: number;
+  mode: "honest" | NonNullable<CrashOptions["brokenWriter"]>;
+  /** The mark its states carry. */
+  mark: string;
+  /** Operations left out of its mix. */
+  skip: string[];
+  /** Encryption keys, as `MCPSTATE_ENCRYPTION_KEYS`. */
+  keys?: string;
+}
+
 /** Runs the child until the kill plan fires; returns every complete line it printed. */
 async function runChild(
-  url: string,
-  user: string,
-  lanes: number,
-  seed: number,
+  a: ChildArgs,
   plan: { beforeReadyMs: number | null; afterReadyMs: number },
   killAlso: () => void,
-  mode: "honest" | NonNullable<CrashOptions["brokenWriter"]>,
 ): Promise<ChildRun> {
   const child = new Deno.Command(Deno.execPath(), {
     args: [
@@ -184,12 +220,15 @@ async function runChild(
       "--allow-all",
       "--unstable-kv",
       CHILD,
-      url,
-      user,
-      String(lanes),
-      String(seed),
-      mode,
+      a.url,
+      a.user,
+      String(a.lanes),
+      String(a.seed),
+      a.mode,
+      a.mark,
+      a.skip.join(",") || "-",
     ],
+    ...(a.keys ? { env: { MCPSTATE_ENCRYPTION_KEYS: a.keys } } : {}),
     stdin: "null",
     stdout: "piped",
     stderr: "piped",
@@ -258,6 +297,65 @@ function integrityCheck(file: string): string {
   }
 }
 
+/** Later kills must not have disturbed earlier iterations' records: each is re-read. */
+async function finalRecheck(
+  url: string,
+  keys: CrashKeys | undefined,
+  allSeen: Seen[],
+  report: CrashReport,
+): Promise<void> {
+  try {
+    const store = await openStore(url, keys?.options);
+    try {
+      for (const seen of allSeen) {
+        const s = await getOrNull(store, seen.handle, seen.user);
+        report.finalRecheck++;
+        if (
+          (s?.version ?? null) !== seen.version ||
+          (s ? canonical(s.state) : null) !== seen.state
+        ) {
+          report.failures.push(
+            `final re-check: ${seen.handle} of ${seen.user} changed after its iteration`,
+          );
+        }
+      }
+    } finally {
+      await store.close();
+    }
+  } catch (e) {
+    report.failures.push(`final re-check failed: ${messageOf(e)}`);
+  }
+}
+
+/**
+ * The last scan of the engine's storage for the states' marks: with keys
+ * none may be there; without, a mark of a state that was read back must be
+ * (the control: the scan sees the engine's storage).
+ */
+async function finalScan(
+  storage: Storage,
+  encrypted: boolean,
+  marks: string[],
+  allSeen: Seen[],
+  report: CrashReport,
+): Promise<void> {
+  try {
+    const found = await plaintextIn(storage, marks);
+    report.plaintextScans++;
+    if (encrypted && found.length > 0) {
+      report.failures.push(
+        `end: plaintext of states in the engine's storage: ${found.slice(0, 5).join("; ")}`,
+      );
+    }
+    const stored = allSeen.some((s) => s.state !== null && marks.some((m) => s.state!.includes(m)));
+    if (!encrypted && stored && found.length === 0) {
+      report.failures.push("end: the storage scan finds no state's mark in a store without keys");
+    }
+  } catch (e) {
+    report.failures.push(`the storage scan failed: ${messageOf(e)}`);
+  }
+}
+
 /**
  * Runs the crash-consistency test on one backend.
  *
@@ -283,10 +381,11 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
     acknowledged: {},
     inFlight: { applied: 0, notApplied: 0 },
     inFlightOps: {},
+    encryption: options.encryption ?? false,
+    plaintextScans: 0,
     recordsChecked: 0,
     finalRecheck: 0,
     changelogsChecked: 0,
-    grantsChecked: 0,
     aliasesRead: 0,
     forksChecked: 0,
     reopenMs: { p50: 0, max: 0 },
@@ -298,6 +397,9 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
   };
   const reopen: number[] = [];
   const allSeen: Seen[] = [];
+  const keys = options.encryption ? freshKeys() : undefined;
+  /** The marks of every iteration's states. */
+  const marks: string[] = [];
   const backend = await setUp(options.backend);
   /** Waits (up to a minute) for a server that went away; `false` when it did not come back. */
   const outage = async (tag: string): Promise<boolean> => {
@@ -310,7 +412,7 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
     const deadline = performance.now() + 60_000;
     while (performance.now() < deadline) {
       try {
-        const s = await HandleStore.fromUrl(backend.url, { reclaimIntervalMs: 0 });
+        const s = await openStore(backend.url, keys?.options);
         await s.close();
         return true;
       } catch {
@@ -341,9 +443,23 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
       let logBefore = 0;
       if (killServer) logBefore = (await backend.redis!.logTail(100_000)).length;
       let serverKilled: Promise<void> | undefined;
-      const run = await runChild(backend.url, user, lanes, childSeed, plan, () => {
-        if (killServer) serverKilled = backend.redis!.kill();
-      }, options.brokenWriter ?? "honest");
+      const mark = freshMark();
+      const run = await runChild(
+        {
+          url: backend.url,
+          user,
+          lanes,
+          seed: childSeed,
+          mode: options.brokenWriter ?? "honest",
+          mark,
+          skip: keys && !TRANSFER_UNDER_KEYS ? ["transfer"] : [],
+          ...(keys ? { keys: keys.env } : {}),
+        },
+        plan,
+        () => {
+          if (killServer) serverKilled = backend.redis!.kill();
+        },
+      );
       // A server this test does not control went away (another suite restarting the
       // shared PostgreSQL): that is not what is tested here; wait for it and redo the kill.
       const refusedByOutage = run.lines.some((l) =>
@@ -369,7 +485,7 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
       let store: HandleStore;
       try {
         const opened = await within(
-          openStore(backend.url),
+          openStore(backend.url, keys?.options),
           30_000,
           "timeout" as const,
         );
@@ -392,7 +508,6 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
         inFlightOps: report.inFlightOps,
         recordsChecked: report.recordsChecked,
         changelogsChecked: report.changelogsChecked,
-        grantsChecked: report.grantsChecked,
         aliasesRead: report.aliasesRead,
         forksChecked: report.forksChecked,
       });
@@ -401,7 +516,7 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
         // A first read proves the store is usable as it is.
         await store.list(user, { includeExpired: true });
         const reopened = performance.now() - t0;
-        allSeen.push(...await verify(store, user, run, report, failures, tag));
+        allSeen.push(...await verify(store, { user, mark, tag }, run, report, failures));
         reopen.push(reopened);
       } catch (e) {
         if (OUTAGE.test(messageOf(e))) redo = true;
@@ -422,6 +537,16 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
         if (verdict === "ok") report.integrityOk++;
         else failures.push(`${tag}: integrity_check: ${verdict.slice(0, 300)}`);
       }
+      marks.push(mark);
+      if (keys && (i < 10 || i % 10 === 9)) {
+        const found = await plaintextIn(backend.storage, marks);
+        report.plaintextScans++;
+        if (found.length > 0) {
+          failures.push(
+            `${tag}: plaintext of states in the engine's storage: ${found.slice(0, 5).join("; ")}`,
+          );
+        }
+      }
       if ((i + 1) % 25 === 0) {
         log(
           `${options.backend}: ${i + 1}/${options.iterations} kills, ${failures.length} failures`,
@@ -429,28 +554,8 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
       }
     }
 
-    // Later kills must not have disturbed earlier iterations' records.
-    try {
-      const store = await HandleStore.fromUrl(backend.url, { reclaimIntervalMs: 0 });
-      try {
-        for (const seen of allSeen) {
-          const s = await getOrNull(store, seen.handle, seen.user);
-          report.finalRecheck++;
-          if (
-            (s?.version ?? null) !== seen.version ||
-            (s ? canonical(s.state) : null) !== seen.state
-          ) {
-            failures.push(
-              `final re-check: ${seen.handle} of ${seen.user} changed after its iteration`,
-            );
-          }
-        }
-      } finally {
-        await store.close();
-      }
-    } catch (e) {
-      failures.push(`final re-check failed: ${messageOf(e)}`);
-    }
+    await finalRecheck(backend.url, keys, allSeen, report);
+    await finalScan(backend.storage, keys !== undefined, marks, allSeen, report);
   } finally {
     await backend.cleanup().catch((e) => failures.push(`cleanup: ${messageOf(e)}`));
   }

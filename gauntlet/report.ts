@@ -5,7 +5,7 @@
  */
 
 import type { AbuseCheck } from "./abuse.ts";
-import type { CrashReport } from "./crash.ts";
+import { type CrashReport, TRANSFER_UNDER_KEYS } from "./crash.ts";
 import type { GauntletResults } from "./run.ts";
 import type { Latency, SoakReport } from "./soak.ts";
 import { fmt, round } from "./_util.ts";
@@ -16,6 +16,11 @@ const NAMES: Record<string, string> = {
   denokv: "Deno KV file",
   postgres: "PostgreSQL",
 };
+
+/** A crash run's name: the backend, and whether it ran with encryption keys. */
+function crashName(r: CrashReport): string {
+  return `${NAMES[r.backend] ?? r.backend}${r.encryption ? " with keys" : ""}`;
+}
 
 function held(failures: number): string {
   return failures === 0 ? "held" : `**${fmt(failures)} failure${failures === 1 ? "" : "s"}**`;
@@ -80,7 +85,7 @@ function crashSection(list: CrashReport[]): string {
   ];
   const travel = ["fork", "share", "apatch", "unshare", "transfer"];
   const rows = list.map((r) => [
-    NAMES[r.backend] ?? r.backend,
+    crashName(r),
     fmt(r.iterations),
     fmt(r.killedDuringStartup),
     r.backend === "redis" ? fmt(r.serverKills) : "–",
@@ -90,7 +95,7 @@ function crashSection(list: CrashReport[]): string {
     } travel)`,
     fmt(r.recordsChecked),
     fmt(r.changelogsChecked),
-    `${fmt(r.grantsChecked)} / ${fmt(r.aliasesRead)} / ${fmt(r.forksChecked)}`,
+    `${fmt(r.aliasesRead)} / ${fmt(r.forksChecked)}`,
     fmt(r.finalRecheck),
     `${ms(r.reopenMs.p50)} / ${ms(r.reopenMs.max)}`,
     r.backend === "sqlite" || r.backend === "denokv"
@@ -98,10 +103,11 @@ function crashSection(list: CrashReport[]): string {
       : r.backend === "redis"
       ? `${fmt(r.aofRepairs)} AOF repairs`
       : "–",
+    r.encryption ? `${fmt(r.plaintextScans)}, none found` : "control: found",
     held(r.failures.length),
   ]);
   const opRows = list.map((r) => [
-    NAMES[r.backend] ?? r.backend,
+    crashName(r),
     ...ops.map((o) => fmt(r.acknowledged[o] ?? 0)),
   ]);
   return `## 1. Crash consistency
@@ -143,7 +149,18 @@ loads, opens the store and (the first time) creates its schema — reopens the s
 
 Redis runs with AOF and \`appendfsync always\`; every fourth kill also SIGKILLs \`redis-server\`
 at the same moment and restarts it, so acknowledged writes must survive the server's crash as
-well. PostgreSQL runs in its own schema, dropped afterwards. The checker is itself tested: a
+well. PostgreSQL runs in its own schema, dropped afterwards.
+
+The runs "with keys" open the store in the child and the checker with a fresh encryption key
+(\`encryption: { keys }\`${
+    TRANSFER_UNDER_KEYS ? "" : "; transfer is left out of the mix while it refuses keys"
+  }). Every state
+carries a mark, a random string of its iteration; after each of the first ten kills, every tenth
+after, and at the end, the engine's whole storage is read as text (every cell of every SQLite and
+PostgreSQL table, every Redis key and value, every Deno KV entry) and no mark may be anywhere in it.
+The runs without keys scan once at the end, and there the marks must be found: the scan's control.
+
+The checker is itself tested: a
 deliberately broken writer that acknowledges patches before sending them, and one that acknowledges
 unshares it never sends, are caught (CI tests).
 
@@ -157,10 +174,11 @@ ${
       "in flight: applied / not",
       "records checked",
       "changelogs checked",
-      "grants / alias reads / forks checked",
+      "grants (alias reads) / forks checked",
       "re-checked at the end",
       "reopen p50 / max",
       "file check",
+      "storage scans for plaintext",
       "result",
     ], rows)
   }
@@ -173,10 +191,10 @@ ${
       opRows,
     )
   }
-${list.map((r) => failureList(r.failures.map((f) => `${r.backend}: ${f}`))).join("")}
-Seeds: ${list.map((r) => `${r.backend} ${r.seed}`).join(", ")}.${
+${list.map((r) => failureList(r.failures.map((f) => `${crashName(r)}: ${f}`))).join("")}
+Seeds: ${list.map((r) => `${crashName(r)} ${r.seed}`).join(", ")}.${
     list.filter((r) => r.externalOutages > 0).map((r) =>
-      ` ${NAMES[r.backend]} was unreachable ${r.externalOutages} time${
+      ` ${crashName(r)} was unreachable ${r.externalOutages} time${
         r.externalOutages === 1 ? "" : "s"
       } during the run (restarted by something outside this test); those kills were redone and are not counted.`
     ).join("")
@@ -430,7 +448,9 @@ export function renderReport(res: GauntletResults): string {
   if (res.crash.length > 0) {
     summary.push([
       "[Crash consistency](#1-crash-consistency)",
-      `SIGKILL during mixed writes on ${res.crash.map((r) => NAMES[r.backend]).join(", ")}`,
+      `SIGKILL during mixed writes on ${
+        [...new Set(res.crash.map((r) => NAMES[r.backend]))].join(", ")
+      }${res.crash.some((r) => r.encryption) ? ", with and without encryption keys" : ""}`,
       `${fmt(res.crash.reduce((s, r) => s + r.iterations, 0))} kills, ${
         fmt(res.crash.reduce((s, r) => s + total(r), 0))
       } acknowledged writes verified`,

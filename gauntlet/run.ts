@@ -1,7 +1,8 @@
 /**
  * `deno task gauntlet`: every part of the gauntlet at full size — crash
- * consistency on every backend, fuzzing through a real MCP connection, HTTP
- * abuse, and the soak — then `docs/dev/gauntlet-run.md` with the figures.
+ * consistency on every backend (without and with encryption keys), fuzzing
+ * through a real MCP connection, HTTP abuse, and the soak — then
+ * `docs/dev/gauntlet-run.md` with the figures.
  *
  * ```sh
  * deno task gauntlet                       # everything, full size, writes the report
@@ -76,6 +77,8 @@ export async function probeTinyTtl(): Promise<"fixed" | "open"> {
 /** Full-size settings. */
 export const FULL = {
   crashKills: 200,
+  /** Kills per backend of the runs with encryption keys. */
+  crashSealedKills: 100,
   fuzzToolCalls: 5000,
   fuzzRawBodies: 5000,
   abuseRepeat: 20,
@@ -147,13 +150,17 @@ if (import.meta.main) {
   };
 
   if (only.has("crash")) {
-    for (const backend of CRASH_BACKENDS) {
-      await guard(`crash ${backend}`, async () => {
-        log(`crash consistency on ${backend}: ${n(FULL.crashKills)} kills`);
-        const r = await runCrash({ backend, iterations: n(FULL.crashKills), log });
-        results.crash.push(r);
-        log(`crash ${backend}: ${r.iterations} kills, ${r.failures.length} failures`);
-      });
+    for (const encryption of [false, true]) {
+      for (const backend of CRASH_BACKENDS) {
+        const name = `crash ${backend}${encryption ? " with keys" : ""}`;
+        const kills = n(encryption ? FULL.crashSealedKills : FULL.crashKills);
+        await guard(name, async () => {
+          log(`${name}: ${kills} kills`);
+          const r = await runCrash({ backend, iterations: kills, encryption, log });
+          results.crash.push(r);
+          log(`${name}: ${r.iterations} kills, ${r.failures.length} failures`);
+        });
+      }
     }
   }
   if (only.has("fuzz")) {
