@@ -97,13 +97,6 @@ export interface CrashOptions {
   encryption?: boolean;
 }
 
-/**
- * Whether the writer transfers handles with encryption keys: off until
- * transfer re-encrypts under the new owner's data key (SPEC 9.2; until then
- * it answers `invalid_argument` with keys).
- */
-export const TRANSFER_UNDER_KEYS = false;
-
 /** What {@link runCrash} found. */
 export interface CrashReport extends VerifyCounts {
   /** The backend. */
@@ -202,8 +195,6 @@ interface ChildArgs {
   mode: "honest" | NonNullable<CrashOptions["brokenWriter"]>;
   /** The mark its states carry. */
   mark: string;
-  /** Operations left out of its mix. */
-  skip: string[];
   /** Encryption keys, as `MCPSTATE_ENCRYPTION_KEYS`. */
   keys?: string;
 }
@@ -226,7 +217,6 @@ async function runChild(
       String(a.seed),
       a.mode,
       a.mark,
-      a.skip.join(",") || "-",
     ],
     ...(a.keys ? { env: { MCPSTATE_ENCRYPTION_KEYS: a.keys } } : {}),
     stdin: "null",
@@ -452,7 +442,6 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
           seed: childSeed,
           mode: options.brokenWriter ?? "honest",
           mark,
-          skip: keys && !TRANSFER_UNDER_KEYS ? ["transfer"] : [],
           ...(keys ? { keys: keys.env } : {}),
         },
         plan,

@@ -5,7 +5,7 @@
  */
 
 import type { AbuseCheck } from "./abuse.ts";
-import { type CrashReport, TRANSFER_UNDER_KEYS } from "./crash.ts";
+import type { CrashReport } from "./crash.ts";
 import type { GauntletResults } from "./run.ts";
 import type { Latency, SoakReport } from "./soak.ts";
 import { fmt, round } from "./_util.ts";
@@ -152,9 +152,7 @@ at the same moment and restarts it, so acknowledged writes must survive the serv
 well. PostgreSQL runs in its own schema, dropped afterwards.
 
 The runs "with keys" open the store in the child and the checker with a fresh encryption key
-(\`encryption: { keys }\`${
-    TRANSFER_UNDER_KEYS ? "" : "; transfer is left out of the mix while it refuses keys"
-  }). Every state
+(\`encryption: { keys }\`; a transfer re-seals the handle under the new owner's data key). Every state
 carries a mark, a random string of its iteration; after each of the first ten kills, every tenth
 after, and at the end, the engine's whole storage is read as text (every cell of every SQLite and
 PostgreSQL table, every Redis key and value, every Deno KV entry) and no mark may be anywhere in it.
