@@ -25,6 +25,8 @@ import postgres from "postgres";
 import type { HandleStore } from "../mod.ts";
 import { type RedisServer, startRedis } from "../tests/_redis.ts";
 import { canonical, type ChildRun, getOrNull, type Line } from "./_crash_model.ts";
+import { type EraseCounts, eraseKill } from "./_erase.ts";
+import { tempHome } from "../tests/_cli_run.ts";
 import { openStore, type Seen, verify, type VerifyCounts } from "./_crash_verify.ts";
 import { type CrashKeys, freshKeys, freshMark, plaintextIn, type Storage } from "./_plaintext.ts";
 import {
@@ -95,10 +97,17 @@ export interface CrashOptions {
    * scan's control). Default false.
    */
   encryption?: boolean;
+  /**
+   * After every n-th iteration (0: never), erase one of its users with
+   * `mcpstate erase --user U --yes`, SIGKILLed at a random moment, then run
+   * it again to completion and check that nothing of the user is left and
+   * the others are untouched (`_erase.ts`). Default 10.
+   */
+  eraseEvery?: number;
 }
 
 /** What {@link runCrash} found. */
-export interface CrashReport extends VerifyCounts {
+export interface CrashReport extends VerifyCounts, EraseCounts {
   /** The backend. */
   backend: CrashBackend;
   /** Whether the store was opened with encryption keys. */
@@ -373,6 +382,10 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
     inFlightOps: {},
     encryption: options.encryption ?? false,
     plaintextScans: 0,
+    eraseRuns: 0,
+    eraseTorn: 0,
+    eraseFinished: 0,
+    eraseSlices: 0,
     recordsChecked: 0,
     finalRecheck: 0,
     changelogsChecked: 0,
@@ -388,6 +401,10 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
   const reopen: number[] = [];
   const allSeen: Seen[] = [];
   const keys = options.encryption ? freshKeys() : undefined;
+  const eraseEvery = options.eraseEvery ?? 10;
+  /** The private HOME of the CLI's runs. */
+  const home = eraseEvery > 0 ? await tempHome() : undefined;
+  let eraseDue = false;
   /** The marks of every iteration's states. */
   const marks: string[] = [];
   const backend = await setUp(options.backend);
@@ -501,11 +518,13 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
         forksChecked: report.forksChecked,
       });
       let redo = false;
+      let seen: Seen[] = [];
       try {
         // A first read proves the store is usable as it is.
         await store.list(user, { includeExpired: true });
         const reopened = performance.now() - t0;
-        allSeen.push(...await verify(store, { user, mark, tag }, run, report, failures));
+        seen = await verify(store, { user, mark, tag }, run, report, failures);
+        allSeen.push(...seen);
         reopen.push(reopened);
       } catch (e) {
         if (OUTAGE.test(messageOf(e))) redo = true;
@@ -536,6 +555,29 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
           );
         }
       }
+      // An iteration that left no record passes its erase on to the next.
+      if (eraseEvery > 0 && i % eraseEvery === eraseEvery - 1) eraseDue = true;
+      const holders = [...new Set(seen.filter((x) => x.version !== null).map((x) => x.user))];
+      if (eraseDue && holders.length > 0) {
+        eraseDue = false;
+        await eraseKill(
+          {
+            url: backend.url,
+            storage: backend.storage,
+            home: home!,
+            ...(keys ? { keys: keys.env } : {}),
+            open: () => openStore(backend.url, keys?.options),
+            // The owner holds the shared counter and mints; the other what was moved to it.
+            user: rng.pick(holders),
+            seen,
+            forked: new Set(run.lines.filter((l) => l.op === "fork").map((l) => l.h!)),
+            rng,
+            tag,
+          },
+          report,
+          failures,
+        ).catch((e) => failures.push(`${tag}: erase failed: ${messageOf(e)}`));
+      }
       if ((i + 1) % 25 === 0) {
         log(
           `${options.backend}: ${i + 1}/${options.iterations} kills, ${failures.length} failures`,
@@ -547,6 +589,7 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
     await finalScan(backend.storage, keys !== undefined, marks, allSeen, report);
   } finally {
     await backend.cleanup().catch((e) => failures.push(`cleanup: ${messageOf(e)}`));
+    if (home) await Deno.remove(home, { recursive: true }).catch(() => {});
   }
   reopen.sort((a, b) => a - b);
   report.reopenMs = { p50: round(quantile(reopen, 0.5)), max: round(reopen.at(-1) ?? NaN) };

@@ -104,6 +104,7 @@ function crashSection(list: CrashReport[]): string {
       ? `${fmt(r.aofRepairs)} AOF repairs`
       : "–",
     r.encryption ? `${fmt(r.plaintextScans)}, none found` : "control: found",
+    `${fmt(r.eraseRuns)} / ${fmt(r.eraseTorn)} / ${fmt(r.eraseFinished)} / ${fmt(r.eraseSlices)}`,
     held(r.failures.length),
   ]);
   const opRows = list.map((r) => [
@@ -158,6 +159,14 @@ after, and at the end, the engine's whole storage is read as text (every cell of
 PostgreSQL table, every Redis key and value, every Deno KV entry) and no mark may be anywhere in it.
 The runs without keys scan once at the end, and there the marks must be found: the scan's control.
 
+Every tenth kill, one of the iteration's users (the one that minted, or the one handles were
+moved to) is then erased with the real CLI, \`mcpstate erase --user U --yes\`, SIGKILLed at a
+random moment around the time the erase takes (timed by a dry run), then run again to completion.
+Afterwards nothing of the user is left through any API (records, listing, aliases held or given,
+usage, export, \`users()\`; a second erase counts zero; with keys its data key is gone), slices of
+states only it held, found in the engine's storage before, are nowhere in it after, and every
+record of the other users reads exactly as verified, their grants less only those to the user.
+
 The checker is itself tested: a
 deliberately broken writer that acknowledges patches before sending them, and one that acknowledges
 unshares it never sends, are caught (CI tests).
@@ -177,6 +186,7 @@ ${
       "reopen p50 / max",
       "file check",
       "storage scans for plaintext",
+      "erases: killed / torn / done before the kill / state slices gone",
       "result",
     ], rows)
   }

@@ -4,8 +4,10 @@
  * SIGKILLed at random moments; after each kill the store must open as it is
  * and hold every acknowledged write, grant and move, and nothing partial or
  * doubled. With encryption keys (SQLite, Redis, PostgreSQL), no state's
- * plaintext may be anywhere in the engine's storage. `deno task gauntlet`
- * runs 200 kills per backend, and 100 with keys.
+ * plaintext may be anywhere in the engine's storage. Twice per run a user is
+ * erased with `mcpstate erase`, SIGKILLed and run again: nothing of it may
+ * be left, nothing of the others may change. `deno task gauntlet` runs 200
+ * kills per backend, and 100 with keys, erasing after every tenth.
  *
  * @module
  */
@@ -37,6 +39,8 @@ for (const { backend, kills, encryption } of runs) {
       serverKillEvery: 3,
       timeLimitMs: 120_000,
       encryption,
+      // Two erases of a user with the CLI, each SIGKILLed and run again.
+      eraseEvery: Math.floor(kills / 2),
     });
     const where = `${backend}${encryption ? " with keys" : ""}, seed ${r.seed}`;
     assert.deepEqual(r.failures, [], where);
@@ -53,6 +57,7 @@ for (const { backend, kills, encryption } of runs) {
     assert.equal(r.plaintextScans, encryption ? kills + 1 : 1, where);
     if (backend === "sqlite" || backend === "denokv") assert.equal(r.integrityOk, kills, where);
     if (backend === "redis") assert.equal(r.serverKills, Math.floor(kills / 3), where);
+    assert.ok(r.eraseRuns >= 1, `${where}: no erase ran`);
   });
 }
 
@@ -61,6 +66,7 @@ Deno.test("gauntlet: the crash checker catches a writer that acknowledges patche
     backend: "postgres",
     iterations: 6,
     brokenWriter: "early-ack",
+    eraseEvery: 0,
     timeLimitMs: 60_000,
   });
   assert.ok(
@@ -75,6 +81,7 @@ Deno.test("gauntlet: the crash checker catches a writer that acknowledges unshar
     iterations: 4,
     maxRunMs: 1500,
     brokenWriter: "lost-unshare",
+    eraseEvery: 0,
     timeLimitMs: 60_000,
   });
   assert.ok(
