@@ -22,6 +22,7 @@ import { mcpstate, type RunResult, spawnMcpstate, tempHome } from "./_cli_run.ts
 import { spawnChild } from "./_child.ts";
 import { DAY, sleep, within } from "./_helpers.ts";
 import { dumpRedis, startRedis } from "./_redis.ts";
+import { sqliteFileCells } from "./_storage_scan.ts";
 
 const kek = () => crypto.getRandomValues(new Uint8Array(32)).toBase64();
 const K1 = `k1:${kek()}`, K2 = `k2:${kek()}`;
@@ -39,24 +40,10 @@ async function sqliteEngine(): Promise<Engine & { home: string }> {
   return {
     home,
     url: `sqlite:///${path}`,
-    dump() {
-      const db = new DatabaseSync(path);
-      try {
-        const out = [];
-        const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all()
-          .map((r) => String(r.name)).filter((n) => !n.startsWith("sqlite_"));
-        for (const table of tables) {
-          for (const row of db.prepare(`SELECT * FROM "${table}"`).all()) {
-            for (const [column, v] of Object.entries(row)) {
-              out.push({ where: `${table}.${column}`, what: String(v) });
-            }
-          }
-        }
-        return Promise.resolve(out);
-      } finally {
-        db.close();
-      }
-    },
+    dump: () =>
+      Promise.resolve(
+        sqliteFileCells(path).map((c) => ({ where: `${c.table}.${c.column}`, what: c.text })),
+      ),
     async [Symbol.asyncDispose]() {
       await Deno.remove(home, { recursive: true }).catch(() => {});
     },
