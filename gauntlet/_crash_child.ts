@@ -20,8 +20,9 @@
  * storage: with encryption keys (`MCPSTATE_ENCRYPTION_KEYS`, as the CLI
  * takes them) it must be found nowhere.
  *
- * Usage: `_crash_child.ts <backend url> <user> <lanes> <seed> <mode> <mark>`,
- * mode `honest`, `early-ack` or `lost-unshare`. `early-ack` is a deliberately broken writer that acknowledges patches
+ * Usage: `_crash_child.ts <backend url> <user> <lanes> <seed> <mode> <mark> [skip]`,
+ * mode `honest`, `early-ack` or `lost-unshare`, skip a comma list of
+ * operations to leave out of the mix. `early-ack` is a deliberately broken writer that acknowledges patches
  * before they are sent, `lost-unshare` one that acknowledges unshares it
  * never sends, so that the checker can be shown to catch them.
  *
@@ -33,7 +34,9 @@ import { parseKeyList } from "../src/keyring.ts";
 import { crashUsers } from "./_crash_model.ts";
 import { body, Rng } from "./_util.ts";
 
-const [url, user, lanesArg = "3", seedArg = "1", mode = "honest", mark = ""] = Deno.args;
+const [url, user, lanesArg = "3", seedArg = "1", mode = "honest", mark = "", skipArg = ""] =
+  Deno.args;
+const skip = new Set(skipArg.split(","));
 const keyList = Deno.env.get("MCPSTATE_ENCRYPTION_KEYS");
 const EARLY_ACK = mode === "early-ack";
 const LOST_UNSHARE = mode === "lost-unshare";
@@ -151,7 +154,7 @@ try {
       // A handle with grants is not revoked: its aliases stay checkable.
       const revocable = owned.filter((o) => o.grants.length === 0 && !o.kept);
       const op = owned.length === 0 && trashed.length === 0 ? "mint" : rng.weighted(
-        [
+        ([
           [owned.length < 6 ? 12 : 2, "mint"],
           [20, "save"],
           [35, "patch"],
@@ -164,7 +167,7 @@ try {
           [sharing.length > 0 ? 4 : 0, "unshare"],
           [writable.length > 0 ? 6 : 0, "apatch"],
           [owned.length > 0 ? 4 : 0, "transfer"],
-        ] as const,
+        ] as const).filter(([, o]) => !skip.has(o)),
       );
       const target = owned.length > 0 ? rng.pick(owned) : undefined;
       if (op === "mint") {

@@ -119,6 +119,8 @@ export interface Rebuilt {
   pendingForks: Line[];
   /** The counter every lane patches. */
   shared?: string;
+  /** Writes refused with a code the run allows (they changed nothing). */
+  refused: number;
   sharedMintPending: boolean;
   sharedBegun: Set<number>;
   sharedAcked: Set<number>;
@@ -302,18 +304,28 @@ export function applied(m: Model, begin: Line): Candidate {
  * @param run The child's run.
  * @param owner The user the child mints as.
  * @param mark The string every state of the run carries.
+ * @param refusable Codes a write may be refused with (it then changed nothing).
  * @param fail Reports a violation.
  */
 export function rebuild(
   run: ChildRun,
   owner: string,
   mark: string,
+  refusable: ReadonlySet<string>,
   fail: (msg: string) => void,
 ): Rebuilt {
   const acks = new Map<number, Line>();
+  const refused = new Set<number>();
+  const begun = new Map(run.lines.filter((l) => l.t === "begin").map((l) => [l.id!, l]));
   for (const l of run.lines) {
     if (l.t === "ack") acks.set(l.id!, l);
-    else if (l.t === "fail") fail(`the child's write #${l.id} was refused: ${l.code} ${l.message}`);
+    else if (l.t === "fail" && refusable.has(String(l.code))) refused.add(l.id!);
+    else if (l.t === "fail") {
+      const b = begun.get(l.id!);
+      fail(
+        `the child's write #${l.id} (${b?.op} of ${b?.h} as ${b?.u}) was refused: ${l.code} ${l.message}`,
+      );
+    }
   }
   const r: Rebuilt = {
     models: new Map(),
@@ -323,9 +335,11 @@ export function rebuild(
     sharedMintPending: false,
     sharedBegun: new Set(),
     sharedAcked: new Set(),
+    refused: refused.size,
   };
   for (const l of run.lines) {
-    if (l.t !== "begin") continue;
+    // A write refused with a structured error is one that never happened.
+    if (l.t !== "begin" || refused.has(l.id!)) continue;
     const ack = acks.get(l.id!) ?? null;
     if (l.op === "mint-shared") {
       if (ack) r.shared = ack.h!;

@@ -43,6 +43,8 @@ export interface VerifyCounts extends TravelCounts {
   inFlight: { applied: number; notApplied: number };
   /** Writes in flight at the kill, by operation (applied or not). */
   inFlightOps: Record<string, number>;
+  /** Writes refused with a code the run allows (they changed nothing). */
+  refused: number;
   /** Records checked after the kills (per iteration, summed). */
   recordsChecked: number;
   /** Changelogs compared with the writes that produced their versions. */
@@ -358,11 +360,15 @@ class Checker {
   }
 }
 
-/** One iteration: the user the child wrote as, the mark of its states, its tag in messages. */
+/**
+ * One iteration: the user the child wrote as, the mark of its states, its
+ * tag in messages, and the codes its writes may be refused with.
+ */
 export interface Iteration {
   user: string;
   mark: string;
   tag: string;
+  refusable?: ReadonlySet<string>;
 }
 
 /**
@@ -372,7 +378,7 @@ export interface Iteration {
  */
 export async function verify(
   store: HandleStore,
-  { user, mark, tag }: Iteration,
+  { user, mark, tag, refusable = new Set() }: Iteration,
   run: ChildRun,
   counts: VerifyCounts,
   failures: string[],
@@ -382,7 +388,8 @@ export async function verify(
     fail(`the child exited by itself (code ${run.status.code}): ${run.stderr.slice(0, 500)}`);
   }
   const users = crashUsers(user);
-  const r = rebuild(run, users.owner, mark, fail);
+  const r = rebuild(run, users.owner, mark, refusable, fail);
+  counts.refused += r.refused;
   for (const [op, n] of Object.entries(acknowledgedOps(run))) {
     counts.acknowledged[op] = (counts.acknowledged[op] ?? 0) + n;
   }

@@ -17,11 +17,12 @@
  */
 
 import { type Backend as StoreBackend, type HandleStore, openBackend } from "../mod.ts";
-import { mcpstate, spawnMcpstate } from "../tests/_cli_run.ts";
+import { mcpstate } from "../tests/_cli_run.ts";
 import { canonical, getOrNull } from "./_crash_model.ts";
 import type { Seen } from "./_crash_verify.ts";
 import { dump, type Storage } from "./_plaintext.ts";
-import { type Rng, timer } from "./_util.ts";
+import { cliEnvOf, killedCli } from "./_maintenance.ts";
+import type { Rng } from "./_util.ts";
 
 /** What the erase kills count (a part of the crash report). */
 export interface EraseCounts {
@@ -122,31 +123,8 @@ function needles(t: EraseTarget, before: Holdings): string[] {
 /** Runs `mcpstate erase` for `user` to completion: its exit code and output. */
 function eraseCli(t: EraseTarget, yes: boolean) {
   return mcpstate(t.home, ["erase", "--user", t.user, "--json", ...(yes ? ["--yes"] : [])], {
-    env: { MCPSTATE_BACKEND: t.url, ...(t.keys ? { MCPSTATE_ENCRYPTION_KEYS: t.keys } : {}) },
+    env: cliEnvOf(t.url, t.keys),
   });
-}
-
-/**
- * Starts `mcpstate erase --user U --yes` and SIGKILLs it after `ms`.
- *
- * @returns Whether it had finished (exit 0) before the kill.
- */
-async function killedErase(t: EraseTarget, ms: number): Promise<boolean> {
-  const child = await spawnMcpstate(t.home, ["erase", "--user", t.user, "--yes"], {
-    env: { MCPSTATE_BACKEND: t.url, ...(t.keys ? { MCPSTATE_ENCRYPTION_KEYS: t.keys } : {}) },
-  });
-  const wait = timer(ms);
-  const exited = await Promise.race([child.status.then(() => true), wait.done.then(() => false)]);
-  wait.cancel();
-  if (!exited) {
-    try {
-      child.kill("SIGKILL");
-    } catch {
-      // it exited meanwhile
-    }
-  }
-  const out = await child.output();
-  return out.success;
 }
 
 /** The backend the store runs on, with keys through the seam or not: its data keys. */
@@ -206,7 +184,8 @@ export async function eraseKill(
   counts.eraseRuns++;
   const span = Math.max(countMs, 5);
   const killMs = Math.max(0, Math.round(startMs + (2.5 * t.rng.next() - 0.5) * span));
-  if (await killedErase(t, killMs)) counts.eraseFinished++;
+  const args = ["erase", "--user", t.user, "--yes"];
+  if (await killedCli(t.home, args, cliEnvOf(t.url, t.keys), killMs)) counts.eraseFinished++;
 
   store = await t.open();
   try {

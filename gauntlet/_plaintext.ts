@@ -1,6 +1,5 @@
 /**
- * The crash gauntlet's encryption mode: a fresh key ring for a run, and the
- * engine's storage read whole (`tests/_storage_scan.ts`) to look for the
+ * The crash gauntlet's plaintext scan: the engine's storage read whole (`tests/_storage_scan.ts`) to look for the
  * mark every state of the run carries. With keys it must be found nowhere:
  * not in a record, a changelog entry, a preview, an idempotency result, a
  * chunk — after a kill as after a clean close. Without keys the same scan
@@ -10,22 +9,8 @@
  */
 
 import postgres from "postgres";
-import type { EncryptionOptions } from "../mod.ts";
 import { dumpRedis, type RedisServer } from "../tests/_redis.ts";
 import { kvDump, postgresCells, sqliteFileCells, type Stored } from "../tests/_storage_scan.ts";
-
-/** A ring of one fresh key-encryption key: the library's option and the CLI's env value. */
-export interface CrashKeys {
-  options: EncryptionOptions;
-  /** `MCPSTATE_ENCRYPTION_KEYS`. */
-  env: string;
-}
-
-/** A ring of one fresh 256-bit key-encryption key. */
-export function freshKeys(): CrashKeys {
-  const k = crypto.getRandomValues(new Uint8Array(32)).toBase64();
-  return { options: { keys: { k1: k }, current: "k1" }, env: `k1:${k}` };
-}
 
 /** A new mark for the states of one iteration. */
 export function freshMark(): string {

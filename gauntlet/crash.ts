@@ -28,7 +28,15 @@ import { canonical, type ChildRun, getOrNull, type Line } from "./_crash_model.t
 import { type EraseCounts, eraseKill } from "./_erase.ts";
 import { tempHome } from "../tests/_cli_run.ts";
 import { openStore, type Seen, verify, type VerifyCounts } from "./_crash_verify.ts";
-import { type CrashKeys, freshKeys, freshMark, plaintextIn, type Storage } from "./_plaintext.ts";
+import {
+  completeMaintenance,
+  type CrashKeys,
+  type KeyMode,
+  KeyPlan,
+  killedMaintenance,
+  type MaintenanceCounts,
+} from "./_maintenance.ts";
+import { freshMark, plaintextIn, type Storage } from "./_plaintext.ts";
 import {
   messageOf,
   quantile,
@@ -90,13 +98,18 @@ export interface CrashOptions {
    */
   brokenWriter?: "early-ack" | "lost-unshare";
   /**
-   * Opens the store with a fresh encryption key in the child and the
-   * checker, and checks that the engine's storage holds no plaintext of any
-   * state (after each of the first ten kills, every tenth after, and at the
-   * end). Without it the end's scan must find the states' plaintext (the
-   * scan's control). Default false.
+   * Encryption keys (`_maintenance.ts`): `keys` opens the store with a fresh
+   * key in the child and the checker; `encrypt` has the child write without
+   * keys while `mcpstate encrypt` runs beside it and is SIGKILLed, then run
+   * again to completion; `rotate` gives each iteration a new key in front of
+   * the ring while `mcpstate keys rotate` runs beside the child and is
+   * SIGKILLed, then run again, and the checker opens everything with the new
+   * key alone. With keys the engine's storage must hold no plaintext of any
+   * state (scanned after each of the first ten kills, every tenth after, and
+   * at the end); without, the end's scan must find it (the scan's control).
+   * Default `plain`.
    */
-  encryption?: boolean;
+  keys?: KeyMode;
   /**
    * After every n-th iteration (0: never), erase one of its users with
    * `mcpstate erase --user U --yes`, SIGKILLed at a random moment, then run
@@ -107,11 +120,11 @@ export interface CrashOptions {
 }
 
 /** What {@link runCrash} found. */
-export interface CrashReport extends VerifyCounts, EraseCounts {
+export interface CrashReport extends VerifyCounts, EraseCounts, MaintenanceCounts {
   /** The backend. */
   backend: CrashBackend;
-  /** Whether the store was opened with encryption keys. */
-  encryption: boolean;
+  /** How the run used encryption keys. */
+  keys: KeyMode;
   /** Scans of the engine's whole storage for the states' plaintext. */
   plaintextScans: number;
   /** The master seed. */
@@ -206,6 +219,10 @@ interface ChildArgs {
   mark: string;
   /** Encryption keys, as `MCPSTATE_ENCRYPTION_KEYS`. */
   keys?: string;
+  /** Operations left out of its mix. */
+  skip: string[];
+  /** Called once the child has opened the store. */
+  onReady?: () => void;
 }
 
 /** Runs the child until the kill plan fires; returns every complete line it printed. */
@@ -226,6 +243,7 @@ async function runChild(
       String(a.seed),
       a.mode,
       a.mark,
+      a.skip.join(","),
     ],
     ...(a.keys ? { env: { MCPSTATE_ENCRYPTION_KEYS: a.keys } } : {}),
     stdin: "null",
@@ -244,7 +262,10 @@ async function runChild(
         const line = JSON.parse(buf.slice(0, nl)) as Line;
         buf = buf.slice(nl + 1);
         lines.push(line);
-        if (line.t === "ready") ready.resolve();
+        if (line.t === "ready") {
+          ready.resolve();
+          a.onReady?.();
+        }
       }
     }
     // A last line without its newline was cut by the kill: not acknowledged.
@@ -380,8 +401,12 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
     acknowledged: {},
     inFlight: { applied: 0, notApplied: 0 },
     inFlightOps: {},
-    encryption: options.encryption ?? false,
+    keys: options.keys ?? "plain",
     plaintextScans: 0,
+    refused: 0,
+    maintenanceRuns: 0,
+    maintenanceFinished: 0,
+    maintenanceResumed: 0,
     eraseRuns: 0,
     eraseTorn: 0,
     eraseFinished: 0,
@@ -400,10 +425,19 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
   };
   const reopen: number[] = [];
   const allSeen: Seen[] = [];
-  const keys = options.encryption ? freshKeys() : undefined;
+  const ring = new KeyPlan(options.keys ?? "plain");
+  const maintenance = ring.mode === "encrypt" || ring.mode === "rotate" ? ring.mode : undefined;
+  /** The writer's refusals a run allows: a keyless writer's, once encrypt made a data key. */
+  const refusable = new Set(maintenance === "encrypt" ? ["encryption_error"] : []);
+  // A keyless restore of a trash copy encrypt sealed meanwhile is applied, then answers
+  // no_key (the check of the user's data key is not in the move's step): left out until
+  // it is refused whole.
+  const skip = maintenance === "encrypt" ? ["restore"] : [];
+  /** How long the last maintenance run to completion took (when to kill the next). */
+  let maintenanceMs = 300;
   const eraseEvery = options.eraseEvery ?? 10;
   /** The private HOME of the CLI's runs. */
-  const home = eraseEvery > 0 ? await tempHome() : undefined;
+  const home = eraseEvery > 0 || maintenance ? await tempHome() : undefined;
   let eraseDue = false;
   /** The marks of every iteration's states. */
   const marks: string[] = [];
@@ -419,7 +453,7 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
     const deadline = performance.now() + 60_000;
     while (performance.now() < deadline) {
       try {
-        const s = await openStore(backend.url, keys?.options);
+        const s = await openStore(backend.url, ring.checker()?.options);
         await s.close();
         return true;
       } catch {
@@ -451,6 +485,14 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
       if (killServer) logBefore = (await backend.redis!.logTail(100_000)).length;
       let serverKilled: Promise<void> | undefined;
       const mark = freshMark();
+      const command = maintenance && {
+        mode: maintenance,
+        url: backend.url,
+        home: home!,
+        keys: ring.command()!,
+      };
+      let maintained: Promise<void> | undefined;
+      const childKeys = ring.child();
       const run = await runChild(
         {
           url: backend.url,
@@ -459,7 +501,20 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
           seed: childSeed,
           mode: options.brokenWriter ?? "honest",
           mark,
-          ...(keys ? { keys: keys.env } : {}),
+          skip,
+          ...(childKeys ? { keys: childKeys } : {}),
+          // The maintenance command starts while the child writes, and is killed.
+          ...(command
+            ? {
+              onReady: () => {
+                const [start, kill] = [
+                  rng.int(0, plan.afterReadyMs / 2),
+                  rng.int(0, 2 * maintenanceMs),
+                ];
+                maintained = killedMaintenance(command, start, kill, report);
+              },
+            }
+            : {}),
         },
         plan,
         () => {
@@ -487,11 +542,18 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
       }
       // A network server may still be finishing what the dead client sent last.
       if (options.backend === "redis" || options.backend === "postgres") await sleepMs(100);
+      if (command) {
+        // The killed command, then a run to completion with nothing else writing.
+        await maintained;
+        const done = await completeMaintenance(command, report);
+        maintenanceMs = done.ms;
+        if (done.problem) failures.push(`${tag}: ${command.mode}: ${done.problem}`);
+      }
       const t0 = performance.now();
       let store: HandleStore;
       try {
         const opened = await within(
-          openStore(backend.url, keys?.options),
+          openStore(backend.url, ring.checker()?.options),
           30_000,
           "timeout" as const,
         );
@@ -523,7 +585,7 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
         // A first read proves the store is usable as it is.
         await store.list(user, { includeExpired: true });
         const reopened = performance.now() - t0;
-        seen = await verify(store, { user, mark, tag }, run, report, failures);
+        seen = await verify(store, { user, mark, tag, refusable }, run, report, failures);
         allSeen.push(...seen);
         reopen.push(reopened);
       } catch (e) {
@@ -546,7 +608,7 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
         else failures.push(`${tag}: integrity_check: ${verdict.slice(0, 300)}`);
       }
       marks.push(mark);
-      if (keys && (i < 10 || i % 10 === 9)) {
+      if (ring.mode !== "plain" && (i < 10 || i % 10 === 9)) {
         const found = await plaintextIn(backend.storage, marks);
         report.plaintextScans++;
         if (found.length > 0) {
@@ -565,8 +627,8 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
             url: backend.url,
             storage: backend.storage,
             home: home!,
-            ...(keys ? { keys: keys.env } : {}),
-            open: () => openStore(backend.url, keys?.options),
+            ...(ring.checker() ? { keys: ring.checker()!.env } : {}),
+            open: () => openStore(backend.url, ring.checker()?.options),
             // The owner holds the shared counter and mints; the other what was moved to it.
             user: rng.pick(holders),
             seen,
@@ -578,6 +640,7 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
           failures,
         ).catch((e) => failures.push(`${tag}: erase failed: ${messageOf(e)}`));
       }
+      ring.done();
       if ((i + 1) % 25 === 0) {
         log(
           `${options.backend}: ${i + 1}/${options.iterations} kills, ${failures.length} failures`,
@@ -585,8 +648,8 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
       }
     }
 
-    await finalRecheck(backend.url, keys, allSeen, report);
-    await finalScan(backend.storage, keys !== undefined, marks, allSeen, report);
+    await finalRecheck(backend.url, ring.checker(), allSeen, report);
+    await finalScan(backend.storage, ring.mode !== "plain", marks, allSeen, report);
   } finally {
     await backend.cleanup().catch((e) => failures.push(`cleanup: ${messageOf(e)}`));
     if (home) await Deno.remove(home, { recursive: true }).catch(() => {});

@@ -17,9 +17,17 @@ const NAMES: Record<string, string> = {
   postgres: "PostgreSQL",
 };
 
-/** A crash run's name: the backend, and whether it ran with encryption keys. */
+/** How each key mode names a crash run. */
+const KEY_NAMES: Record<CrashReport["keys"], string> = {
+  plain: "",
+  keys: " with keys",
+  encrypt: ", encrypt killed",
+  rotate: ", keys rotate killed",
+};
+
+/** A crash run's name: the backend, and how it used encryption keys. */
 function crashName(r: CrashReport): string {
-  return `${NAMES[r.backend] ?? r.backend}${r.encryption ? " with keys" : ""}`;
+  return `${NAMES[r.backend] ?? r.backend}${KEY_NAMES[r.keys]}`;
 }
 
 function held(failures: number): string {
@@ -103,7 +111,12 @@ function crashSection(list: CrashReport[]): string {
       : r.backend === "redis"
       ? `${fmt(r.aofRepairs)} AOF repairs`
       : "–",
-    r.encryption ? `${fmt(r.plaintextScans)}, none found` : "control: found",
+    r.keys === "plain" ? "control: found" : `${fmt(r.plaintextScans)}, none found`,
+    r.keys === "encrypt" || r.keys === "rotate"
+      ? `${fmt(r.maintenanceRuns)} / ${fmt(r.maintenanceFinished)} / ${
+        fmt(r.maintenanceResumed)
+      } / ${fmt(r.refused)}`
+      : "–",
     `${fmt(r.eraseRuns)} / ${fmt(r.eraseTorn)} / ${fmt(r.eraseFinished)} / ${fmt(r.eraseSlices)}`,
     held(r.failures.length),
   ]);
@@ -159,6 +172,18 @@ after, and at the end, the engine's whole storage is read as text (every cell of
 PostgreSQL table, every Redis key and value, every Deno KV entry) and no mark may be anywhere in it.
 The runs without keys scan once at the end, and there the marks must be found: the scan's control.
 
+The runs "encrypt killed" have the child write without keys while \`mcpstate encrypt\` (with the
+key) starts at a random moment of the child's run and is SIGKILLed at a random moment of its own;
+once the child is killed too, \`mcpstate encrypt\` runs again to completion and must exit 0, and
+the checker reads everything with the key. A write the keyless child had refused
+(\`encryption_error\`, its user had a data key by then) must have changed nothing. \`restore\` is
+left out of that mix: a keyless restore of a trash copy that encrypt sealed meanwhile is applied,
+then answers \`no_key\`. The runs "keys rotate killed" put a new key in front of the ring at each
+kill; the child writes with that ring while \`mcpstate keys rotate\` runs beside it and is
+SIGKILLed, then it runs again to completion and must report every data key under the new key, and
+the checker, and at the end the re-check of every earlier iteration, open everything with the new
+key alone.
+
 Every tenth kill, one of the iteration's users (the one that minted, or the one handles were
 moved to) is then erased with the real CLI, \`mcpstate erase --user U --yes\`, SIGKILLed at a
 random moment around the time the erase takes (timed by a dry run), then run again to completion.
@@ -186,6 +211,7 @@ ${
       "reopen p50 / max",
       "file check",
       "storage scans for plaintext",
+      "encrypt or rotate: killed / done before the kill / rerun had work / writes refused",
       "erases: killed / torn / done before the kill / state slices gone",
       "result",
     ], rows)
@@ -458,7 +484,7 @@ export function renderReport(res: GauntletResults): string {
       "[Crash consistency](#1-crash-consistency)",
       `SIGKILL during mixed writes on ${
         [...new Set(res.crash.map((r) => NAMES[r.backend]))].join(", ")
-      }${res.crash.some((r) => r.encryption) ? ", with and without encryption keys" : ""}`,
+      }${res.crash.some((r) => r.keys !== "plain") ? ", with and without encryption keys" : ""}`,
       `${fmt(res.crash.reduce((s, r) => s + r.iterations, 0))} kills, ${
         fmt(res.crash.reduce((s, r) => s + total(r), 0))
       } acknowledged writes verified`,

@@ -77,8 +77,10 @@ export async function probeTinyTtl(): Promise<"fixed" | "open"> {
 /** Full-size settings. */
 export const FULL = {
   crashKills: 200,
-  /** Kills per backend of the runs with encryption keys. */
+  /** Kills per backend of the run with encryption keys. */
   crashSealedKills: 100,
+  /** Kills per backend of the runs that also kill `mcpstate encrypt` and `keys rotate`. */
+  crashMaintenanceKills: 50,
   fuzzToolCalls: 5000,
   fuzzRawBodies: 5000,
   abuseRepeat: 20,
@@ -150,13 +152,19 @@ if (import.meta.main) {
   };
 
   if (only.has("crash")) {
-    for (const encryption of [false, true]) {
+    for (const keys of ["plain", "keys", "encrypt", "rotate"] as const) {
       for (const backend of CRASH_BACKENDS) {
-        const name = `crash ${backend}${encryption ? " with keys" : ""}`;
-        const kills = n(encryption ? FULL.crashSealedKills : FULL.crashKills);
+        const name = `crash ${backend}${keys === "plain" ? "" : ` (${keys})`}`;
+        const kills = n(
+          keys === "plain"
+            ? FULL.crashKills
+            : keys === "keys"
+            ? FULL.crashSealedKills
+            : FULL.crashMaintenanceKills,
+        );
         await guard(name, async () => {
           log(`${name}: ${kills} kills`);
-          const r = await runCrash({ backend, iterations: kills, encryption, log });
+          const r = await runCrash({ backend, iterations: kills, keys, log });
           results.crash.push(r);
           log(`${name}: ${r.iterations} kills, ${r.failures.length} failures`);
         });

@@ -6,43 +6,60 @@
  * doubled. With encryption keys (SQLite, Redis, PostgreSQL), no state's
  * plaintext may be anywhere in the engine's storage. Twice per run a user is
  * erased with `mcpstate erase`, SIGKILLed and run again: nothing of it may
- * be left, nothing of the others may change. `deno task gauntlet` runs 200
- * kills per backend, and 100 with keys, erasing after every tenth.
+ * be left, nothing of the others may change. And `mcpstate encrypt` (on
+ * SQLite) and `mcpstate keys rotate` (on Redis) run beside the writer, are
+ * SIGKILLed too and run again: everything acknowledged then reads with the
+ * keys, no plaintext is left, and the old key can leave the ring.
+ * `deno task gauntlet` runs 200 kills per backend, 100 with keys, 50 each
+ * killing encrypt and rotate, erasing after every tenth.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
-import { CRASH_BACKENDS, runCrash } from "../gauntlet/crash.ts";
+import { CRASH_BACKENDS, type CrashBackend, runCrash } from "../gauntlet/crash.ts";
+import type { KeyMode } from "../gauntlet/_maintenance.ts";
 
 const KILLS = 10;
 /** Kills of the runs with encryption keys (SQLite, Redis, PostgreSQL). */
 const SEALED_KILLS = 6;
+/** Kills of the runs that also kill `mcpstate encrypt` (SQLite) and `keys rotate` (Redis). */
+const MAINTENANCE_KILLS = 4;
 
-const runs = [
-  ...CRASH_BACKENDS.map((backend) => ({ backend, kills: KILLS, encryption: false })),
+const runs: { backend: CrashBackend; kills: number; keys: KeyMode }[] = [
+  ...CRASH_BACKENDS.map((backend) => ({ backend, kills: KILLS, keys: "plain" as const })),
   ...(["sqlite", "redis", "postgres"] as const).map((backend) => ({
     backend,
     kills: SEALED_KILLS,
-    encryption: true,
+    keys: "keys" as const,
   })),
+  { backend: "sqlite", kills: MAINTENANCE_KILLS, keys: "encrypt" },
+  { backend: "redis", kills: MAINTENANCE_KILLS, keys: "rotate" },
 ];
 
-for (const { backend, kills, encryption } of runs) {
-  const name = encryption
-    ? `gauntlet: ${kills} SIGKILLs during mixed writes on ${backend} with encryption keys lose nothing acknowledged and store no plaintext`
-    : `gauntlet: ${kills} SIGKILLs during mixed writes on ${backend} lose nothing acknowledged`;
-  Deno.test(name, async () => {
+const WHAT: Record<KeyMode, string> = {
+  plain: "lose nothing acknowledged",
+  keys: "with encryption keys lose nothing acknowledged and store no plaintext",
+  encrypt:
+    "while mcpstate encrypt runs beside them and is killed too lose nothing acknowledged and leave no plaintext",
+  rotate:
+    "while mcpstate keys rotate runs beside them and is killed too lose nothing, and the old key can go",
+};
+
+for (const { backend, kills, keys } of runs) {
+  Deno.test(`gauntlet: ${kills} SIGKILLs during mixed writes on ${backend} ${WHAT[keys]}`, async () => {
+    const maintenance = keys === "encrypt" || keys === "rotate";
     const r = await runCrash({
       backend,
       iterations: kills,
       serverKillEvery: 3,
       timeLimitMs: 120_000,
-      encryption,
-      // Two erases of a user with the CLI, each SIGKILLed and run again.
-      eraseEvery: Math.floor(kills / 2),
+      keys,
+      // Two erases of a user with the CLI, each SIGKILLed and run again (the runs
+      // that kill encrypt or rotate leave erasing to the others).
+      eraseEvery: maintenance ? 0 : Math.floor(kills / 2),
     });
-    const where = `${backend}${encryption ? " with keys" : ""}, seed ${r.seed}`;
+    const where = `${backend} (${keys}), seed ${r.seed}`;
     assert.deepEqual(r.failures, [], where);
     assert.equal(r.iterations, kills, where);
     const acknowledged = Object.values(r.acknowledged).reduce((a, b) => a + b, 0);
@@ -54,10 +71,11 @@ for (const { backend, kills, encryption } of runs) {
     assert.ok(travelled > 0, `${where}: no fork, share or transfer was acknowledged`);
     assert.equal(r.finalRecheck, r.recordsChecked, where);
     // With keys, a scan after every kill and one at the end; without, the end's control.
-    assert.equal(r.plaintextScans, encryption ? kills + 1 : 1, where);
+    assert.equal(r.plaintextScans, keys === "plain" ? 1 : kills + 1, where);
     if (backend === "sqlite" || backend === "denokv") assert.equal(r.integrityOk, kills, where);
     if (backend === "redis") assert.equal(r.serverKills, Math.floor(kills / 3), where);
-    assert.ok(r.eraseRuns >= 1, `${where}: no erase ran`);
+    if (maintenance) assert.ok(r.maintenanceRuns >= 1, `${where}: no ${keys} ran`);
+    else assert.ok(r.eraseRuns >= 1, `${where}: no erase ran`);
   });
 }
 
