@@ -1546,3 +1546,58 @@ Deno.test("sqlite: usage of a file written before quotas is counted from its row
   assert.deepEqual({ handles: u.handles, bytes: u.bytes }, rowsUsage(path, user));
   await store.close();
 });
+
+Deno.test("sqlite: a changelog tail appended without parsing it is the text a fresh parse writes", async () => {
+  // The same writes on two files: one store for all of them (it appends to
+  // the tails it computed), and a new store for each write (it parses).
+  const clock = new FakeClock();
+  const options = {
+    reclaimIntervalMs: 0,
+    clock: clock.fn,
+    history: { maxEntries: 12, maxAgeDays: 1 },
+  };
+  const [kept, fresh] = [freshPath("tail-kept"), freshPath("tail-fresh")];
+  const each = async <T>(fn: (s: HandleStore) => Promise<T>) => {
+    const s = await HandleStore.fromUrl(urlOf(fresh), options);
+    try {
+      return await fn(s);
+    } finally {
+      await s.close();
+    }
+  };
+  const dump = (path: string, handle: string) => {
+    const db = new DatabaseSync(path, { readOnly: true });
+    try {
+      const row = db.prepare("SELECT log_tail FROM handles WHERE handle = ?").get(handle);
+      const keyed = db.prepare("SELECT version, at, text FROM changes WHERE handle = ? ORDER BY 1")
+        .all(handle);
+      return { tail: row?.log_tail ?? null, keyed: JSON.stringify(keyed) };
+    } finally {
+      db.close();
+    }
+  };
+  // Handles are random: each file has its own, written the same.
+  const a = await HandleStore.fromUrl(urlOf(kept), options);
+  const ha = await a.mint("n", { notes: "é".repeat(200), n: 0 }, { user: "u", writer: "w" });
+  const hb = await each((s) =>
+    s.mint("n", { notes: "é".repeat(200), n: 0 }, { user: "u", writer: "w" })
+  );
+  for (let i = 1; i <= 60; i++) {
+    // Growing and shrinking states spill the tail now and then; the clock
+    // jumps past the age limit twice, so that floors hide older entries.
+    clock.advance(i === 20 || i === 45 ? 2 * DAY : 1000);
+    const state = { notes: "é".repeat(200 + (i % 7) * 150), n: i, tag: `t${i % 3}` };
+    if (i % 4 === 0) {
+      const ops = [Append("log", `entry ${i} "quoted" \\ back`), Increment("", "n")];
+      await a.patch(ha, ops, { user: "u" });
+      await each((s) => s.patch(hb, ops, { user: "u" }));
+    } else {
+      await a.save(ha, state, { user: "u", expectVersion: i });
+      await each((s) => s.save(hb, state, { user: "u", expectVersion: i }));
+    }
+    const x = dump(kept, ha), y = dump(fresh, hb);
+    assert.equal(x.tail, y.tail, `tail after write ${i}`);
+    assert.equal(x.keyed, y.keyed, `keyed entries after write ${i}`);
+  }
+  await a.close();
+});

@@ -1,5 +1,6 @@
 /**
- * A cache bounded by the bytes of what it holds (private to the package).
+ * A cache bounded by the bytes of what it holds (private to the backends
+ * and the store).
  *
  * @module
  */
@@ -24,6 +25,12 @@ export class ByteCappedCache<V> {
     this.#maxEntryBytes = maxEntryBytes;
     this.#maxTotalBytes = maxTotalBytes;
     this.#sizeOf = sizeOf;
+  }
+
+  /** Forgets every entry. */
+  clear(): void {
+    this.#entries.clear();
+    this.#bytes = 0;
   }
 
   /** The value stored for `key`, if any. */

@@ -27,6 +27,7 @@ import {
 } from "./_rows.ts";
 import { prepareDatabase } from "./_schema.ts";
 import { LEASE_SCAN_MAX, Statements, SWEEP_BATCH } from "./_statements.ts";
+import { tailRoom } from "./_log.ts";
 import { parseSqliteUrl, type SqliteSynchronous } from "./_url.ts";
 import { prepareUsage, UsageStatements } from "./_usage.ts";
 import { GrantStatements, prepareGrants } from "./_grants.ts";
@@ -171,12 +172,14 @@ export class SqliteBackend implements B.Backend {
     return this.#claim(user, ctx, () => {
       // A trashed handle stays taken until it is restored or swept.
       if (this.#q.inTrash.get(user, record.handle)) return { inserted: false };
-      const size = utf8Length(record.state);
-      const tail = ctx.entry ? this.#q.log.firstTail(ctx.entry, size) : null;
+      const size = tailRoom(record.state);
+      const tail = ctx.entry ? this.#q.log.firstTail(user, record.handle, ctx.entry, size) : null;
       const { changes } = this.#q.insert.run(user, record.handle, ...recordValues(record), tail);
       const inserted = Number(changes) === 1;
       if (inserted) {
-        if (ctx.quota) this.#u.apply(user, ctx, { handles: 1, bytes: size });
+        if (ctx.quota) {
+          this.#u.apply(user, ctx, { handles: 1, bytes: size ?? utf8Length(record.state) });
+        }
         // A new record starts a new log.
         if (ctx.entry) this.#q.log.start(user, record.handle, ctx.entry, tail);
         this.#q.remember(user, record.handle, ctx, record);
@@ -308,7 +311,7 @@ export class SqliteBackend implements B.Backend {
       const step = change(current && { ...current });
       const next = step?.record ?? null;
       if (next) {
-        const size = utf8Length(next.state);
+        const size = tailRoom(next.state);
         if (
           current && next.kind === current.kind && next.createdAt === current.createdAt &&
           // A typed write that upgrades the schema version rewrites the row (it is rare).
@@ -346,7 +349,8 @@ export class SqliteBackend implements B.Backend {
           if (step?.entry) this.#q.append(user, handle, step.entry, ctx, size);
         }
         if (ctx.quota) {
-          const bytes = size - (current ? utf8Length(current.state) : 0);
+          const bytes = (size ?? utf8Length(next.state)) -
+            (current ? utf8Length(current.state) : 0);
           this.#u.apply(user, ctx, { handles: current ? 0 : 1, bytes });
         }
         this.#c.wrote(user, handle);

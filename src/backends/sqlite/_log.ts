@@ -26,6 +26,7 @@
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import type { ChangeEntry, Retention } from "../../backend.ts";
 import { utf8Length } from "../../json.ts";
+import { ByteCappedCache } from "../_cache.ts";
 import { cells, entryOf, returnArrays, type Row } from "./_rows.ts";
 
 /**
@@ -38,6 +39,15 @@ export const TAIL_ROW_MAX = 3_000;
 
 /** At most this many entries in a tail. */
 export const TAIL_MAX_ENTRIES = 32;
+
+/**
+ * The UTF-8 bytes of `state`, when its row may keep a tail beside it;
+ * `undefined` for a state too large (its UTF-16 length alone is a lower
+ * bound, so a large state is never encoded just to be measured).
+ */
+export function tailRoom(state: string): number | undefined {
+  return state.length < TAIL_ROW_MAX ? utf8Length(state) : undefined;
+}
 
 /** A parsed tail: its floor and its entries, oldest first. */
 export interface Tail {
@@ -65,8 +75,64 @@ export function tailText(t: Tail): string {
 
 const max = (a: number | null, b: number) => a === null || b > a ? b : a;
 
+/**
+ * What a tail this connection computed holds, so that the next append to
+ * the same tail need not parse it: kept only while the row's `log_tail` is
+ * still exactly {@link TailInfo.text} (compared on each use, so another
+ * writer's change, or a rolled-back write, only costs the parse).
+ */
+interface TailInfo {
+  /** The tail's text. */
+  text: string;
+  floorVersion: number | null;
+  floorAt: number | null;
+  /** Where its entries start in {@link TailInfo.text} (after the floor). */
+  head: number;
+  /** Its UTF-8 length. */
+  bytes: number;
+  /** How many entries it holds, and their lowest and highest version and earliest time. */
+  count: number;
+  minVersion: number;
+  maxVersion: number;
+  minAt: number;
+}
+
+/** The key of `(user, handle)` among the tails: the user's length first, so that no two meet. */
+function tailKey(user: string, handle: string): string {
+  return `${user.length}:${user}${handle}`;
+}
+
+/** A tail's floor as its text starts (`JSON.stringify` of the two numbers). */
+function floorText(floorVersion: number | null, floorAt: number | null): string {
+  return `[${JSON.stringify(floorVersion)},${JSON.stringify(floorAt)}`;
+}
+
+/** The tail {@link tailText} writes for `t`, with what {@link TailInfo} keeps of it. */
+function infoOf(t: Tail): TailInfo {
+  const text = tailText(t);
+  let minVersion = Infinity, maxVersion = -Infinity, minAt = Infinity;
+  for (const e of t.entries) {
+    if (e.version < minVersion) minVersion = e.version;
+    if (e.version > maxVersion) maxVersion = e.version;
+    if (e.at < minAt) minAt = e.at;
+  }
+  return {
+    text,
+    floorVersion: t.floorVersion,
+    floorAt: t.floorAt,
+    head: floorText(t.floorVersion, t.floorAt).length,
+    bytes: utf8Length(text),
+    count: t.entries.length,
+    minVersion,
+    maxVersion,
+    minAt,
+  };
+}
+
 /** The changelog statements of one connection. */
 export class ChangeLog {
+  /** The tails this connection last computed, by user and handle (see {@link TailInfo}). */
+  readonly #tails = new ByteCappedCache<TailInfo>(TAIL_ROW_MAX, 4_194_304, (t) => t.text.length);
   readonly #put: StatementSync;
   readonly #trim: StatementSync;
   readonly #drop: StatementSync;
@@ -128,11 +194,18 @@ export class ChangeLog {
    * row would outgrow {@link TAIL_ROW_MAX} (the entry then goes to the keyed
    * table, see {@link ChangeLog.start}).
    *
-   * @param stateBytes UTF-8 bytes of the record's state.
+   * @param stateBytes UTF-8 bytes of the record's state (see {@link tailRoom}).
    */
-  firstTail(entry: ChangeEntry, stateBytes: number): string | null {
-    const text = tailText({ floorVersion: null, floorAt: null, entries: [entry] });
-    return stateBytes + utf8Length(text) <= TAIL_ROW_MAX ? text : null;
+  firstTail(
+    user: string,
+    handle: string,
+    entry: ChangeEntry,
+    stateBytes: number | undefined,
+  ): string | null {
+    if (stateBytes === undefined || stateBytes >= TAIL_ROW_MAX) return null;
+    const info = infoOf({ floorVersion: null, floorAt: null, entries: [entry] });
+    if (stateBytes + info.bytes > TAIL_ROW_MAX) return null;
+    return this.#keep(info, tailKey(user, handle));
   }
 
   /**
@@ -207,6 +280,12 @@ export class ChangeLog {
       this.#put.run(user, handle, entry.version, entry.at, entry.text);
       return null;
     }
+    const key = tailKey(user, handle);
+    const known = tailCell == null ? undefined : this.#tails.get(key);
+    if (known !== undefined && known.text === tailCell && stateBytes !== undefined) {
+      const text = this.#appended(key, known, entry, retention, now, stateBytes);
+      if (text !== undefined) return text;
+    }
     const tail: Tail = tailCell == null
       ? { floorVersion: null, floorAt: null, entries: [] }
       : parseTail(tailCell);
@@ -219,13 +298,64 @@ export class ChangeLog {
       e.version > fv && e.at >= fa && e.version < entry.version
     );
     tail.entries.push(entry);
-    const text = tailText(tail);
-    if (
-      stateBytes !== undefined && tail.entries.length <= TAIL_MAX_ENTRIES &&
-      stateBytes + utf8Length(text) <= TAIL_ROW_MAX
-    ) return text;
+    if (stateBytes !== undefined && tail.entries.length <= TAIL_MAX_ENTRIES) {
+      const info = infoOf(tail);
+      if (stateBytes + info.bytes <= TAIL_ROW_MAX) return this.#keep(info, key);
+    }
+    this.#tails.set(key, null);
     this.#spill(user, handle, tail);
     return null;
+  }
+
+  /**
+   * The common append, without parsing the tail: `entry` goes at the end of
+   * `known` (the row's tail, as this connection computed it) when the
+   * retention drops none of its entries and the row still fits; the text is
+   * what {@link tailText} writes for the same entries. `undefined` when it
+   * does not apply.
+   */
+  #appended(
+    key: string,
+    known: TailInfo,
+    entry: ChangeEntry,
+    retention: Retention | undefined,
+    now: number,
+    stateBytes: number,
+  ): string | undefined {
+    let floorVersion = known.floorVersion, floorAt = known.floorAt;
+    if (retention) {
+      floorVersion = max(floorVersion, entry.version - retention.maxEntries);
+      floorAt = max(floorAt, now - retention.maxAgeMs);
+    }
+    if (
+      known.count >= TAIL_MAX_ENTRIES || known.maxVersion >= entry.version ||
+      known.minVersion <= (floorVersion ?? -Infinity) || known.minAt < (floorAt ?? -Infinity)
+    ) return undefined;
+    const head = floorText(floorVersion, floorAt);
+    const added = `,${JSON.stringify(entry.version)},${JSON.stringify(entry.at)},${
+      JSON.stringify(entry.text)
+    }]`;
+    // The floor is ASCII: the entries keep their bytes.
+    const bytes = head.length + known.bytes - known.head - 1 + utf8Length(added);
+    if (stateBytes + bytes > TAIL_ROW_MAX) return undefined;
+    const text = head + known.text.slice(known.head, -1) + added;
+    return this.#keep({
+      text,
+      floorVersion,
+      floorAt,
+      head: head.length,
+      bytes,
+      count: known.count + 1,
+      minVersion: Math.min(known.minVersion, entry.version),
+      maxVersion: entry.version,
+      minAt: Math.min(known.minAt, entry.at),
+    }, key);
+  }
+
+  /** Remembers `info` as the tail of `key`, and answers its text. */
+  #keep(info: TailInfo, key: string): string {
+    this.#tails.set(key, info);
+    return info.text;
   }
 
   /**
