@@ -26,6 +26,7 @@ import type {
 } from "../backend.ts";
 import { isReplayed } from "../backend.ts";
 import { vaultOf } from "./_vault.ts";
+import { ParsedStates } from "./_states.ts";
 import {
   BackendError,
   HandleExpired,
@@ -67,6 +68,8 @@ export interface Core {
   readonly quotas: QuotaLimits | undefined;
   /** The reclaim interval in ms (0: off). */
   readonly reclaimMs: number;
+  /** The states this store last saved, parsed (see `_states.ts`). */
+  readonly states: ParsedStates;
   /** Set by `close`: every call then fails. */
   closed: boolean;
 }
@@ -170,6 +173,7 @@ export function coreOf(backend: Backend, options: HandleStoreOptions): Core {
     trashMs: Math.round(trash * DAY_MS),
     quotas,
     reclaimMs: every,
+    states: new ParsedStates(),
     closed: false,
   };
 }

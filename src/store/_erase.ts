@@ -24,8 +24,8 @@ export function erase(
   const erasure = core.backend.erasure;
   if (!erasure) return Promise.reject(unsupported("erase a user"));
   const now = core.clock();
-  return call(
-    core,
-    () => options.dryRun === true ? erasure.count(user, now) : erasure.erase(user, now),
-  );
+  if (options.dryRun === true) return call(core, () => erasure.count(user, now));
+  // What this store keeps of states in memory (see `_states.ts`) goes too.
+  core.states.clear();
+  return call(core, () => erasure.erase(user, now)).finally(() => core.states.clear());
 }

@@ -66,7 +66,7 @@ import {
   type Via,
   written,
 } from "./_core.ts";
-import { diffOf, withUndo } from "./_diff.ts";
+import { diffKeyed, diffOf, withUndo } from "./_diff.ts";
 import { asAlias, routed } from "./_share.ts";
 
 /**
@@ -217,6 +217,8 @@ async function saveAs<S extends JsonObject>(
     // With history the write needs the previous state for its diff: one
     // read-modify-write step that also checks the version.
     ctx.retention = core.retention;
+    // The state the plain step last built, parsed, to keep once it lands.
+    let kept: { version: number; state: JsonObject } | undefined;
     const { res, merged } = await mergeLoop(core, {
       user,
       handle,
@@ -230,8 +232,8 @@ async function saveAs<S extends JsonObject>(
         callOn(core, user, handle, () => update(core, user, handle, change, ctx), via),
       plain: (live) => {
         const version = live.version + 1;
-        const before = decodeState(live.state);
-        const patch = diffOf(before, state);
+        const { what, after } = saveDiff(core, user, handle, live.state, state);
+        kept = after && { version, state: after };
         return {
           record: {
             ...live,
@@ -243,7 +245,7 @@ async function saveAs<S extends JsonObject>(
             ...stamp,
             preview: previewOf(state),
           },
-          entry: entry(core, version, now, writer, "save", withUndo(before, patch)),
+          entry: entry(core, version, now, writer, "save", what),
         };
       },
     });
@@ -254,6 +256,9 @@ async function saveAs<S extends JsonObject>(
       return snap.version > expect + 1 ? { ...snap, merged: true, baseVersion: expect } : snap;
     }
     const info = infoOf(alive(res.record, handle, now));
+    if (kept?.version === info.version && res.written) {
+      core.states.keep(user, handle, text, kept.state);
+    }
     await leaseAfter(core, user, handle, ctx, res.lease, false, info);
     if (merged?.version !== info.version) return { ...info, state };
     return { ...info, state: merged.state as S, merged: true, baseVersion: expect };
@@ -283,6 +288,27 @@ async function saveAs<S extends JsonObject>(
   const current = alive(res.current, handle, now);
   // Without a changelog there is no way back to the caller's version: nothing to merge with.
   throw await stale(core, user, handle, expect, current, merge ? UNAVAILABLE : undefined);
+}
+
+/**
+ * A plain save's diff from the stored state `stored` to `state`: what its
+ * changelog entry keeps (`patch`, and `undo` when the patch replays), and,
+ * when the patch rebuilds exactly what `state`'s text parses to, that state
+ * (`after`), to keep for the next save of the handle (see `_states.ts`).
+ */
+function saveDiff(
+  core: Core,
+  user: string,
+  handle: string,
+  stored: string,
+  state: JsonObject,
+): { what: Record<string, unknown>; after?: JsonObject } {
+  const before = core.states.parse(user, handle, stored);
+  const { patch, ordered } = diffKeyed(before, state);
+  if (!ordered) return { what: withUndo(before, patch) };
+  const replayed = core.states.replay(before, patch as JsonPatchOp[]);
+  if (!replayed) return { what: { patch } };
+  return { what: { patch: replayed.patch, undo: replayed.undo }, after: replayed.state };
 }
 
 /** What {@link mergeLoop} writes, and how. */
