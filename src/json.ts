@@ -41,15 +41,18 @@ export function assertJson(
     );
   }
   const w: Walk = { what, path: [], ancestors: [], left: maxBytes, maxBytes };
-  if (typeof value === "object" && value !== null) walk(value, w);
-  else checkLeaf(value, w);
+  if (typeof value === "object" && value !== null) walk(value, w, 0);
+  else checkLeaf(value, w, 0);
 }
 
 /**
  * The state of one walk. Every value takes at least one byte of JSON, so a
  * walk that meets more values than the size cap allows stops early: a value
  * built from shared subtrees can't make validation exponential. The place of
- * a value (`state.items[3].title`) is only spelled out when it is refused.
+ * a value (`state.items[3].title`) is only spelled out when it is refused:
+ * `path[d]` is the key or index at depth `d`, and `ancestors[d]` the
+ * container there, overwritten as the walk goes (nothing is pushed or
+ * popped per value).
  */
 interface Walk {
   what: string;
@@ -59,77 +62,92 @@ interface Walk {
   maxBytes: number;
 }
 
-function placeOf(w: Walk): string {
+/** The place at `depth` (its first `depth` keys and indexes), for a message. */
+function placeOf(w: Walk, depth: number): string {
   let at = w.what;
-  for (const p of w.path) at += typeof p === "number" ? `[${p}]` : `.${p}`;
+  for (let d = 0; d < depth; d++) {
+    const p = w.path[d]!;
+    at += typeof p === "number" ? `[${p}]` : `.${p}`;
+  }
   return at;
 }
 
-/** Checks a value that is not a non-null object. */
-function checkLeaf(value: unknown, w: Walk): void {
+/** Checks a value that is not a non-null object, at `depth`. */
+function checkLeaf(value: unknown, w: Walk, depth: number): void {
   switch (typeof value) {
     case "string":
     case "boolean":
       return;
     case "number":
-      if (!Number.isFinite(value)) fail(placeOf(w), `the number ${String(value)}`);
+      if (!Number.isFinite(value)) fail(placeOf(w, depth), `the number ${String(value)}`);
       return;
     default:
-      if (value !== null) fail(placeOf(w), describe(value));
+      if (value !== null) fail(placeOf(w, depth), describe(value));
   }
 }
 
-function child(value: unknown, w: Walk): void {
+/** One value inside a container, at `depth` (its key or index is `w.path[depth - 1]`). */
+function child(value: unknown, w: Walk, depth: number): void {
   if (--w.left < 0) throw new StateTooLarge(w.maxBytes + 1, w.maxBytes);
-  if (typeof value === "object" && value !== null) walk(value, w);
-  else if (typeof value !== "string") checkLeaf(value, w);
+  if (typeof value === "object") {
+    if (value !== null) walk(value, w, depth);
+  } else if (typeof value !== "string" && typeof value !== "boolean") checkLeaf(value, w, depth);
 }
 
-function walk(value: object, w: Walk): void {
-  if (w.ancestors.length >= MAX_DEPTH) {
-    const at = placeOf(w);
+const getOwn = Object.getOwnPropertyDescriptor;
+
+/** A container at `depth`: its own properties, then each value in turn. */
+function walk(value: object, w: Walk, depth: number): void {
+  if (depth >= MAX_DEPTH) {
+    const at = placeOf(w, depth);
     throw new InvalidArgument(
       `The state nests deeper than ${MAX_DEPTH} levels at ${at}. Flatten it.`,
       { field: at, max_depth: MAX_DEPTH },
     );
   }
-  if (w.ancestors.includes(value)) {
-    const at = placeOf(w);
-    throw new InvalidArgument(
-      `The state contains a cycle at ${at}. JSON cannot carry cycles: store references instead.`,
-      { field: at },
-    );
+  const { ancestors, path } = w;
+  for (let d = 0; d < depth; d++) {
+    if (ancestors[d] === value) {
+      const at = placeOf(w, depth);
+      throw new InvalidArgument(
+        `The state contains a cycle at ${at}. JSON cannot carry cycles: store references instead.`,
+        { field: at },
+      );
+    }
   }
-  w.ancestors.push(value);
+  ancestors[depth] = value;
+  const inner = depth + 1;
   if (Array.isArray(value)) {
-    if (Object.getPrototypeOf(value) !== Array.prototype) fail(placeOf(w), "an array subclass");
-    for (let i = 0; i < value.length; i++) {
-      w.path.push(i);
-      const desc = Object.getOwnPropertyDescriptor(value, i);
-      if (!desc) fail(placeOf(w), "a hole in an array");
-      if (!("value" in desc)) fail(placeOf(w), "a getter");
-      child(desc.value, w);
-      w.path.pop();
+    if (Object.getPrototypeOf(value) !== Array.prototype) {
+      fail(placeOf(w, depth), "an array subclass");
+    }
+    const n = value.length;
+    for (let i = 0; i < n; i++) {
+      path[depth] = i;
+      const desc = getOwn(value, i);
+      if (!desc) fail(placeOf(w, inner), "a hole in an array");
+      if (!("value" in desc)) fail(placeOf(w, inner), "a getter");
+      child(desc.value, w, inner);
     }
     // Indexes and `length` only: JSON.stringify drops every other property.
-    if (Object.getOwnPropertyNames(value).length !== value.length + 1) {
-      fail(placeOf(w), "an array with named properties");
+    if (Object.getOwnPropertyNames(value).length !== n + 1) {
+      fail(placeOf(w, depth), "an array with named properties");
     }
-    if (Object.getOwnPropertySymbols(value).length > 0) fail(placeOf(w), "a symbol key");
+    if (Object.getOwnPropertySymbols(value).length > 0) fail(placeOf(w, depth), "a symbol key");
   } else {
-    if (!isPlainObject(value)) fail(placeOf(w), describe(value));
-    if (Object.getOwnPropertySymbols(value).length > 0) fail(placeOf(w), "a symbol key");
-    for (const key of Object.getOwnPropertyNames(value)) {
-      w.path.push(key);
-      const desc = Object.getOwnPropertyDescriptor(value, key);
-      if (!desc || !("value" in desc)) fail(placeOf(w), "a getter");
+    if (!isPlainObject(value)) fail(placeOf(w, depth), describe(value));
+    if (Object.getOwnPropertySymbols(value).length > 0) fail(placeOf(w, depth), "a symbol key");
+    const keys = Object.getOwnPropertyNames(value);
+    for (let k = 0; k < keys.length; k++) {
+      const key = keys[k]!;
+      path[depth] = key;
+      const desc = getOwn(value, key);
+      if (!desc || !("value" in desc)) fail(placeOf(w, inner), "a getter");
       // JSON.stringify drops non-enumerable properties.
-      if (!desc.enumerable) fail(placeOf(w), "a non-enumerable property");
-      child(desc.value, w);
-      w.path.pop();
+      if (!desc.enumerable) fail(placeOf(w, inner), "a non-enumerable property");
+      child(desc.value, w, inner);
     }
   }
-  w.ancestors.pop();
 }
 
 function fail(at: string, what: string): never {
