@@ -15,6 +15,9 @@ export type JsonObject = Record<string, unknown>;
 export const MAX_DEPTH = 64;
 
 const encoder = new TextEncoder();
+/** UTF-16 units `utf8Length` encodes into its buffer (3 bytes each at most). */
+const SCRATCH_UNITS = 16_384;
+const scratch = new Uint8Array(3 * SCRATCH_UNITS);
 
 /**
  * Checks that `value` is made of plain JSON values only and throws
@@ -252,6 +255,8 @@ export function checkSize(text: string, maxBytes: number): void {
  * @returns Its UTF-8 length.
  */
 export function utf8Length(text: string): number {
+  // A short text is encoded into one buffer kept for it: nothing allocated.
+  if (text.length <= SCRATCH_UNITS) return encoder.encodeInto(text, scratch).written;
   return encoder.encode(text).length;
 }
 

@@ -53,6 +53,7 @@ export class ByteCappedCache<V> {
     if (value !== null && this.#sizeOf(value) <= this.#maxEntryBytes) {
       this.#entries.set(key, value);
       this.#bytes += this.#sizeOf(value);
+      if (this.#bytes <= this.#maxTotalBytes) return value;
       for (const [k, v] of this.#entries) {
         if (this.#bytes <= this.#maxTotalBytes) break;
         this.#entries.delete(k);
