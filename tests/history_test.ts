@@ -403,6 +403,52 @@ Deno.test("a save's entry is the same whether the state it replaces is parsed ag
   );
 });
 
+Deno.test("a patch lands and logs the same whether the state it changes is parsed again or kept from the store's last write", async () => {
+  const backend = new MemoryBackend();
+  await using mine = new HandleStore(backend);
+  await using other = new HandleStore(backend);
+  const user = "u";
+  // A patch sets or deletes top-level keys (values of any shape), or the
+  // other store saves a state in between.
+  const opArb = fc.oneof(
+    fc.tuple(keyArb, valueArb).map(([k, v]) => SetKey("", k, v)),
+    keyArb.map((k) => DelKey("", k)),
+  );
+  const stepArb = fc.oneof(
+    fc.array(opArb, { minLength: 1, maxLength: 3 }),
+    stateArb,
+  );
+  await fc.assert(
+    fc.asyncProperty(
+      stateArb,
+      fc.array(stepArb, { minLength: 1, maxLength: 8 }),
+      async (a, steps) => {
+        const h = await mine.mint("doc", a, { user });
+        for (const step of steps) {
+          const prev = JSON.parse((await backend.read(user, h))!.state);
+          const version = (await mine.get(h, { user })).version;
+          if (!Array.isArray(step)) {
+            await other.save(h, step, { user, expectVersion: version });
+            continue;
+          }
+          const expected = applyOpsWithUndo(prev, step);
+          const snap = await mine.patch(h, step, { user });
+          assert.equal(JSON.stringify(snap.state), JSON.stringify(expected.state));
+          const stored = (await backend.read(user, h))!.state;
+          assert.equal(stored, JSON.stringify(expected.state));
+          if (snap.version > version) {
+            const [e] = await backend.changes(user, h, version);
+            assert.equal(JSON.stringify(JSON.parse(e!.text).undo), JSON.stringify(expected.undo));
+          }
+          // The op values, changed after the patch, change nothing kept.
+          for (const op of step) if ("value" in op) scribble({ v: op.value });
+        }
+      },
+    ),
+    runs(0x9a7c, 200),
+  );
+});
+
 /** Changes the containers at the top of `state` in place (a caller that reuses its objects). */
 function scribble(state: JsonObject): void {
   for (const value of Object.values(state)) {

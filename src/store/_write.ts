@@ -497,9 +497,17 @@ async function patchAs<S>(c: Call<PatchOptions>, ops: readonly PatchOp[]): Promi
   }
   const { writer, now, ctx } = await updateContext(core, options, handle, via, "patch", parsed);
   const rules = rulesIn(options);
-  return await routedUpdate<S>(core, user, handle, via, ctx, now, (live) => {
+  // The state the step last built, to keep parsed once it lands (see
+  // `_states.ts`): only when it holds nothing of the caller's (no op value
+  // that is an object).
+  const keepable = parsed.every((op) =>
+    !("mapping" in op) && !("value" in op && isContainer(op.value))
+  );
+  let kept: { version: number; text: string; state: JsonObject } | undefined;
+  const snap = await routedUpdate<S>(core, user, handle, via, ctx, now, (live) => {
     const rule = rules?.(live.kind);
     let applied: JsonObject, undo: JsonPatchOp[], next: string;
+    kept = undefined;
     if (rule) {
       // Ops apply to the state as the kind's current version reads it, and
       // the result must pass its schema before anything is written.
@@ -511,9 +519,12 @@ async function patchAs<S>(c: Call<PatchOptions>, ops: readonly PatchOp[]): Promi
     } else {
       // The stored state is JSON and every op value was checked above: only
       // the size and the depth of the result remain to check.
-      ({ state: applied, undo } = applyOpsWithUndo(decodeState(live.state), parsed));
+      const before = core.states.parse(user, handle, live.state);
+      ({ state: applied, undo } = applyOpsWithUndo(before, parsed));
       next = encodeParsed(applied, core.maxBytes);
       if (next === live.state) return null;
+      // Its text is the stringify of `applied`: they parse alike.
+      if (keepable) kept = { version: live.version + 1, text: next, state: applied };
     }
     return step(
       core,
@@ -530,6 +541,13 @@ async function patchAs<S>(c: Call<PatchOptions>, ops: readonly PatchOp[]): Promi
       { ops: parsed, undo },
     );
   });
+  if (kept?.version === snap.version) core.states.keep(user, handle, kept.text, kept.state);
+  return snap;
+}
+
+/** Whether an op's value is an object or a list (something the caller may change later). */
+function isContainer(value: unknown): boolean {
+  return typeof value === "object" && value !== null;
 }
 
 /** Renews or clears a handle's expiry (see {@link HandleStore.touch}), through an alias too. */
