@@ -11,10 +11,17 @@
  * - nothing was applied twice and nothing appeared that was never written:
  *   every record matches the expected state of one of its versions, byte for
  *   byte, and the listing agrees with the records;
+ * - forks, grants, aliases and moved handles are as acknowledged
+ *   (`_travel.ts`; the model is `_crash_model.ts`, the checker
+ *   `_crash_verify.ts`);
  * - at the end, every iteration's records are still exactly as verified.
  *
  * On Redis (AOF with `appendfsync always`), some iterations also SIGKILL the
- * `redis-server` at the same moment and restart it.
+ * `redis-server` at the same moment and restart it. With encryption keys the
+ * engine's storage must hold no plaintext (`_plaintext.ts`); the maintenance
+ * commands `mcpstate encrypt` and `keys rotate` can run beside the writer and
+ * be killed too (`_maintenance.ts`); every few iterations a user is erased
+ * with `mcpstate erase`, killed and run again (`_erase.ts`).
  *
  * @module
  */
@@ -570,10 +577,12 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
         continue;
       }
       const before = failures.length;
-      const counted = structuredClone({
+      // What the verification counts, to put back when an outage makes it start over.
+      const counted: VerifyCounts = structuredClone({
         acknowledged: report.acknowledged,
         inFlight: report.inFlight,
         inFlightOps: report.inFlightOps,
+        refused: report.refused,
         recordsChecked: report.recordsChecked,
         changelogsChecked: report.changelogsChecked,
         aliasesRead: report.aliasesRead,
