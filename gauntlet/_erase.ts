@@ -26,6 +26,8 @@ import type { Rng } from "./_util.ts";
 
 /** What the erase kills count (a part of the crash report). */
 export interface EraseCounts {
+  /** Deno KV: slices found only in an old owner's changelog left for `sweep` by a killed transfer. */
+  eraseLeftForSweep: number;
   /** Erases run (each: one kill, one rerun to completion, one check). */
   eraseRuns: number;
   /** Of those, the killed run had erased a part of the user already (a torn erase). */
@@ -210,8 +212,16 @@ export async function eraseKill(
   counts.eraseSlices += present.length;
   if (present.length > 0) {
     const after = await dump(t.storage);
+    // On Deno KV a transfer's commit hands the old owner's changelog to the
+    // collector; a kill right after it leaves that copy, under the old owner,
+    // for `sweep` (docs/limits.md): erase of the handle's new owner does not
+    // reach it. Counted, not failed.
+    const leftForSweep = (where: string) =>
+      "denokv" in t.storage && where.includes('"log"') && !where.includes(JSON.stringify(t.user));
     for (const s of present) {
-      const where = after.filter((x) => x.what.includes(s)).map((x) => x.where.slice(0, 80));
+      const hits = after.filter((x) => x.what.includes(s));
+      counts.eraseLeftForSweep += hits.filter((x) => leftForSweep(x.where)).length;
+      const where = hits.filter((x) => !leftForSweep(x.where)).map((x) => x.where.slice(0, 80));
       if (where.length > 0) fail(`a slice of its state is still stored: ${where.join(", ")}`);
     }
   }

@@ -418,6 +418,7 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
     eraseTorn: 0,
     eraseFinished: 0,
     eraseSlices: 0,
+    eraseLeftForSweep: 0,
     recordsChecked: 0,
     finalRecheck: 0,
     changelogsChecked: 0,
