@@ -360,54 +360,65 @@ Deno.test("a save's changelog patch is rfc6902's own for short arrays, equal arr
   );
 });
 
-Deno.test("a save's entry is the same whether the state it replaces is parsed again or kept from the store's last save", async () => {
-  // Two stores on one backend: each keeps the states it saved (parsed), and a
-  // save by the other changes the stored text under it.
+/**
+ * Checks `check` over a minted state and 1-8 steps with two stores on one
+ * memory backend: each keeps the states it wrote (parsed), and a write by
+ * the other changes the stored text under it.
+ */
+async function twoStores<T>(
+  stepArb: fc.Arbitrary<T>,
+  seed: number,
+  n: number,
+  check: (
+    s: { backend: MemoryBackend; mine: HandleStore; other: HandleStore; user: string },
+    a: JsonObject,
+    steps: T[],
+  ) => Promise<void>,
+): Promise<void> {
   const backend = new MemoryBackend();
   await using mine = new HandleStore(backend);
   await using other = new HandleStore(backend);
-  const user = "u";
-  // Next states: another state, or the previous one with some values changed,
-  // keys added at the end, or keys moved (then its parse is not kept).
-  const stepArb = fc.tuple(stateArb, fc.constantFrom("other", "merge", "reorder"), fc.boolean());
   await fc.assert(
     fc.asyncProperty(
       stateArb,
       fc.array(stepArb, { minLength: 1, maxLength: 8 }),
-      async (a, steps) => {
-        const h = await mine.mint("doc", a, { user });
-        let prev: JsonObject = JSON.parse(JSON.stringify(a));
-        for (const [b, how, byOther] of steps) {
-          const next: JsonObject = how === "other"
-            ? b
-            : how === "merge"
-            ? Object.assign(structuredClone(prev), b)
-            : Object.fromEntries(Object.entries(structuredClone(prev)).reverse());
-          const snap = await (byOther ? other : mine).get(h, { user });
-          await (byOther ? other : mine).save(h, next, { user, expectVersion: snap.version });
-          const [e] = await backend.changes(user, h, snap.version);
-          const { patch, undo } = JSON.parse(e!.text);
-          const expected = createPatch(prev, JSON.parse(JSON.stringify(next)));
-          assert.deepEqual(JSON.stringify(patch), JSON.stringify(expected));
-          assert.deepEqual(
-            JSON.stringify(undo),
-            JSON.stringify(undoOf(prev, expected as JsonPatchOp[])),
-          );
-          // The caller's state, changed after the save, changes nothing kept.
-          scribble(next);
-          prev = JSON.parse((await backend.read(user, h))!.state);
-        }
-      },
+      (a, steps) => check({ backend, mine, other, user: "u" }, a, steps),
     ),
-    runs(0x5a7e, 200),
+    runs(seed, n),
   );
+}
+
+Deno.test("a save's entry is the same whether the state it replaces is parsed again or kept from the store's last save", async () => {
+  // Next states: another state, or the previous one with some values changed,
+  // keys added at the end, or keys moved (then its parse is not kept).
+  const stepArb = fc.tuple(stateArb, fc.constantFrom("other", "merge", "reorder"), fc.boolean());
+  await twoStores(stepArb, 0x5a7e, 200, async ({ backend, mine, other, user }, a, steps) => {
+    const h = await mine.mint("doc", a, { user });
+    let prev: JsonObject = JSON.parse(JSON.stringify(a));
+    for (const [b, how, byOther] of steps) {
+      const next: JsonObject = how === "other"
+        ? b
+        : how === "merge"
+        ? Object.assign(structuredClone(prev), b)
+        : Object.fromEntries(Object.entries(structuredClone(prev)).reverse());
+      const snap = await (byOther ? other : mine).get(h, { user });
+      await (byOther ? other : mine).save(h, next, { user, expectVersion: snap.version });
+      const [e] = await backend.changes(user, h, snap.version);
+      const { patch, undo } = JSON.parse(e!.text);
+      const expected = createPatch(prev, JSON.parse(JSON.stringify(next)));
+      assert.deepEqual(JSON.stringify(patch), JSON.stringify(expected));
+      assert.deepEqual(
+        JSON.stringify(undo),
+        JSON.stringify(undoOf(prev, expected as JsonPatchOp[])),
+      );
+      // The caller's state, changed after the save, changes nothing kept.
+      scribble(next);
+      prev = JSON.parse((await backend.read(user, h))!.state);
+    }
+  });
 });
 
 Deno.test("a patch lands and logs the same whether the state it changes is parsed again or kept from the store's last write", async () => {
-  const backend = new MemoryBackend();
-  await using mine = new HandleStore(backend);
-  await using other = new HandleStore(backend);
-  const user = "u";
   // A patch sets or deletes top-level keys (values of any shape), or the
   // other store saves a state in between.
   const opArb = fc.oneof(
@@ -418,35 +429,28 @@ Deno.test("a patch lands and logs the same whether the state it changes is parse
     fc.array(opArb, { minLength: 1, maxLength: 3 }),
     stateArb,
   );
-  await fc.assert(
-    fc.asyncProperty(
-      stateArb,
-      fc.array(stepArb, { minLength: 1, maxLength: 8 }),
-      async (a, steps) => {
-        const h = await mine.mint("doc", a, { user });
-        for (const step of steps) {
-          const prev = JSON.parse((await backend.read(user, h))!.state);
-          const version = (await mine.get(h, { user })).version;
-          if (!Array.isArray(step)) {
-            await other.save(h, step, { user, expectVersion: version });
-            continue;
-          }
-          const expected = applyOpsWithUndo(prev, step);
-          const snap = await mine.patch(h, step, { user });
-          assert.equal(JSON.stringify(snap.state), JSON.stringify(expected.state));
-          const stored = (await backend.read(user, h))!.state;
-          assert.equal(stored, JSON.stringify(expected.state));
-          if (snap.version > version) {
-            const [e] = await backend.changes(user, h, version);
-            assert.equal(JSON.stringify(JSON.parse(e!.text).undo), JSON.stringify(expected.undo));
-          }
-          // The op values, changed after the patch, change nothing kept.
-          for (const op of step) if ("value" in op) scribble({ v: op.value });
-        }
-      },
-    ),
-    runs(0x9a7c, 200),
-  );
+  await twoStores(stepArb, 0x9a7c, 200, async ({ backend, mine, other, user }, a, steps) => {
+    const h = await mine.mint("doc", a, { user });
+    for (const step of steps) {
+      const prev = JSON.parse((await backend.read(user, h))!.state);
+      const version = (await mine.get(h, { user })).version;
+      if (!Array.isArray(step)) {
+        await other.save(h, step, { user, expectVersion: version });
+        continue;
+      }
+      const expected = applyOpsWithUndo(prev, step);
+      const snap = await mine.patch(h, step, { user });
+      assert.equal(JSON.stringify(snap.state), JSON.stringify(expected.state));
+      const stored = (await backend.read(user, h))!.state;
+      assert.equal(stored, JSON.stringify(expected.state));
+      if (snap.version > version) {
+        const [e] = await backend.changes(user, h, version);
+        assert.equal(JSON.stringify(JSON.parse(e!.text).undo), JSON.stringify(expected.undo));
+      }
+      // The op values, changed after the patch, change nothing kept.
+      for (const op of step) if ("value" in op) scribble({ v: op.value });
+    }
+  });
 });
 
 /** Changes the containers at the top of `state` in place (a caller that reuses its objects). */

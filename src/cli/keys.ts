@@ -11,14 +11,7 @@
 
 import type { RotateCounts } from "../store/_encrypt.ts";
 import { type Command, defineCommand, EXIT_FAILURE, EXIT_OK, UsageError } from "./_command.ts";
-import {
-  byWhy,
-  counted,
-  keyedStore,
-  MAINTAIN_OPTIONS,
-  maintainHelp,
-  runOptions,
-} from "./_maintain.ts";
+import * as M from "./_maintain.ts";
 import { note, printResult } from "./_output.ts";
 import { backendHelp } from "./_store.ts";
 
@@ -38,7 +31,7 @@ already under the current one. Once it reports every data key under the
 current key, the old keys can leave the ring. Exit code 1 while some are not.
 
 Options:
-${maintainHelp('Print {"ok": …, "current": ID, "rewrapped": N, "already": N, …}')}
+${M.maintainHelp('Print {"ok": …, "current": ID, "rewrapped": N, "already": N, …}')}
 ${backendHelp()}
 `;
 
@@ -47,7 +40,7 @@ export const keys: Command = defineCommand({
   name: "keys",
   summary: "keys rotate: rewrap every data key under the current key",
   help: HELP,
-  options: MAINTAIN_OPTIONS,
+  options: M.MAINTAIN_OPTIONS,
   positionals: [1, 1],
   async run(values, [action]) {
     if (action !== "rotate") {
@@ -55,8 +48,8 @@ export const keys: Command = defineCommand({
         `Unknown keys action ${JSON.stringify(action)}; the one action is: mcpstate keys rotate.`,
       );
     }
-    await using store = await keyedStore(values, "keys rotate");
-    const { options, finish } = runOptions(values, "rotate", "data keys");
+    await using store = await M.keyedStore(values, "keys rotate");
+    const { options, finish } = M.runOptions(values, "rotate", "data keys");
     let c: RotateCounts;
     try {
       c = await store.maintenance.rotateKeys(options);
@@ -68,8 +61,8 @@ export const keys: Command = defineCommand({
     const others = Object.entries(census.keyIds).filter(([id]) => id !== c.current);
     const old = census.ring.filter((id) => id !== c.current);
     const ok = others.length === 0;
-    const done = `Rewrapped ${counted(c.rewrapped, "data key")} under ${c.current}; ${
-      counted(c.already, "was", "were")
+    const done = `Rewrapped ${M.counted(c.rewrapped, "data key")} under ${c.current}; ${
+      M.counted(c.already, "was", "were")
     } under it already.`;
     const after = ok
       ? old.length > 0
@@ -92,8 +85,8 @@ export const keys: Command = defineCommand({
     if (ok) return EXIT_OK;
     const left = Object.fromEntries(others);
     note(
-      `Data keys are still under other keys (${byWhy(left)})${
-        Object.keys(c.failed).length > 0 ? `; not rewrapped: ${byWhy(c.failed)}` : ""
+      `Data keys are still under other keys (${M.byWhy(left)})${
+        Object.keys(c.failed).length > 0 ? `; not rewrapped: ${M.byWhy(c.failed)}` : ""
       }. Put every key that wrapped them in the ring (the current one first), restart the servers with it, and run mcpstate keys rotate again.`,
     );
     return EXIT_FAILURE;
