@@ -34,6 +34,17 @@ export const BACKEND_OPS: ReadonlySet<string> = new Set([
   "endGrant",
   "grantsOf",
   "grantsTo",
+  "listTrash",
+  "sweepGrants",
+  "countUser",
+  "eraseUser",
+  "readKey",
+  "createKey",
+  "rewrapKey",
+  "deleteKey",
+  "listKeys",
+  "scanContent",
+  "replaceContent",
 ]);
 
 /** One sample line of the text format: `name{label="value",…} number`. */
