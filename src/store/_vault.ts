@@ -434,7 +434,9 @@ async function move(
   const [user, handle, to, ctx, step] = args;
   const transfer = inner.transfer!;
   if (!s.on) {
-    await Promise.all([s.refuseKeyed(user), s.refuseKeyed(to)]);
+    // Asked of the key store each time, as a restore is: a record sealed since
+    // the last answer would move with its old binding and no longer open.
+    await Promise.all([s.refuseKeyed(user, true), s.refuseKeyed(to, true)]);
     return transfer.move(user, handle, to, ctx, step);
   }
   for (let attempt = 0; attempt < TRANSFER_ATTEMPTS; attempt++) {
