@@ -9,7 +9,7 @@
 
 import type { HandleStore, JsonObject, Snapshot } from "../mod.ts";
 import { McpStateError } from "../mod.ts";
-import { body } from "./_util.ts";
+import { body, messageOf } from "./_util.ts";
 
 /** One line the child printed. */
 export interface Line {
@@ -419,7 +419,10 @@ export function canonical(x: unknown): string {
   return JSON.stringify(x);
 }
 
-/** A snapshot, or `null` for `handle_not_found` (a revoked alias included). */
+/**
+ * A snapshot, or `null` for `handle_not_found` (a revoked alias included);
+ * any other error is thrown naming the handle and the user.
+ */
 export async function getOrNull(
   store: HandleStore,
   handle: string,
@@ -429,6 +432,7 @@ export async function getOrNull(
     return await store.get(handle, { user });
   } catch (e) {
     if (e instanceof McpStateError && e.code === "handle_not_found") return null;
-    throw e;
+    const reason = e instanceof McpStateError ? ` (${e.code} ${JSON.stringify(e.details)})` : "";
+    throw new Error(`reading ${handle} as ${user}${reason}: ${messageOf(e)}`, { cause: e });
   }
 }

