@@ -128,7 +128,12 @@ class Sealer {
     }
     if (this.#anyKeys!.none && !strict) return;
     if (!(await this.#keys())) return;
-    if (!this.#keyed.has(user) && (await (await this.#keys())!.get(user)) === null) return;
+    if (
+      (strict || !this.#keyed.has(user)) && (await (await this.#keys())!.get(user)) === null
+    ) {
+      this.#keyed.delete(user);
+      return;
+    }
     this.#keyed.add(user);
     throw EncryptionError.noKey();
   }
