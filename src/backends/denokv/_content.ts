@@ -237,7 +237,10 @@ export class KvContent implements B.ContentPrimitives {
   /** Rewrites an idempotency record's result, if it is still at its versionstamp. */
   async #putResult(u: Deno.KvKeyPart, entry: Deno.KvEntry<IdemValue>, texts: string[]) {
     const db = this.#db, v = entry.value;
-    const expireIn = Math.max(1, Math.round(v.t - Date.now()));
+    // At least a day: the record's expiry is judged by `t` against the store's
+    // clock, which need not be this machine's (an injected clock), so the key
+    // may outlive it a little but a rewrite never drops it early.
+    const expireIn = Math.max(86_400_000, Math.round(v.t - Date.now()));
     const { b: _b, d: _d, n: _n, z: _z, x: _x, ...rest } = v;
     const value: IdemValue = {
       ...rest,
