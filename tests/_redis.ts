@@ -128,6 +128,20 @@ export function freePort(): number {
   return port;
 }
 
+/**
+ * `n` distinct free TCP ports on 127.0.0.1, held open together while they
+ * are picked (one at a time, the system may hand the same port out twice).
+ *
+ * @param n How many.
+ * @returns The ports.
+ */
+export function freePorts(n: number): number[] {
+  const ls = Array.from({ length: n }, () => Deno.listen({ hostname: "127.0.0.1", port: 0 }));
+  const ports = ls.map((l) => (l.addr as Deno.NetAddr).port);
+  for (const l of ls) l.close();
+  return ports;
+}
+
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Every server process this module started that is still running: killed when the process exits. */
@@ -380,15 +394,18 @@ export async function startRedisCluster(
   const password = opts.password;
   const nodes: RedisServer[] = [];
   try {
+    const count = masters * (1 + replicas);
+    const ports = freePorts(2 * count);
     const started = await Promise.all(
-      Array.from({ length: masters * (1 + replicas) }, () =>
+      Array.from({ length: count }, (_, i) =>
         startRedis({
           ...(password === undefined ? {} : { password }),
+          port: ports[2 * i]!,
           config: {
             "cluster-enabled": "yes",
             "cluster-config-file": "nodes.conf",
             "cluster-node-timeout": opts.nodeTimeoutMs ?? 1000,
-            "cluster-port": freePort(),
+            "cluster-port": ports[2 * i + 1]!,
             "cluster-replica-validity-factor": 0,
             ...(password === undefined ? {} : { masterauth: password }),
             ...opts.config,
