@@ -126,26 +126,35 @@ function keyed(core: Core, what: string): VaultMaintenance {
   return m;
 }
 
+/**
+ * Pages through `fetch` from the start until `next` says a page was the
+ * last (`null`), each page handed to `visit` before the next is asked.
+ */
+async function paged<P>(
+  core: Core,
+  fetch: (query: { after?: string; limit: number }) => Promise<P>,
+  next: (page: P) => string | null,
+  visit: (page: P) => Promise<void> | void,
+): Promise<void> {
+  let after: string | undefined;
+  for (;;) {
+    const query = after === undefined ? { limit: PAGE } : { after, limit: PAGE };
+    const page = await call(core, () => fetch(query));
+    await visit(page);
+    const then = next(page);
+    if (then === null) return;
+    after = then;
+  }
+}
+
 /** Every copy of content, a page at a time, until `visit` has seen the last page. */
-async function eachPage(
+function eachPage(
   core: Core,
   visit: (items: StoredContent[]) => Promise<void> | void,
 ): Promise<void> {
   const content = core.backend.content;
   if (!content) throw unsupported("rewrite its stored content in place");
-  let after: string | undefined;
-  for (;;) {
-    const page = await call(core, () =>
-      content.scan(
-        after === undefined ? { limit: PAGE } : {
-          after,
-          limit: PAGE,
-        },
-      ));
-    await visit(page.items);
-    if (page.next === null) return;
-    after = page.next;
-  }
+  return paged(core, (q) => content.scan(q), (p) => p.next, (p) => visit(p.items));
 }
 
 /**
@@ -242,26 +251,19 @@ export async function encrypt(
 }
 
 /** Every stored data key, a page at a time. */
-async function eachKey(
+function eachKey(
   core: Core,
   keys: KeyPrimitives,
   visit: (
     page: { user: string; key: { keyId: string; wrapped: string } }[],
   ) => Promise<void> | void,
 ): Promise<void> {
-  let after: string | undefined;
-  for (;;) {
-    const page = await call(core, () =>
-      keys.list(
-        after === undefined ? { limit: PAGE } : {
-          after,
-          limit: PAGE,
-        },
-      ));
-    await visit(page);
-    if (page.length < PAGE) return;
-    after = page[page.length - 1]!.user;
-  }
+  return paged(
+    core,
+    (q) => keys.list(q),
+    (page) => page.length < PAGE ? null : page[page.length - 1]!.user,
+    visit,
+  );
 }
 
 /**
