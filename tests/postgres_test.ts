@@ -562,13 +562,34 @@ Deno.test("an unreachable server is a prompt backend_error, and no message shows
   );
 });
 
-Deno.test("a version-2 schema gains the leases table in place, its rows kept", async () => {
-  const schema = schemaName("v2");
-  const s = `"${schema}"`;
-  const url = urlFor(schema);
+/**
+ * Runs `body` on a schema of its own (dropped after): `s` its quoted name,
+ * `sql` an admin connection, `open` a new store on it (closed after).
+ */
+async function ownSchema(
+  tag: string,
+  body: (s: string, sql: postgres.Sql, open: () => Promise<HandleStore>) => Promise<void>,
+): Promise<void> {
+  const schema = schemaName(tag);
   const sql = admin();
-  let store = await HandleStore.fromUrl(url);
+  const stores: HandleStore[] = [];
+  const open = async () => {
+    const store = await HandleStore.fromUrl(urlFor(schema));
+    stores.push(store);
+    return store;
+  };
   try {
+    await body(`"${schema}"`, sql, open);
+  } finally {
+    for (const store of stores) await store.close();
+    await sql.end();
+    await dropSchema(schema);
+  }
+}
+
+Deno.test("a version-2 schema gains the leases table in place, its rows kept", () =>
+  ownSchema("v2", async (s, sql, open) => {
+    let store = await open();
     const user = freshUser();
     const h = await store.mint("doc", { log: ["a"] }, { user, writer: "w" });
     await store.close();
@@ -577,7 +598,7 @@ Deno.test("a version-2 schema gains the leases table in place, its rows kept", a
     await sql.unsafe(`UPDATE ${s}.meta SET value = '2' WHERE key = 'schema_version'`);
     const rows = async () => JSON.stringify(await sql.unsafe(`SELECT * FROM ${s}.handles`));
     const before = await rows();
-    store = await HandleStore.fromUrl(url);
+    store = await open();
     const [meta] = await sql.unsafe(`SELECT value FROM ${s}.meta WHERE key = 'schema_version'`);
     assert.equal(meta?.value, String(POSTGRES_SCHEMA_VERSION));
     assert.equal(POSTGRES_SCHEMA_VERSION, 3);
@@ -586,24 +607,14 @@ Deno.test("a version-2 schema gains the leases table in place, its rows kept", a
     const snap = await store.get(h, { user });
     assert.deepEqual([snap.version, snap.lastWriter, snap.activeLease?.holder], [1, "w", "x"]);
     assert.equal(await rows(), before, "a lease changed a record");
-  } finally {
-    await store.close();
-    await sql.end();
-    await dropSchema(schema);
-  }
-});
+  }));
 
-Deno.test("a kept idempotency result carries its handle, a column added in place to older schemas", async () => {
-  const schema = schemaName("idemhandle");
-  const s = `"${schema}"`;
-  const url = urlFor(schema);
-  const sql = admin();
-  let store = await HandleStore.fromUrl(url);
-  try {
-    const user = freshUser();
-    await store.close();
+Deno.test("a kept idempotency result carries its handle, a column added in place to older schemas", () =>
+  ownSchema("idemhandle", async (s, sql, open) => {
+    await (await open()).close();
     await sql.unsafe(`ALTER TABLE ${s}.idempotency DROP COLUMN handle`);
-    store = await HandleStore.fromUrl(url);
+    const store = await open();
+    const user = freshUser();
     const h = await store.mint("doc", { a: 1 }, { user, idempotencyKey: "k1" });
     await store.patch(h, [SetKey("", "a", 2)], { user, idempotencyKey: "k2" });
     const rows = await sql.unsafe(
@@ -611,12 +622,7 @@ Deno.test("a kept idempotency result carries its handle, a column added in place
       [user],
     );
     assert.deepEqual(rows.map((r) => [r.key, r.handle]), [["k1", h], ["k2", h]]);
-  } finally {
-    await store.close();
-    await sql.end();
-    await dropSchema(schema);
-  }
-});
+  }));
 
 Deno.test("leases: one row beside the record, one holder at a time even in a race, swept once lapsed", async () => {
   const schema = schemaName("leases");
