@@ -80,11 +80,7 @@ export class RedisContent implements B.ContentPrimitives {
     this.#conn = conn;
     this.#k = keys;
     this.#forget = forget;
-    const probe = keys.base("");
-    const prefix = probe.slice(0, probe.lastIndexOf("{"));
-    this.#name = new RegExp(
-      "^(" + prefix.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + "\\{([^}]*)\\}:)([rtd]):(.*)$",
-    );
+    this.#name = keys.nameRegExp((p) => "(" + p + "\\{([^}]*)\\}:)([rtd]):(.*)");
   }
 
   /** {@inheritDoc ContentPrimitives.scan} */

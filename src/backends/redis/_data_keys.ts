@@ -63,11 +63,7 @@ export class RedisDataKeys implements B.KeyPrimitives {
   constructor(conn: Connection, keys: KeySpace) {
     this.#conn = conn;
     this.#k = keys;
-    const probe = keys.base("");
-    const prefix = probe.slice(0, probe.lastIndexOf("{"));
-    this.#dataKey = new RegExp(
-      "^" + prefix.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + "\\{([^}]*)\\}:k$",
-    );
+    this.#dataKey = keys.nameRegExp((p) => p + "\\{([^}]*)\\}:k");
   }
 
   /** `P{T}:k`, the data key of `user`. */

@@ -71,11 +71,7 @@ export class RedisErasure implements ErasurePrimitives {
   constructor(conn: Connection, keys: KeySpace) {
     this.#conn = conn;
     this.#k = keys;
-    const probe = keys.base("");
-    const prefix = probe.slice(0, probe.lastIndexOf("{"));
-    this.#grantKey = new RegExp(
-      "^(" + prefix.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + "\\{[^}]*\\}:)g:([^:]*)$",
-    );
+    this.#grantKey = keys.nameRegExp((p) => "(" + p + "\\{[^}]*\\}:)g:([^:]*)");
   }
 
   /** {@inheritDoc ErasurePrimitives.count} */

@@ -36,6 +36,14 @@ export class KeySpace {
     this.#prefix = prefix;
   }
 
+  /**
+   * A pattern of key names: `^` + `body(P)` + `$`, where `P` is the key
+   * prefix escaped for a regular expression (the user's `{T}:` follows it).
+   */
+  nameRegExp(body: (prefix: string) => string): RegExp {
+    return new RegExp("^" + body(this.#prefix.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")) + "$");
+  }
+
   /** `P{T}:`, the prefix of every key of `user`. */
   base(user: string): string {
     let base = this.#bases.get(user);
